@@ -1,0 +1,36 @@
+import { assertMigrated, migrate } from './migrate';
+import { DEFAULT_SCHEMA, validateSchemaName } from './identifiers';
+import { getPool, poolKey, type ConnectionConfig } from './pool';
+import { JobStore, type StoreOptions } from './store';
+
+export interface StoreConfig extends ConnectionConfig {
+	schema?: string;
+	/** Apply missing migrations on first use (default). Off: a missing schema is an error. */
+	autoMigrate?: boolean;
+}
+
+/** Schemas known to be migrated, per pool; the check runs once per process and schema. */
+const readySchemas = new Map<string, Promise<void>>();
+
+/**
+ * The store for a connection config: a cached pool, and migrations applied (or checked, with
+ * auto-migrate off) once per process. A failed check is forgotten so the next call tries again.
+ */
+export async function openStore(config: StoreConfig, options: Omit<StoreOptions, 'schema'> = {}, onPoolError?: (error: Error) => void): Promise<JobStore> {
+	const schema = validateSchemaName(config.schema || DEFAULT_SCHEMA);
+	const pool = getPool(config, onPoolError);
+	const readyKey = `${poolKey(config)}:${schema}:${config.autoMigrate === false ? 'check' : 'migrate'}`;
+	let ready = readySchemas.get(readyKey);
+	if (!ready) {
+		ready = config.autoMigrate === false ? assertMigrated(pool, schema) : migrate(pool, schema).then(() => undefined);
+		readySchemas.set(readyKey, ready);
+		ready.catch(() => readySchemas.delete(readyKey));
+	}
+	await ready;
+	return new JobStore(pool, { ...options, schema });
+}
+
+/** Forget which schemas were migrated (tests that drop schemas). */
+export function resetMigrationCache(): void {
+	readySchemas.clear();
+}

@@ -1,0 +1,139 @@
+/**
+ * Errors the core raises. Every one carries a stable `code`, and bad input names the `field`
+ * and the `fix`, so the n8n glue can turn it into a NodeOperationError without parsing text.
+ */
+export class DurableJobsError extends Error {
+	readonly code: string;
+	readonly field?: string;
+	readonly fix?: string;
+	/** HTTP status a receiver should answer with when this error reaches it. */
+	readonly httpStatus: number;
+
+	constructor(
+		code: string,
+		message: string,
+		options: { field?: string; fix?: string; httpStatus?: number; cause?: unknown } = {},
+	) {
+		super(message, options.cause === undefined ? undefined : { cause: options.cause });
+		this.name = 'DurableJobsError';
+		this.code = code;
+		this.field = options.field;
+		this.fix = options.fix;
+		this.httpStatus = options.httpStatus ?? 500;
+	}
+}
+
+export class ValidationError extends DurableJobsError {
+	constructor(field: string, message: string, fix: string) {
+		super('invalid_input', `${field}: ${message}`, { field, fix, httpStatus: 400 });
+		this.name = 'ValidationError';
+	}
+}
+
+export class IdempotencyConflictError extends DurableJobsError {
+	readonly existingJobId: string;
+	constructor(key: string, existingJobId: string) {
+		super(
+			'idempotency_key_reused',
+			`Idempotency key "${truncate(key, 80)}" was already used with a different payload`,
+			{
+				field: 'idempotencyKey',
+				fix: 'Send the original payload again, or use a new idempotency key for a different request',
+				httpStatus: 422,
+			},
+		);
+		this.name = 'IdempotencyConflictError';
+		this.existingJobId = existingJobId;
+	}
+}
+
+export class DatabaseUnavailableError extends DurableJobsError {
+	constructor(message: string, fix: string, cause?: unknown) {
+		super('database_unavailable', message, { fix, httpStatus: 503, cause });
+		this.name = 'DatabaseUnavailableError';
+	}
+}
+
+export class MigrationsMissingError extends DurableJobsError {
+	constructor(schema: string, missing: string[]) {
+		super(
+			'migrations_missing',
+			`Schema "${schema}" is missing migrations: ${missing.join(', ')}`,
+			{
+				field: 'autoMigrate',
+				fix: `Turn on "Auto-Migrate" in the credential, or apply them by hand: npx n8n-nodes-durable-jobs migrate --schema ${schema} (needs DATABASE_URL)`,
+				httpStatus: 503,
+			},
+		);
+		this.name = 'MigrationsMissingError';
+	}
+}
+
+export function truncate(text: string, max: number): string {
+	return text.length <= max ? text : `${text.slice(0, max)}…`;
+}
+
+/** SQLSTATE classes and node socket codes that mean "the database cannot be reached right now". */
+const UNAVAILABLE_SQLSTATES = new Set(['57P01', '57P02', '57P03', '53300', '08000', '08001', '08003', '08004', '08006']);
+const UNAVAILABLE_SOCKET_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'EPIPE', 'EAI_AGAIN']);
+
+interface PgLikeError {
+	code?: string;
+	message?: string;
+}
+
+/**
+ * Turns a driver error into a DurableJobsError with an actionable message. Messages never echo
+ * connection settings, so a password cannot leak through them.
+ */
+export function classifyDatabaseError(error: unknown): DurableJobsError {
+	if (error instanceof DurableJobsError) return error;
+	const pgError = (typeof error === 'object' && error !== null ? error : {}) as PgLikeError;
+	const code = pgError.code ?? '';
+	const message = pgError.message ?? String(error);
+	if (code === '28P01' || code === '28000') {
+		return new DatabaseUnavailableError(
+			'PostgreSQL rejected the user name or password',
+			'Check User and Password in the Durable Jobs Postgres credential',
+			error,
+		);
+	}
+	if (code === '3D000') {
+		return new DatabaseUnavailableError(
+			'The database named in the credential does not exist',
+			'Check Database in the credential, or create it (CREATE DATABASE …)',
+			error,
+		);
+	}
+	if (code === 'ENOTFOUND') {
+		return new DatabaseUnavailableError(
+			'The database host name could not be resolved',
+			'Check Host in the credential',
+			error,
+		);
+	}
+	if (UNAVAILABLE_SOCKET_CODES.has(code) || UNAVAILABLE_SQLSTATES.has(code) || /timeout exceeded when trying to connect|Connection terminated/i.test(message)) {
+		return new DatabaseUnavailableError(
+			`PostgreSQL is unreachable (${code || 'connection lost'})`,
+			'Check that PostgreSQL is running and that Host and Port in the credential are right; the next run retries',
+			error,
+		);
+	}
+	if (code === '42501') {
+		return new DurableJobsError('permission_denied', `PostgreSQL denied access: ${message}`, {
+			fix: 'Grant the runtime role the privileges listed in the README (section "Database privileges")',
+			cause: error,
+		});
+	}
+	if (code === '54000' || code === '22P05' || code === '22021') {
+		return new DurableJobsError('invalid_value', `PostgreSQL could not store a value: ${message}`, {
+			fix: 'Remove NUL characters (\\u0000) and keep text fields within their limits',
+			httpStatus: 400,
+			cause: error,
+		});
+	}
+	return new DurableJobsError('database_error', `Database error: ${message}`, {
+		fix: 'See the PostgreSQL log for details',
+		cause: error,
+	});
+}

@@ -1,0 +1,111 @@
+import { createHash } from 'node:crypto';
+import pg from 'pg';
+
+export type SslMode = 'disable' | 'require' | 'verify';
+
+export interface ConnectionConfig {
+	host: string;
+	port: number;
+	database: string;
+	user: string;
+	password?: string;
+	ssl?: SslMode;
+	/** PEM CA certificate, used with ssl = 'verify'. */
+	caCertificate?: string;
+	maxConnections?: number;
+	connectionTimeoutMs?: number;
+	applicationName?: string;
+}
+
+interface CachedPool {
+	pool: pg.Pool;
+	lastUsed: number;
+}
+
+/** Pools nobody asked for in this long are closed on the next access (no timers: see sweep). */
+const POOL_IDLE_TTL_MS = 5 * 60 * 1000;
+
+const pools = new Map<string, CachedPool>();
+
+/**
+ * The cache key is a hash of the whole config, because the config holds the password and a
+ * plain key would keep the secret in a long-lived map key and in heap dumps.
+ */
+export function poolKey(config: ConnectionConfig): string {
+	const normalized = JSON.stringify([
+		config.host,
+		config.port,
+		config.database,
+		config.user,
+		config.password ?? '',
+		config.ssl ?? 'disable',
+		config.caCertificate ?? '',
+		config.maxConnections ?? 10,
+		config.connectionTimeoutMs ?? 10_000,
+		config.applicationName ?? '',
+	]);
+	return createHash('sha256').update(normalized).digest('hex');
+}
+
+export function toPoolConfig(config: ConnectionConfig): pg.PoolConfig {
+	let ssl: pg.PoolConfig['ssl'] = false;
+	if (config.ssl === 'require') ssl = { rejectUnauthorized: false };
+	if (config.ssl === 'verify') ssl = { rejectUnauthorized: true, ca: config.caCertificate || undefined };
+	return {
+		host: config.host,
+		port: config.port,
+		database: config.database,
+		user: config.user,
+		password: config.password,
+		ssl,
+		max: config.maxConnections ?? 10,
+		connectionTimeoutMillis: config.connectionTimeoutMs ?? 10_000,
+		idleTimeoutMillis: 10_000,
+		allowExitOnIdle: true,
+		keepAlive: true,
+		application_name: config.applicationName ?? 'n8n-nodes-durable-jobs',
+	};
+}
+
+function sweepIdlePools(now: number): void {
+	for (const [key, entry] of pools) {
+		const busy = entry.pool.totalCount - entry.pool.idleCount > 0 || entry.pool.waitingCount > 0;
+		if (!busy && now - entry.lastUsed > POOL_IDLE_TTL_MS) {
+			pools.delete(key);
+			void entry.pool.end().catch(() => undefined);
+		}
+	}
+}
+
+/**
+ * One pg.Pool per distinct connection config, shared by every node execution in this process.
+ * Idle clients are closed by pg itself (idleTimeoutMillis); whole pools that have not been used
+ * for a while are closed lazily on the next call, since timers would keep n8n's process busy.
+ */
+export function getPool(config: ConnectionConfig, onError?: (error: Error) => void): pg.Pool {
+	const now = Date.now();
+	sweepIdlePools(now);
+	const key = poolKey(config);
+	const cached = pools.get(key);
+	if (cached) {
+		cached.lastUsed = now;
+		return cached.pool;
+	}
+	const pool = new pg.Pool(toPoolConfig(config));
+	// An idle client that loses its connection emits 'error' on the pool; without a listener
+	// that would crash the whole n8n process. The broken client is discarded by pg.
+	pool.on('error', (error) => onError?.(error));
+	pools.set(key, { pool, lastUsed: now });
+	return pool;
+}
+
+/** Closes every cached pool (tests, CLI). */
+export async function closeAllPools(): Promise<void> {
+	const entries = [...pools.values()];
+	pools.clear();
+	await Promise.all(entries.map(async (entry) => await entry.pool.end().catch(() => undefined)));
+}
+
+export function cachedPoolCount(): number {
+	return pools.size;
+}

@@ -1,0 +1,44 @@
+import type { SqlQuery } from './types';
+
+export interface OutboxRow {
+	ord: number;
+	id: string;
+	queue: string;
+	event_id: string;
+	envelope: unknown;
+	fingerprint: string;
+	ordering_key: string | null;
+	correlation_id: string | null;
+	max_attempts: number;
+	run_at: string | null;
+}
+
+/**
+ * Outbox events are jobs in an outbox queue whose idempotency key is the event id, so a
+ * duplicate event id is accepted once and answers with the event already stored.
+ */
+export function outboxInsertQuery(s: string, rows: OutboxRow[]): SqlQuery {
+	return {
+		text: `
+WITH input AS (
+	SELECT * FROM jsonb_to_recordset($1::jsonb) AS x(
+		ord int, id uuid, queue text, event_id text, envelope jsonb, fingerprint text,
+		ordering_key text, correlation_id text, max_attempts int, run_at timestamptz)
+), inserted AS (
+	INSERT INTO ${s}.jobs (id, queue, payload, idempotency_key, payload_fingerprint, ordering_key,
+		correlation_id, max_attempts, run_at)
+	SELECT id, queue, envelope, event_id, fingerprint, ordering_key, correlation_id, max_attempts,
+		coalesce(run_at, now())
+	FROM input
+	ORDER BY ord
+	ON CONFLICT (queue, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+	RETURNING id, status
+)
+SELECT x.ord, coalesce(n.id, e.id) AS id, coalesce(n.status, e.status) AS status, n.id IS NULL AS deduplicated
+FROM input x
+LEFT JOIN inserted n ON n.id = x.id
+LEFT JOIN ${s}.jobs e ON n.id IS NULL AND e.queue = x.queue AND e.idempotency_key = x.event_id
+ORDER BY x.ord`,
+		values: [JSON.stringify(rows)],
+	};
+}

@@ -1,0 +1,228 @@
+export type JobStatus = 'queued' | 'running' | 'done' | 'failed' | 'cancelled';
+export type ErrorClass = 'retryable' | 'needs_mapping' | 'needs_manual_review' | 'discarded';
+export type CompleteOutcome = 'succeeded' | 'failed' | 'retry' | 'release';
+
+export const ERROR_CLASSES: readonly ErrorClass[] = ['retryable', 'needs_mapping', 'needs_manual_review', 'discarded'];
+export const COMPLETE_OUTCOMES: readonly CompleteOutcome[] = ['succeeded', 'failed', 'retry', 'release'];
+
+export interface Job {
+	id: string;
+	queue: string;
+	status: JobStatus;
+	payload: unknown;
+	idempotency_key: string | null;
+	priority: number;
+	run_at: Date;
+	attempts: number;
+	max_attempts: number;
+	attempt_id: string | null;
+	lease_until: Date | null;
+	ordering_key: string | null;
+	result: unknown;
+	error_code: string | null;
+	error_message: string | null;
+	error_class: ErrorClass | null;
+	error_node: string | null;
+	error_workflow: string | null;
+	error_execution: string | null;
+	callback_url: string | null;
+	correlation_id: string | null;
+	created_at: Date;
+	updated_at: Date;
+	started_at: Date | null;
+	finished_at: Date | null;
+}
+
+export interface Attempt {
+	attempt_id: string;
+	job_id: string;
+	attempt: number;
+	workflow_id: string | null;
+	execution_id: string | null;
+	started_at: Date;
+	lease_until: Date | null;
+	finished_at: Date | null;
+	outcome: string | null;
+	error_code: string | null;
+	error_message: string | null;
+}
+
+export interface EnqueueInput {
+	queue: string;
+	payload: unknown;
+	idempotencyKey?: string | null;
+	priority?: number;
+	runAt?: Date | string | null;
+	delayMs?: number | null;
+	maxAttempts?: number;
+	orderingKey?: string | null;
+	callbackUrl?: string | null;
+	correlationId?: string | null;
+}
+
+export interface EnqueueResult {
+	jobId: string;
+	status: JobStatus;
+	runAt: Date;
+	deduplicated: boolean;
+	/** Plain status token: only returned when this call created the job (shown once). */
+	statusToken: string | null;
+}
+
+export interface LeaseInput {
+	queue: string;
+	limit?: number;
+	leaseMs?: number;
+	/** Per-queue concurrency limit: never more than this many live leases in the queue. */
+	concurrencyLimit?: number | null;
+	workflowId?: string | null;
+	executionId?: string | null;
+}
+
+export interface LeasedJob extends Job {
+	attempt_id: string;
+	lease_until: Date;
+	/** True when this lease took over a job whose previous lease had expired. */
+	recovered: boolean;
+}
+
+export interface ExtendInput {
+	jobId: string;
+	attemptId: string;
+	leaseMs?: number;
+}
+
+export interface ExtendResult {
+	extended: boolean;
+	leaseUntil: Date | null;
+	currentStatus: JobStatus | null;
+}
+
+export interface CompleteInput {
+	jobId: string;
+	attemptId: string;
+	outcome: CompleteOutcome;
+	result?: unknown;
+	errorCode?: string | null;
+	errorMessage?: string | null;
+	errorClass?: ErrorClass | null;
+	errorNode?: string | null;
+	errorWorkflow?: string | null;
+	errorExecution?: string | null;
+	/** Retry: wait exactly this long (e.g. Retry-After); release: wait before the job is due. */
+	delayMs?: number | null;
+	backoffBaseMs?: number;
+	backoffMaxMs?: number;
+}
+
+export interface CompleteResult {
+	applied: boolean;
+	status: JobStatus | null;
+	attempts: number | null;
+	maxAttempts: number | null;
+	runAt: Date | null;
+	errorCode: string | null;
+	errorClass: ErrorClass | null;
+	callbackEventId: string | null;
+	/** When not applied: why (the job's status now, or 'not_found'). */
+	leaseLostReason: string | null;
+}
+
+export interface GuardInput {
+	scope?: string;
+	entityKey: string;
+	version?: number | string | null;
+	occurredAt?: Date | string | null;
+	state?: string | null;
+	/** Allowed order of states; a state earlier than the applied one is stale. */
+	stateOrder?: string[] | null;
+}
+
+export interface ClaimInput {
+	scope: string;
+	key: string;
+	/** Fingerprint of what the key stands for; a different one under the same key is a Conflict. */
+	fingerprint?: string | null;
+	claimMs?: number;
+	ttlMs?: number;
+	guard?: GuardInput | null;
+}
+
+export type ClaimRoute = 'new' | 'duplicate' | 'in_progress' | 'conflict' | 'stale';
+
+export interface ClaimResult {
+	route: ClaimRoute;
+	claimId: string | null;
+	replay: boolean;
+	claims: number | null;
+	claimUntil: Date | null;
+	expiresAt: Date | null;
+	storedResult: unknown;
+	existingStatus: string | null;
+	firstSeenAt: Date | null;
+	current: { version: string | null; occurredAt: Date | null; state: string | null } | null;
+}
+
+export interface SettleInput {
+	scope: string;
+	key: string;
+	claimId?: string | null;
+	result?: unknown;
+	errorMessage?: string | null;
+	ttlMs?: number | null;
+}
+
+export interface SettleResult {
+	applied: boolean;
+	expiresAt: Date | null;
+	currentStatus: string | null;
+}
+
+export interface OutboxEventInput {
+	eventId: string;
+	eventType: string;
+	eventVersion?: number | string | null;
+	occurredAt?: Date | string | null;
+	source?: string | null;
+	tenantId?: string | null;
+	correlationId?: string | null;
+	orderingKey?: string | null;
+	payload: unknown;
+	destination?: string | null;
+	queue?: string;
+	maxAttempts?: number;
+	runAt?: Date | string | null;
+	/** SQL to run in the same transaction, before the event is written; $1… from params. */
+	companionSql?: string | null;
+	companionParams?: unknown[];
+}
+
+export interface OutboxResult {
+	jobId: string;
+	eventId: string;
+	queue: string;
+	status: JobStatus;
+	deduplicated: boolean;
+	companionRowCount: number | null;
+	companionRows: unknown[];
+}
+
+export interface JobStatusView {
+	job: Job;
+	attempts: Attempt[];
+}
+
+export interface QueueStats {
+	queue: string;
+	queued: number;
+	ready: number;
+	retrying: number;
+	running: number;
+	running_expired: number;
+	oldest_ready_age_seconds: number | null;
+	oldest_queued_age_seconds: number | null;
+	done: number;
+	failed: number;
+	cancelled: number;
+	dead_letter: number;
+}

@@ -1,0 +1,134 @@
+import { createHash } from 'node:crypto';
+
+import { ValidationError } from './errors';
+
+export const MAX_KEY_LENGTH = 255;
+export const DEFAULT_MAX_PAYLOAD_BYTES = 1024 * 1024;
+const UUID_PATTERN = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+// eslint-disable-next-line no-control-regex
+const CONTROL_CHARACTERS = /[\u0000-\u001f\u007f]/;
+// eslint-disable-next-line no-control-regex
+const NUL = /\u0000/;
+
+export function validateKey(value: unknown, field: string): string {
+	if (typeof value !== 'string') {
+		throw new ValidationError(field, `must be text, got ${describe(value)}`, 'Pass the key as a string');
+	}
+	if (value.trim().length === 0) {
+		throw new ValidationError(field, 'is empty or only spaces', 'Pass a non-blank key, or leave the field unset');
+	}
+	if (value.length > MAX_KEY_LENGTH) {
+		throw new ValidationError(field, `is ${value.length} characters long; the limit is ${MAX_KEY_LENGTH}`, 'Shorten the key, e.g. hash long values with SHA-256');
+	}
+	if (CONTROL_CHARACTERS.test(value)) {
+		throw new ValidationError(field, 'contains control characters', 'Remove tabs, newlines and other control characters from the key');
+	}
+	return value;
+}
+
+export function optionalKey(value: unknown, field: string): string | null {
+	if (value === undefined || value === null || value === '') return null;
+	return validateKey(value, field);
+}
+
+export function validateUuid(value: unknown, field: string): string {
+	if (typeof value !== 'string' || !UUID_PATTERN.test(value)) {
+		throw new ValidationError(field, `"${String(value).slice(0, 60)}" is not a valid id`, `Pass the ${field} exactly as the node that produced it returned it (a UUID)`);
+	}
+	return value.toLowerCase();
+}
+
+export function optionalText(value: unknown, field: string, maxLength = 10_000): string | null {
+	if (value === undefined || value === null || value === '') return null;
+	if (typeof value !== 'string' && typeof value !== 'number') {
+		throw new ValidationError(field, `must be text, got ${describe(value)}`, `Pass ${field} as a string`);
+	}
+	const text = String(value);
+	if (text.length > maxLength) {
+		throw new ValidationError(field, `is ${text.length} characters long; the limit is ${maxLength}`, `Shorten ${field}`);
+	}
+	if (NUL.test(text)) {
+		throw new ValidationError(field, 'contains a NUL character (\\u0000), which PostgreSQL cannot store', 'Remove \\u0000 from the text');
+	}
+	return text;
+}
+
+export function integerInRange(value: unknown, field: string, min: number, max: number, fallback: number): number {
+	if (value === undefined || value === null || value === '') return fallback;
+	const number = typeof value === 'string' ? Number(value) : value;
+	if (typeof number !== 'number' || !Number.isInteger(number) || number < min || number > max) {
+		throw new ValidationError(field, `must be a whole number from ${min} to ${max}, got ${describe(value)}`, `Set ${field} to a whole number between ${min} and ${max}`);
+	}
+	return number;
+}
+
+export function optionalDate(value: unknown, field: string): Date | null {
+	if (value === undefined || value === null || value === '') return null;
+	const date = value instanceof Date ? value : new Date(typeof value === 'number' ? value : String(value));
+	if (Number.isNaN(date.getTime())) {
+		throw new ValidationError(field, `"${String(value).slice(0, 60)}" is not a date`, `Pass ${field} as an ISO 8601 timestamp, e.g. 2030-01-31T12:00:00Z`);
+	}
+	return date;
+}
+
+export function optionalUrl(value: unknown, field: string): string | null {
+	const text = optionalText(value, field, 2048);
+	if (text === null) return null;
+	let url: URL;
+	try {
+		url = new URL(text);
+	} catch {
+		throw new ValidationError(field, `"${text.slice(0, 80)}" is not a URL`, `Pass an absolute http(s) URL, e.g. https://example.com/hooks/jobs`);
+	}
+	if (url.protocol !== 'http:' && url.protocol !== 'https:') {
+		throw new ValidationError(field, `uses ${url.protocol}; only http and https are delivered`, 'Use an http:// or https:// URL');
+	}
+	return url.toString();
+}
+
+/**
+ * Validates that a payload is JSON-serialisable, within the size limit and free of NUL
+ * characters (jsonb cannot hold \u0000), and returns its serialised form.
+ */
+export function serializePayload(value: unknown, field: string, maxBytes: number): string {
+	if (value === undefined) {
+		throw new ValidationError(field, 'is missing', `Pass a JSON object or value as ${field}`);
+	}
+	let json: string;
+	try {
+		json = JSON.stringify(value);
+	} catch (error) {
+		throw new ValidationError(field, `is not JSON-serialisable (${(error as Error).message})`, 'Pass plain JSON data (no circular references or BigInt values)');
+	}
+	if (json === undefined) {
+		throw new ValidationError(field, 'is not JSON', `Pass a JSON object or value as ${field}`);
+	}
+	const bytes = Buffer.byteLength(json, 'utf8');
+	if (bytes > maxBytes) {
+		throw new ValidationError(field, `is ${bytes} bytes; the limit is ${maxBytes}`, 'Send a smaller payload (store large documents elsewhere and pass a reference), or raise the payload size limit');
+	}
+	if (json.includes('\\u0000')) {
+		throw new ValidationError(field, 'contains a NUL character (\\u0000), which PostgreSQL jsonb cannot store', 'Remove \\u0000 from the payload');
+	}
+	return json;
+}
+
+/** JSON with object keys sorted, so equal payloads hash equally whatever their key order. */
+export function canonicalJson(value: unknown): string {
+	if (value === null || typeof value !== 'object') return JSON.stringify(value) ?? 'null';
+	if (Array.isArray(value)) return `[${value.map((entry) => canonicalJson(entry === undefined ? null : entry)).join(',')}]`;
+	const record = value as Record<string, unknown>;
+	const keys = Object.keys(record).filter((key) => record[key] !== undefined).sort();
+	return `{${keys.map((key) => `${JSON.stringify(key)}:${canonicalJson(record[key])}`).join(',')}}`;
+}
+
+export function fingerprint(value: unknown): string {
+	return createHash('sha256').update(canonicalJson(value)).digest('hex');
+}
+
+function describe(value: unknown): string {
+	if (value === null) return 'null';
+	if (Array.isArray(value)) return 'an array';
+	if (typeof value === 'string') return `"${value.slice(0, 40)}"`;
+	return typeof value === 'object' ? 'an object' : `${typeof value} ${String(value)}`;
+}
