@@ -8,7 +8,7 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync 
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 
 import { ensureN8n, packPackage, startN8n, type N8nInstance } from '../../scripts/lib/n8n';
 import { startPostgres, type RunningPostgres } from '../../scripts/lib/postgres';
@@ -116,7 +116,8 @@ function packageBuilt(): boolean {
 }
 
 describe('e2e harness', () => {
-	let pgServer: RunningPostgres;
+	let pgServer: RunningPostgres | undefined;
+	let databaseUrl: string;
 	let n8n: N8nInstance | undefined;
 	let standins: Standins;
 	let workDir: string;
@@ -124,7 +125,13 @@ describe('e2e harness', () => {
 	let probeTarball: string;
 
 	beforeAll(async () => {
-		pgServer = await startPostgres();
+		// The e2e project's global setup provides one server; without that config, start our own.
+		const provided = inject('databaseUrl') as string | undefined;
+		if (provided) databaseUrl = provided;
+		else {
+			pgServer = await startPostgres();
+			databaseUrl = pgServer.url;
+		}
 		standins = await startStandins({ ai: { latencyMs: 20 } });
 		workDir = mkdtempSync(join(tmpdir(), 'harness-smoke-'));
 		const wfDir = join(workDir, 'workflows');
@@ -140,7 +147,7 @@ describe('e2e harness', () => {
 
 		const t1 = Date.now();
 		n8n = await startN8n({
-			databaseUrl: pgServer.url,
+			databaseUrl,
 			packageTarball: tarball ? [probeTarball, tarball] : probeTarball,
 			workflowsDir: wfDir,
 			publishIds: [WORKFLOW_ID],

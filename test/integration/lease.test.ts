@@ -1,0 +1,319 @@
+import type pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+import { DurableJobsError, JobStore, type CompleteResult, type LeasedJob } from '../../src/core';
+import { dropSchema, freshStore, newPool, sleep, testSchema } from '../helpers/db';
+
+const schema = testSchema(__filename);
+let pool: pg.Pool;
+let store: JobStore;
+
+beforeAll(async () => {
+	pool = newPool(40);
+	store = await freshStore(pool, schema);
+});
+
+afterAll(async () => {
+	await dropSchema(pool, schema);
+	await pool.end();
+});
+
+function ok<T>(result: T | DurableJobsError): T {
+	if (result instanceof DurableJobsError) throw result;
+	return result;
+}
+
+async function enqueueMany(queue: string, count: number, extra: (n: number) => Record<string, unknown> = () => ({})): Promise<string[]> {
+	const ids: string[] = [];
+	for (let start = 0; start < count; start += 1000) {
+		const batch = Array.from({ length: Math.min(1000, count - start) }, (_, i) => ({ queue, payload: { n: start + i }, ...extra(start + i) }));
+		ids.push(...(await store.enqueue(batch)).map((result) => ok(result).jobId));
+	}
+	return ids;
+}
+
+/** Forces a lease to be expired without waiting for it. */
+async function expireLease(jobId: string): Promise<void> {
+	await pool.query(`UPDATE ${schema}.jobs SET lease_until = now() - interval '1 second' WHERE id = $1`, [jobId]);
+}
+
+describe('lease and complete', () => {
+	it('8 concurrent leasers over 5,000 jobs: every job leased exactly once, none lost, none left running', async () => {
+		const ids = await enqueueMany('bulk', 5000);
+		const leasedBy = new Map<string, number>();
+		let duplicates = 0;
+		const worker = async (workerId: number) => {
+			const s = new JobStore(pool, { schema });
+			for (;;) {
+				const jobs = await s.lease({ queue: 'bulk', limit: 25, leaseMs: 60_000 });
+				if (jobs.length === 0) return;
+				for (const job of jobs) {
+					if (leasedBy.has(job.id)) duplicates++;
+					leasedBy.set(job.id, workerId);
+				}
+				const results = await s.complete(jobs.map((job) => ({ jobId: job.id, attemptId: job.attempt_id, outcome: 'succeeded' as const, result: { by: workerId } })));
+				expect(results.every((result) => ok(result).applied)).toBe(true);
+			}
+		};
+		await Promise.all(Array.from({ length: 8 }, (_, n) => worker(n)));
+		expect(duplicates).toBe(0);
+		expect(leasedBy.size).toBe(5000);
+		expect(new Set(ids)).toEqual(new Set(leasedBy.keys()));
+		const workersUsed = new Set(leasedBy.values());
+		expect(workersUsed.size).toBeGreaterThan(1);
+		const { rows } = await pool.query(`SELECT status, count(*)::int AS n FROM ${schema}.jobs WHERE queue = 'bulk' GROUP BY status`);
+		expect(rows).toEqual([{ status: 'done', n: 5000 }]);
+		const attempts = await pool.query(`SELECT count(*)::int AS n, count(*) FILTER (WHERE outcome = 'succeeded')::int AS ok FROM ${schema}.job_attempts a JOIN ${schema}.jobs j ON j.id = a.job_id WHERE j.queue = 'bulk'`);
+		expect(attempts.rows[0]).toEqual({ n: 5000, ok: 5000 });
+		const [stats] = await store.stats('bulk');
+		expect(stats.done).toBe(5000);
+		expect(stats.queued + stats.running).toBe(0);
+	});
+
+	it('a lease gives a fresh attempt id, increments attempts, sets lease_until and records the execution', async () => {
+		const [jobId] = await enqueueMany('single', 1);
+		const [job] = await store.lease({ queue: 'single', leaseMs: 30_000, workflowId: 'wf-1', executionId: 'exec-9' });
+		expect(job.id).toBe(jobId);
+		expect(job.status).toBe('running');
+		expect(job.attempts).toBe(1);
+		expect(job.attempt_id).toMatch(/^[0-9a-f-]{36}$/);
+		expect(job.lease_until.getTime()).toBeGreaterThan(Date.now() + 20_000);
+		expect(job.recovered).toBe(false);
+		const { rows } = await pool.query(`SELECT attempt, workflow_id, execution_id, outcome FROM ${schema}.job_attempts WHERE attempt_id = $1`, [job.attempt_id]);
+		expect(rows[0]).toEqual({ attempt: 1, workflow_id: 'wf-1', execution_id: 'exec-9', outcome: null });
+		expect(await store.lease({ queue: 'single' })).toHaveLength(0);
+	});
+
+	it('an expired lease is re-leased with a new attempt; the old attempt gets Lease Lost and changes nothing', async () => {
+		await enqueueMany('expiry', 1);
+		const [first] = await store.lease({ queue: 'expiry', leaseMs: 60_000 });
+		await expireLease(first.id);
+		const [second] = await store.lease({ queue: 'expiry', leaseMs: 60_000 });
+		expect(second.id).toBe(first.id);
+		expect(second.attempt_id).not.toBe(first.attempt_id);
+		expect(second.attempts).toBe(2);
+		expect(second.recovered).toBe(true);
+
+		const before = (await pool.query(`SELECT * FROM ${schema}.jobs WHERE id = $1`, [first.id])).rows[0];
+		const [staleHeartbeat] = await store.extendLease([{ jobId: first.id, attemptId: first.attempt_id, leaseMs: 600_000 }]);
+		expect(ok(staleHeartbeat)).toMatchObject({ extended: false, currentStatus: 'running' });
+		const [staleComplete] = await store.complete([{ jobId: first.id, attemptId: first.attempt_id, outcome: 'succeeded', result: { from: 'stale' } }]);
+		expect(ok(staleComplete)).toMatchObject({ applied: false, leaseLostReason: 'attempt_superseded' });
+		for (const outcome of ['failed', 'retry', 'release'] as const) {
+			const [result] = await store.complete([{ jobId: first.id, attemptId: first.attempt_id, outcome }]);
+			expect(ok(result).applied).toBe(false);
+		}
+		const after = (await pool.query(`SELECT * FROM ${schema}.jobs WHERE id = $1`, [first.id])).rows[0];
+		expect(after).toEqual(before);
+
+		const [heartbeat] = await store.extendLease([{ jobId: second.id, attemptId: second.attempt_id, leaseMs: 120_000 }]);
+		expect(ok(heartbeat).extended).toBe(true);
+		const [done] = await store.complete([{ jobId: second.id, attemptId: second.attempt_id, outcome: 'succeeded', result: { from: 'second' } }]);
+		expect(ok(done)).toMatchObject({ applied: true, status: 'done' });
+		const [late] = await store.complete([{ jobId: first.id, attemptId: first.attempt_id, outcome: 'succeeded', result: { from: 'stale' } }]);
+		expect(ok(late)).toMatchObject({ applied: false, leaseLostReason: 'job_done' });
+		const final = (await pool.query(`SELECT status, result FROM ${schema}.jobs WHERE id = $1`, [first.id])).rows[0];
+		expect(final).toEqual({ status: 'done', result: { from: 'second' } });
+		const history = (await pool.query(`SELECT attempt, outcome FROM ${schema}.job_attempts WHERE job_id = $1 ORDER BY attempt`, [first.id])).rows;
+		expect(history).toEqual([
+			{ attempt: 1, outcome: 'lease_expired' },
+			{ attempt: 2, outcome: 'succeeded' },
+		]);
+	});
+
+	it('a heartbeat keeps the job from being re-leased', async () => {
+		await enqueueMany('heartbeat', 1);
+		const [job] = await store.lease({ queue: 'heartbeat', leaseMs: 1_000 });
+		await sleep(600);
+		ok((await store.extendLease([{ jobId: job.id, attemptId: job.attempt_id, leaseMs: 10_000 }]))[0]);
+		await sleep(600);
+		expect(await store.lease({ queue: 'heartbeat' })).toHaveLength(0);
+	});
+
+	it('max attempts reached by expiry → failed with lease_expired', async () => {
+		await enqueueMany('exhaust-expiry', 1, () => ({ maxAttempts: 2 }));
+		const [a1] = await store.lease({ queue: 'exhaust-expiry' });
+		await expireLease(a1.id);
+		const [a2] = await store.lease({ queue: 'exhaust-expiry' });
+		expect(a2.attempts).toBe(2);
+		await expireLease(a2.id);
+		expect(await store.lease({ queue: 'exhaust-expiry' })).toHaveLength(0);
+		const row = (await pool.query(`SELECT status, error_code, attempts, finished_at FROM ${schema}.jobs WHERE id = $1`, [a1.id])).rows[0];
+		expect(row).toMatchObject({ status: 'failed', error_code: 'lease_expired', attempts: 2 });
+		expect(row.finished_at).toBeInstanceOf(Date);
+		const history = (await pool.query(`SELECT outcome FROM ${schema}.job_attempts WHERE job_id = $1 ORDER BY attempt`, [a1.id])).rows;
+		expect(history.map((h) => h.outcome)).toEqual(['lease_expired', 'lease_expired']);
+	});
+
+	it('max attempts reached by retry → failed, keeping the error code; backoff lands inside the documented bounds', async () => {
+		await enqueueMany('exhaust-retry', 1, () => ({ maxAttempts: 3 }));
+		const base = 2_000;
+		for (let attempt = 1; attempt <= 3; attempt++) {
+			await pool.query(`UPDATE ${schema}.jobs SET run_at = now() WHERE queue = 'exhaust-retry' AND status = 'queued'`);
+			const [job] = await store.lease({ queue: 'exhaust-retry' });
+			expect(job.attempts).toBe(attempt);
+			const before = Date.now();
+			const [result] = await store.complete([{ jobId: job.id, attemptId: job.attempt_id, outcome: 'retry', errorCode: 'http_503', errorMessage: 'CRM unavailable', backoffBaseMs: base, backoffMaxMs: 5_000 }]);
+			const applied = ok(result);
+			expect(applied.applied).toBe(true);
+			if (attempt < 3) {
+				expect(applied.status).toBe('queued');
+				const d = Math.min(5_000, base * 2 ** (attempt - 1));
+				const delay = applied.runAt!.getTime() - before;
+				expect(delay).toBeGreaterThanOrEqual(d / 2 - 50);
+				expect(delay).toBeLessThanOrEqual(d + 250);
+			} else {
+				expect(applied).toMatchObject({ status: 'failed', errorCode: 'http_503', errorClass: 'retryable' });
+			}
+		}
+		const row = (await pool.query(`SELECT status, error_code, error_message, attempts FROM ${schema}.jobs WHERE queue = 'exhaust-retry'`)).rows[0];
+		expect(row).toEqual({ status: 'failed', error_code: 'http_503', error_message: 'CRM unavailable', attempts: 3 });
+	});
+
+	it('backoff with jitter spreads over [d/2, d] and is capped', async () => {
+		const ids = await enqueueMany('jitter', 200, () => ({ maxAttempts: 10 }));
+		const jobs = await store.lease({ queue: 'jitter', limit: 200 });
+		expect(jobs).toHaveLength(ids.length);
+		const before = Date.now();
+		const results = (await store.complete(jobs.map((job) => ({ jobId: job.id, attemptId: job.attempt_id, outcome: 'retry' as const, backoffBaseMs: 100_000, backoffMaxMs: 60_000 })))).map(ok);
+		const delays = results.map((result) => result.runAt!.getTime() - before);
+		expect(Math.min(...delays)).toBeGreaterThanOrEqual(30_000 - 50);
+		expect(Math.max(...delays)).toBeLessThanOrEqual(60_000 + 250);
+		// Jitter: not all equal, and spread over a good part of the window.
+		expect(Math.max(...delays) - Math.min(...delays)).toBeGreaterThan(10_000);
+	});
+
+	it('explicit retry delay, release without penalty, and permanent failure with a class', async () => {
+		await enqueueMany('outcomes', 3, () => ({ maxAttempts: 2 }));
+		const jobs = await store.lease({ queue: 'outcomes', limit: 3 });
+		const before = Date.now();
+		const [retry, release, failed] = (await store.complete([
+			{ jobId: jobs[0].id, attemptId: jobs[0].attempt_id, outcome: 'retry', delayMs: 30_000 },
+			{ jobId: jobs[1].id, attemptId: jobs[1].attempt_id, outcome: 'release' },
+			{ jobId: jobs[2].id, attemptId: jobs[2].attempt_id, outcome: 'failed', errorCode: 'invalid_document', errorMessage: 'No text found', errorClass: 'needs_mapping', errorNode: 'Validate', errorWorkflow: 'wf-7', errorExecution: '77' },
+		])).map(ok);
+		expect(retry.runAt!.getTime() - before).toBeGreaterThanOrEqual(29_000);
+		expect(release).toMatchObject({ status: 'queued', attempts: 0 });
+		expect(failed).toMatchObject({ status: 'failed', errorCode: 'invalid_document', errorClass: 'needs_mapping' });
+		const dead = (await pool.query(`SELECT payload, error_node, error_workflow, error_execution, attempts FROM ${schema}.jobs WHERE id = $1`, [jobs[2].id])).rows[0];
+		expect(dead).toEqual({ payload: { n: 2 }, error_node: 'Validate', error_workflow: 'wf-7', error_execution: '77', attempts: 1 });
+		const [again] = await store.lease({ queue: 'outcomes' });
+		expect(again.id).toBe(jobs[1].id);
+		expect(again.attempts).toBe(1);
+	});
+
+	it('ordering key: under 4 concurrent leasers, jobs sharing a key never overlap and finish in enqueue order', async () => {
+		const keys = ['a', 'b', 'c'];
+		const ids = await enqueueMany('ordered', 60, (n) => ({ orderingKey: keys[n % 3] }));
+		const order = new Map<string, number>(ids.map((id, index) => [id, index]));
+		const running = new Map<string, string>();
+		const finished: Record<string, number[]> = { a: [], b: [], c: [] };
+		let overlaps = 0;
+		const worker = async () => {
+			const s = new JobStore(pool, { schema });
+			let idle = 0;
+			while (idle < 5) {
+				const jobs = await s.lease({ queue: 'ordered', limit: 3 });
+				if (jobs.length === 0) {
+					idle++;
+					await sleep(5);
+					continue;
+				}
+				idle = 0;
+				for (const job of jobs) {
+					const key = job.ordering_key!;
+					if (running.has(key)) overlaps++;
+					running.set(key, job.id);
+				}
+				await sleep(2);
+				for (const job of jobs) {
+					running.delete(job.ordering_key!);
+					finished[job.ordering_key!].push(order.get(job.id)!);
+				}
+				const results = await s.complete(jobs.map((job) => ({ jobId: job.id, attemptId: job.attempt_id, outcome: 'succeeded' as const })));
+				expect(results.every((result) => ok(result).applied)).toBe(true);
+			}
+		};
+		await Promise.all([worker(), worker(), worker(), worker()]);
+		expect(overlaps).toBe(0);
+		for (const key of keys) {
+			expect(finished[key]).toHaveLength(20);
+			expect(finished[key]).toEqual([...finished[key]].sort((x, y) => x - y));
+		}
+		const { rows } = await pool.query(`SELECT count(*)::int AS n FROM ${schema}.jobs WHERE queue = 'ordered' AND status = 'done'`);
+		expect(rows[0].n).toBe(60);
+	});
+
+	it('a job with an ordering key waits while an earlier job of that key is retrying', async () => {
+		await enqueueMany('ordered-retry', 2, () => ({ orderingKey: 'k' }));
+		const [first] = await store.lease({ queue: 'ordered-retry', limit: 5 });
+		ok((await store.complete([{ jobId: first.id, attemptId: first.attempt_id, outcome: 'retry', delayMs: 60_000 }]))[0]);
+		expect(await store.lease({ queue: 'ordered-retry', limit: 5 })).toHaveLength(0);
+	});
+
+	it('concurrency limit K: under 8 leasers never more than K running in the queue', async () => {
+		const K = 3;
+		await enqueueMany('limited', 120);
+		let running = 0;
+		let maxRunning = 0;
+		let dbMax = 0;
+		const worker = async () => {
+			const s = new JobStore(pool, { schema });
+			let idle = 0;
+			while (idle < 10) {
+				const jobs: LeasedJob[] = await s.lease({ queue: 'limited', limit: 2, concurrencyLimit: K });
+				if (jobs.length === 0) {
+					idle++;
+					await sleep(3);
+					continue;
+				}
+				idle = 0;
+				running += jobs.length;
+				maxRunning = Math.max(maxRunning, running);
+				const { rows } = await pool.query(`SELECT count(*)::int AS n FROM ${schema}.jobs WHERE queue = 'limited' AND status = 'running'`);
+				dbMax = Math.max(dbMax, rows[0].n);
+				await sleep(3);
+				running -= jobs.length;
+				const results: Array<CompleteResult | DurableJobsError> = await s.complete(jobs.map((job) => ({ jobId: job.id, attemptId: job.attempt_id, outcome: 'succeeded' as const })));
+				expect(results.every((result) => ok(result).applied)).toBe(true);
+			}
+		};
+		await Promise.all(Array.from({ length: 8 }, () => worker()));
+		expect(maxRunning).toBeLessThanOrEqual(K);
+		expect(dbMax).toBeLessThanOrEqual(K);
+		expect(maxRunning).toBe(K);
+		const { rows } = await pool.query(`SELECT count(*)::int AS n FROM ${schema}.jobs WHERE queue = 'limited' AND status = 'done'`);
+		expect(rows[0].n).toBe(120);
+	});
+
+	it('priority: higher priority leases first', async () => {
+		await store.enqueue([
+			{ queue: 'prio', payload: { p: 0 } },
+			{ queue: 'prio', payload: { p: 10 }, priority: 10 },
+			{ queue: 'prio', payload: { p: -5 }, priority: -5 },
+		]);
+		const jobs = await store.lease({ queue: 'prio', limit: 3 });
+		expect(jobs.map((job) => (job.payload as { p: number }).p)).toEqual([10, 0, -5]);
+	});
+
+	it('a job can be completed after its lease expired as long as nobody re-leased it', async () => {
+		await enqueueMany('late-but-ok', 1);
+		const [job] = await store.lease({ queue: 'late-but-ok' });
+		await expireLease(job.id);
+		const [result] = await store.complete([{ jobId: job.id, attemptId: job.attempt_id, outcome: 'succeeded' }]);
+		expect(ok(result).applied).toBe(true);
+	});
+
+	it('malformed ids are rejected per item, unknown ids route to lease lost', async () => {
+		const results = await store.complete([
+			{ jobId: 'not-a-uuid', attemptId: '00000000-0000-0000-0000-000000000000', outcome: 'succeeded' },
+			{ jobId: '00000000-0000-0000-0000-000000000000', attemptId: 'x', outcome: 'succeeded' },
+			{ jobId: '00000000-0000-0000-0000-000000000000', attemptId: '00000000-0000-0000-0000-000000000000', outcome: 'bogus' as never },
+			{ jobId: '00000000-0000-0000-0000-000000000001', attemptId: '00000000-0000-0000-0000-000000000000', outcome: 'succeeded' },
+		]);
+		expect((results[0] as DurableJobsError).field).toBe('jobId');
+		expect((results[1] as DurableJobsError).field).toBe('attemptId');
+		expect((results[2] as DurableJobsError).field).toBe('outcome');
+		expect(ok(results[3])).toMatchObject({ applied: false, leaseLostReason: 'not_found' });
+	});
+});
