@@ -188,6 +188,16 @@ async function stopProc(proc: Proc | undefined, signal: NodeJS.Signals, graceMs:
 	}
 }
 
+/** Runs `fn` over `items`, at most `size` at a time (each n8n CLI run boots n8n: seconds of CPU). */
+async function inPool<T>(items: T[], size: number, fn: (item: T) => Promise<unknown>): Promise<void> {
+	const queue = [...items];
+	await Promise.all(
+		Array.from({ length: Math.min(size, queue.length) }, async () => {
+			for (let item = queue.shift(); item !== undefined; item = queue.shift()) await fn(item);
+		}),
+	);
+}
+
 // ---------------------------------------------------------------------------------------------
 // database per instance
 
@@ -298,11 +308,12 @@ export interface N8nInstance {
 	activeWorkflowIds(): Promise<string[]>;
 	/** Polls until the production webhook is registered; returns the first real answer. */
 	waitForWebhook(path: string, init?: RequestInit, opts?: { timeoutMs?: number }): Promise<{ status: number; body: string }>;
-	/** Last lines of n8n.log. */
-	logTail(lines?: number): string;
-	/** Queue mode only. */
+	/** Last lines of n8n.log (or of another file, e.g. a worker log). */
+	logTail(lines?: number, file?: string): string;
+	/** Queue mode only; each worker logs to `<dir>/worker-<i>.log`. */
 	workers: {
 		count: number;
+		logFile(index: number): string;
 		kill(index: number, signal?: NodeJS.Signals): Promise<void>;
 		restart(index: number): Promise<void>;
 	};
@@ -381,10 +392,11 @@ export async function startN8n(opts: StartN8nOptions): Promise<N8nInstance> {
 	const workerEnvs: Array<Record<string, string>> = [];
 	let stopped = false;
 
+	const workerLogFile = (i: number) => join(dir, `worker-${i}.log`);
 	const appendLog = (text: string) => appendFileSync(logFile, text);
-	const logTail = (lines = 80): string => {
+	const logTail = (lines = 80, file = logFile): string => {
 		try {
-			return tail(readFileSync(logFile, 'utf8'), lines);
+			return tail(readFileSync(file, 'utf8'), lines);
 		} catch {
 			return '(no log)';
 		}
@@ -448,14 +460,14 @@ export async function startN8n(opts: StartN8nOptions): Promise<N8nInstance> {
 
 	const publish = async (ids: string[]): Promise<void> => {
 		// publish:workflow exits 0 even when it fails, hence the check against list:workflow.
-		for (const id of ids) await cliOrThrow(['publish:workflow', `--id=${id}`]);
+		await inPool(ids, 2, (id) => cliOrThrow(['publish:workflow', `--id=${id}`]));
 		const active = new Set(await activeWorkflowIds());
 		const missing = ids.filter((id) => !active.has(id));
 		if (missing.length > 0) throw new Error(`workflows not published: ${missing.join(', ')}\n${logTail(40)}`);
 	};
 
 	const unpublish = async (ids: string[]): Promise<void> => {
-		for (const id of ids) await cliOrThrow(['unpublish:workflow', `--id=${id}`]);
+		await inPool(ids, 2, (id) => cliOrThrow(['unpublish:workflow', `--id=${id}`]));
 		const active = new Set(await activeWorkflowIds());
 		const still = ids.filter((id) => active.has(id));
 		if (still.length > 0) throw new Error(`workflows still published: ${still.join(', ')}\n${logTail(40)}`);
@@ -487,18 +499,20 @@ export async function startN8n(opts: StartN8nOptions): Promise<N8nInstance> {
 		}
 	};
 
-	const waitHealthy = async (url: string, proc: () => Proc | undefined, what: string): Promise<void> => {
+	const waitHealthy = async (url: string, proc: () => Proc | undefined, what: string, file = logFile): Promise<void> => {
 		const deadline = Date.now() + (opts.startTimeoutMs ?? 180_000);
 		for (;;) {
 			const p = proc();
-			if (!p || p.done) throw new Error(`${what} exited during startup (log: ${logFile})\n${logTail()}`);
+			if (!p || p.done) throw new Error(`${what} exited during startup (log: ${file})\n${logTail(80, file)}`);
 			try {
 				const res = await fetch(url, { signal: AbortSignal.timeout(5_000) });
 				if (res.ok) return;
 			} catch {
 				// Not listening yet.
 			}
-			if (Date.now() > deadline) throw new Error(`${what} not healthy after ${opts.startTimeoutMs ?? 180_000} ms\n${logTail()}`);
+			if (Date.now() > deadline) {
+				throw new Error(`${what} not healthy after ${opts.startTimeoutMs ?? 180_000} ms (log: ${file})\n${logTail(80, file)}`);
+			}
 			await sleep(300);
 		}
 	};
@@ -506,10 +520,11 @@ export async function startN8n(opts: StartN8nOptions): Promise<N8nInstance> {
 	const startWorker = async (i: number): Promise<void> => {
 		const wEnv = workerEnvs[i];
 		if (!wEnv) throw new Error(`no worker ${i}`);
-		appendLog(`\n$ n8n worker #${i}\n`);
+		const wLog = workerLogFile(i);
+		appendFileSync(wLog, `\n$ n8n worker\n`);
 		const args = [install.n8nBin, 'worker', ...(queue?.concurrency ? [`--concurrency=${queue.concurrency}`] : [])];
-		workerProcs[i] = spawnGroup(install.node24, args, wEnv, dir, logFile);
-		await waitHealthy(`http://127.0.0.1:${wEnv.QUEUE_HEALTH_CHECK_PORT}/healthz`, () => workerProcs[i], `n8n worker #${i}`);
+		workerProcs[i] = spawnGroup(install.node24, args, wEnv, dir, wLog);
+		await waitHealthy(`http://127.0.0.1:${wEnv.QUEUE_HEALTH_CHECK_PORT}/healthz`, () => workerProcs[i], `n8n worker #${i}`, wLog);
 	};
 
 	const startMain = async (): Promise<void> => {
@@ -517,8 +532,14 @@ export async function startN8n(opts: StartN8nOptions): Promise<N8nInstance> {
 		appendLog(`\n$ n8n start\n`);
 		main = spawnGroup(install.node24, [install.n8nBin, 'start'], env, dir, logFile);
 		await waitHealthy(`${baseUrl}/healthz/readiness`, () => main, 'n8n');
+		log(`n8n healthy at ${baseUrl} in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+	};
+
+	// In queue mode a probe needs a worker to answer, so probing comes after the workers started.
+	const probeWebhooks = async (): Promise<void> => {
+		const started = Date.now();
 		for (const probe of opts.webhooks ?? []) await waitForWebhook(probe.path, probe.init);
-		log(`n8n ready at ${baseUrl} in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+		if (opts.webhooks?.length) log(`webhooks answering after ${((Date.now() - started) / 1000).toFixed(1)} s`);
 	};
 
 	const stopAll = async (): Promise<void> => {
@@ -541,8 +562,8 @@ export async function startN8n(opts: StartN8nOptions): Promise<N8nInstance> {
 				});
 			}
 		}
-		await startMain();
-		for (let i = 0; i < workerEnvs.length; i++) await startWorker(i);
+		await Promise.all([startMain(), ...workerEnvs.map((_, i) => startWorker(i))]);
+		await probeWebhooks();
 	} catch (err) {
 		await stopAll();
 		await adminQuery(opts.databaseUrl, `DROP DATABASE IF EXISTS "${databaseName}" WITH (FORCE)`).catch(() => {});
@@ -586,6 +607,7 @@ export async function startN8n(opts: StartN8nOptions): Promise<N8nInstance> {
 			if (stopped) throw new Error('instance was stopped');
 			await stopProc(main, 'SIGTERM', 20_000);
 			await startMain();
+			await probeWebhooks();
 		},
 		cli,
 		importCredentials,
@@ -597,6 +619,7 @@ export async function startN8n(opts: StartN8nOptions): Promise<N8nInstance> {
 		logTail,
 		workers: {
 			count: workerEnvs.length,
+			logFile: workerLogFile,
 			kill: async (i, signal: NodeJS.Signals = 'SIGKILL') => {
 				await stopProc(workerProcs[i], signal, signal === 'SIGKILL' ? 10_000 : 30_000);
 			},

@@ -8,6 +8,8 @@ export class DurableJobsError extends Error {
 	readonly fix?: string;
 	/** HTTP status a receiver should answer with when this error reaches it. */
 	readonly httpStatus: number;
+	/** Position of the offending item in the batch, when a batch call threw for one item. */
+	itemPosition?: number;
 
 	constructor(
 		code: string,

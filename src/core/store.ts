@@ -1,4 +1,4 @@
-import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
 import type pg from 'pg';
 import { v7 as uuidv7 } from 'uuid';
 
@@ -12,7 +12,7 @@ import { outboxInsertQuery, type OutboxRow } from './sql/outbox';
 import {
 	attemptsQuery,
 	cancelQuery,
-	jobWithTokenQuery,
+	jobsWithTokenQuery,
 	jobsByIdQuery,
 	purgeIdempotencyQuery,
 	purgeJobsQuery,
@@ -82,12 +82,12 @@ export function hashToken(token: string): Buffer {
 	return createHash('sha256').update(token, 'utf8').digest();
 }
 
-function newStatusToken(): string {
-	// 256 bits from the CSPRNG; only its SHA-256 is stored.
-	return randomBytes(32).toString('base64url');
-}
+/** Per pool and schema: the secret status tokens are derived from (see migration 0003). */
+const tokenSecrets = new WeakMap<pg.Pool, Map<string, Promise<Buffer>>>();
 
 const DUMMY_TOKEN_HASH = hashToken('durable-jobs-no-such-job');
+const NIL_UUID = '00000000-0000-0000-0000-000000000000';
+const UUID_TEXT = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /**
  * The core engine: every statement the package runs goes through here. It has no n8n
@@ -107,6 +107,29 @@ export class JobStore {
 		this.s = quoteIdentifier(this.schema);
 		this.maxPayloadBytes = options.maxPayloadBytes ?? DEFAULT_MAX_PAYLOAD_BYTES;
 		this.callbackQueue = validateQueueName(options.callbackQueue ?? 'callbacks', 'callbackQueue');
+	}
+
+	private async tokenSecret(): Promise<Buffer> {
+		let bySchema = tokenSecrets.get(this.pool);
+		if (!bySchema) {
+			bySchema = new Map();
+			tokenSecrets.set(this.pool, bySchema);
+		}
+		let secret = bySchema.get(this.schema);
+		if (!secret) {
+			secret = this.run<{ value: Buffer }>({ text: `SELECT value FROM ${this.s}.settings WHERE name = 'status_token_secret'`, values: [] }).then((rows) => {
+				if (!rows[0]) throw new DurableJobsError('schema_incomplete', `Schema "${this.schema}" has no status token secret`, { fix: 'Run the migrations again (npx n8n-nodes-durable-jobs migrate)' });
+				return rows[0].value;
+			});
+			bySchema.set(this.schema, secret);
+			secret.catch(() => bySchema!.delete(this.schema));
+		}
+		return await secret;
+	}
+
+	/** The status token of a job: 256 bits, derived so it can be handed out again to an idempotent retry. */
+	private statusToken(secret: Buffer, jobId: string): string {
+		return createHmac('sha256', secret).update(jobId).digest('base64url');
 	}
 
 	private async run<R extends pg.QueryResultRow>(query: SqlQuery, client?: pg.ClientBase): Promise<R[]> {
@@ -146,20 +169,19 @@ export class JobStore {
 	 * gets an IdempotencyConflictError and writes nothing. With `allOrNothing`, any bad item
 	 * rolls the whole batch back and the first error is thrown.
 	 */
-	async enqueue(items: EnqueueInput[], options: { allOrNothing?: boolean } = {}): Promise<ItemResults<EnqueueResult>> {
+	async enqueue(items: EnqueueInput[], options: { allOrNothing?: boolean; onConflict?: 'error' | 'existing' } = {}): Promise<ItemResults<EnqueueResult>> {
 		const results: ItemResults<EnqueueResult> = new Array(items.length);
 		const rows: EnqueueRow[] = [];
-		const tokens = new Map<number, string>();
+		const secret = items.length > 0 ? await this.tokenSecret() : Buffer.alloc(0);
 		items.forEach((item, ord) => {
 			try {
 				const queue = validateQueueName(item.queue);
 				const payloadJson = serializePayload(item.payload, 'payload', this.maxPayloadBytes);
-				const token = newStatusToken();
-				tokens.set(ord, token);
+				const id = uuidv7();
 				const runAt = optionalDate(item.runAt, 'runAt');
 				rows.push({
 					ord,
-					id: uuidv7(),
+					id,
 					queue,
 					payload: payloadJson,
 					idempotency_key: optionalKey(item.idempotencyKey, 'idempotencyKey'),
@@ -171,7 +193,7 @@ export class JobStore {
 					ordering_key: optionalKey(item.orderingKey, 'orderingKey'),
 					callback_url: optionalUrl(item.callbackUrl, 'callbackUrl'),
 					correlation_id: optionalText(item.correlationId, 'correlationId', 255),
-					status_token_hash: hashToken(token).toString('hex'),
+					status_token_hash: hashToken(this.statusToken(secret, id)).toString('hex'),
 				});
 			} catch (error) {
 				results[ord] = asItemError(error);
@@ -203,7 +225,7 @@ export class JobStore {
 				const input = byOrd.get(row.ord)!;
 				if (row.id === null) {
 					results[row.ord] = new DurableJobsError('enqueue_unresolved', 'The job could not be stored or found; retry the request', { httpStatus: 503 });
-				} else if (row.deduplicated && row.existing_fingerprint !== input.payload_fingerprint) {
+				} else if (row.deduplicated && row.existing_fingerprint !== input.payload_fingerprint && options.onConflict !== 'existing') {
 					results[row.ord] = new IdempotencyConflictError(input.idempotency_key ?? '', row.id);
 				} else {
 					results[row.ord] = {
@@ -211,7 +233,8 @@ export class JobStore {
 						status: row.status,
 						runAt: row.run_at,
 						deduplicated: row.deduplicated,
-						statusToken: row.deduplicated ? null : tokens.get(row.ord)!,
+						conflict: row.deduplicated && row.existing_fingerprint !== input.payload_fingerprint,
+						statusToken: row.deduplicated && row.existing_fingerprint !== input.payload_fingerprint ? null : this.statusToken(secret, row.id),
 					};
 				}
 			}
@@ -613,18 +636,32 @@ export class JobStore {
 	 * after the same work (one lookup, one constant-time hash compare).
 	 */
 	async getStatus(jobId: string, token: string): Promise<JobStatusView | null> {
-		const validId = typeof jobId === 'string' && /^[0-9a-f-]{36}$/i.test(jobId);
-		const rows = validId
-			? await this.run<Job & { status_token_hash: Buffer | null }>(jobWithTokenQuery(this.s, jobId.toLowerCase()))
-			: await this.run<Job & { status_token_hash: Buffer | null }>(jobWithTokenQuery(this.s, '00000000-0000-0000-0000-000000000000'));
-		const row = rows[0];
-		const expected = row?.status_token_hash ?? DUMMY_TOKEN_HASH;
-		const given = hashToken(typeof token === 'string' ? token : '');
-		const matches = timingSafeEqual(expected, given) && row !== undefined && row.status_token_hash !== null;
-		if (!matches) return null;
-		const { status_token_hash: _hash, ...job } = row;
-		const attempts = await this.run<Attempt>(attemptsQuery(this.s, [job.id]));
-		return { job, attempts };
+		const [view] = await this.getStatusMany([{ jobId, token }]);
+		return view;
+	}
+
+	/**
+	 * Batch form of getStatus: two statements for any number of lookups. Each entry is the view
+	 * or null, and null means the same thing for unknown ids, malformed ids and wrong tokens.
+	 */
+	async getStatusMany(lookups: Array<{ jobId: unknown; token: unknown }>): Promise<Array<JobStatusView | null>> {
+		const ids = lookups.map((lookup) => (typeof lookup.jobId === 'string' && UUID_TEXT.test(lookup.jobId) ? lookup.jobId.toLowerCase() : NIL_UUID));
+		const rows = await this.run<Job & { status_token_hash: Buffer | null }>(jobsWithTokenQuery(this.s, [...new Set(ids)]));
+		const byId = new Map(rows.map((row) => [row.id, row]));
+		const matched = lookups.map((lookup, index) => {
+			const row = byId.get(ids[index]);
+			const expected = row?.status_token_hash ?? DUMMY_TOKEN_HASH;
+			const given = hashToken(typeof lookup.token === 'string' ? lookup.token : '');
+			const equal = timingSafeEqual(expected, given);
+			return equal && row !== undefined && row.status_token_hash !== null ? row : null;
+		});
+		const found = matched.filter((row): row is NonNullable<typeof row> => row !== null);
+		const attempts = found.length > 0 ? await this.run<Attempt>(attemptsQuery(this.s, [...new Set(found.map((row) => row.id))])) : [];
+		return matched.map((row) => {
+			if (!row) return null;
+			const { status_token_hash: _hash, ...job } = row;
+			return { job, attempts: attempts.filter((attempt) => attempt.job_id === job.id) };
+		});
 	}
 
 	/** Operator view by id (no token): for Job Status in admin workflows. */
@@ -828,9 +865,12 @@ function asItemError(error: unknown): DurableJobsError {
 }
 
 function throwFirst<T>(results: ItemResults<T>): void {
-	for (const result of results) {
-		if (result instanceof DurableJobsError) throw result;
-	}
+	results.forEach((result, position) => {
+		if (result instanceof DurableJobsError) {
+			result.itemPosition = position;
+			throw result;
+		}
+	});
 }
 
 function companionError(error: unknown): DurableJobsError {

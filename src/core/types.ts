@@ -65,7 +65,12 @@ export interface EnqueueResult {
 	status: JobStatus;
 	runAt: Date;
 	deduplicated: boolean;
-	/** Plain status token: only returned when this call created the job (shown once). */
+	/** Same key, different payload, and the caller asked for the existing job instead of an error. */
+	conflict: boolean;
+	/**
+	 * Plain status token: returned to the caller that created the job and to idempotent
+	 * retries of it (same key, same payload); never for a conflicting payload.
+	 */
 	statusToken: string | null;
 }
 

@@ -1,9 +1,9 @@
 import { JOB_COLUMNS, type SqlQuery } from './types';
 
-export function jobWithTokenQuery(s: string, jobId: string): SqlQuery {
+export function jobsWithTokenQuery(s: string, jobIds: string[]): SqlQuery {
 	return {
-		text: `SELECT ${JOB_COLUMNS}, status_token_hash FROM ${s}.jobs WHERE id = $1`,
-		values: [jobId],
+		text: `SELECT ${JOB_COLUMNS}, status_token_hash FROM ${s}.jobs WHERE id = ANY($1::uuid[])`,
+		values: [jobIds],
 	};
 }
 

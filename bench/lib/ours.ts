@@ -1,0 +1,97 @@
+import pg from 'pg';
+
+import { DurableJobsError, JobStore, migrate, type EnqueueInput, type LeasedJob } from '../../src/core';
+import { QUEUE, type DrainOutcome, type Engine } from './engine';
+import { dropSchema } from './util';
+
+function check<T>(results: Array<T | DurableJobsError>): T[] {
+	for (const result of results) {
+		if (result instanceof DurableJobsError) throw result;
+	}
+	return results as T[];
+}
+
+export class OursEngine implements Engine {
+	readonly id = 'ours' as const;
+	readonly pool: pg.Pool;
+	private current: JobStore | null = null;
+
+	constructor(
+		url: string,
+		readonly schema = 'bench_ours',
+		poolSize = 12,
+	) {
+		this.pool = new pg.Pool({ connectionString: url, max: poolSize });
+		this.pool.on('error', () => undefined);
+	}
+
+	get store(): JobStore {
+		if (!this.current) throw new Error('reset() first');
+		return this.current;
+	}
+
+	describe(): Record<string, unknown> {
+		return {
+			api: {
+				enqueueOne: 'JobStore.enqueue([job])',
+				enqueueBatch: 'JobStore.enqueue(jobs[1000])',
+				single: 'lease({ limit: 1 }) + complete([1])',
+				batch: 'lease({ limit: N }) + complete([N])',
+				stats: "stats('bench')",
+			},
+			pool: this.pool.options.max,
+			retention: 'finished jobs stay in the table (done/failed) until purged',
+			leaseMs: 60_000,
+		};
+	}
+
+	async reset(): Promise<void> {
+		await dropSchema(this.pool, this.schema);
+		await migrate(this.pool, this.schema);
+		this.current = new JobStore(this.pool, { schema: this.schema });
+	}
+
+	async close(): Promise<void> {
+		await this.pool.end();
+	}
+
+	async enqueueOne(n: number): Promise<void> {
+		check(await this.store.enqueue([{ queue: QUEUE, payload: { n } }]));
+	}
+
+	async enqueueBatch(start: number, size: number): Promise<void> {
+		const items: EnqueueInput[] = new Array(size);
+		for (let i = 0; i < size; i++) items[i] = { queue: QUEUE, payload: { n: start + i } };
+		check(await this.store.enqueue(items));
+	}
+
+	async prefill(count: number): Promise<void> {
+		for (let start = 0; start < count; start += 1000) await this.enqueueBatch(start, Math.min(1000, count - start));
+	}
+
+	private async drain(workers: number, limit: number): Promise<DrainOutcome> {
+		let processed = 0;
+		let fetchCalls = 0;
+		const store = this.store;
+		const worker = async () => {
+			for (;;) {
+				fetchCalls++;
+				const jobs: LeasedJob[] = await store.lease({ queue: QUEUE, limit });
+				if (jobs.length === 0) return;
+				const results = check(await store.complete(jobs.map((job) => ({ jobId: job.id, attemptId: job.attempt_id, outcome: 'succeeded' as const }))));
+				for (const result of results) if (!result.applied) throw new Error(`complete not applied: ${result.leaseLostReason}`);
+				processed += jobs.length;
+			}
+		};
+		await Promise.all(Array.from({ length: workers }, () => worker()));
+		return { processed, fetchCalls };
+	}
+
+	drainSingle(workers: number): Promise<DrainOutcome> {
+		return this.drain(workers, 1);
+	}
+
+	drainBatch(workers: number, batch: number): Promise<DrainOutcome> {
+		return this.drain(workers, batch);
+	}
+}

@@ -1,0 +1,51 @@
+import js from '@eslint/js';
+import n8nCommunityNodes from '@n8n/eslint-plugin-community-nodes';
+import n8nNodesBase from 'eslint-plugin-n8n-nodes-base';
+import tseslint from 'typescript-eslint';
+
+const communityConfig = n8nCommunityNodes.configs.recommendedWithoutN8nCloudSupport;
+
+export default tseslint.config(
+	{
+		ignores: ['dist/**', 'node_modules/**', 'coverage/**', '.tmp/**', 'gulpfile.js', 'vitest.config.ts'],
+	},
+	{ ...js.configs.recommended, files: ['**/*.ts'] },
+	...tseslint.configs.recommended.map((config) => ({ ...config, files: ['**/*.ts'] })),
+	{
+		files: ['**/*.ts'],
+		languageOptions: { parserOptions: { projectService: false } },
+		rules: {
+			'@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_', destructuredArrayIgnorePattern: '^_' }],
+			'@typescript-eslint/no-explicit-any': 'error',
+		},
+	},
+	// n8n's community-node rules, non-cloud variant, over the package's own files.
+	{
+		...communityConfig,
+		files: ['package.json', 'nodes/**/*.ts', 'credentials/**/*.ts', 'nodes/**/*.json'],
+		languageOptions: { parser: tseslint.parser },
+		rules: {
+			...communityConfig.rules,
+			// This package talks to PostgreSQL through `pg`, which must be a runtime dependency
+			// (n8n installs it with the package). That makes it a self-hosted-only package:
+			// n8n Cloud's verified nodes cannot have dependencies, and this rule enforces that.
+			'@n8n/community-nodes/no-runtime-dependencies': 'off',
+		},
+	},
+	{
+		files: ['nodes/**/*.ts'],
+		plugins: { 'n8n-nodes-base': n8nNodesBase },
+		rules: { ...n8nNodesBase.configs.nodes.rules },
+	},
+	{
+		files: ['credentials/**/*.ts'],
+		plugins: { 'n8n-nodes-base': n8nNodesBase },
+		rules: { ...n8nNodesBase.configs.credentials.rules },
+	},
+	{
+		files: ['test/**/*.ts', 'bench/**/*.ts', 'scripts/**/*.ts'],
+		rules: {
+			'@typescript-eslint/no-non-null-assertion': 'off',
+		},
+	},
+);

@@ -1,0 +1,202 @@
+import {
+	NodeConnectionTypes,
+	type IDataObject,
+	type IExecuteFunctions,
+	type INodeExecutionData,
+	type INodeType,
+	type INodeTypeDescription,
+} from 'n8n-workflow';
+
+import type { EnqueueInput, EnqueueResult } from '../../src/core';
+import { testDurableJobsConnection } from '../shared/credentialTest';
+import { storeFor } from '../shared/connection';
+import { headerValue, itemPayload, parseJsonParameter, runBatch, secondsToMs } from '../shared/batch';
+import { credentials, queueField } from '../shared/descriptions';
+
+export class JobEnqueue implements INodeType {
+	description: INodeTypeDescription = {
+		displayName: 'Job Enqueue',
+		name: 'jobEnqueue',
+		icon: { light: 'file:jobEnqueue.svg', dark: 'file:jobEnqueue.dark.svg' },
+		group: ['transform'],
+		version: 1,
+		subtitle: '={{ "into " + $parameter["queue"] }}',
+		description: 'Store one durable job per item in a PostgreSQL queue and return its job ID at once',
+		defaults: { name: 'Job Enqueue' },
+		usableAsTool: true,
+		inputs: [NodeConnectionTypes.Main],
+		outputs: [NodeConnectionTypes.Main],
+		credentials,
+		properties: [
+			queueField,
+			{
+				displayName: 'Payload',
+				name: 'payloadSource',
+				type: 'options',
+				options: [
+					{ name: 'Automatic', value: 'auto', description: 'The request body when the item comes from a Webhook, else the whole item' },
+					{ name: 'Whole Item', value: 'item', description: 'The whole item JSON' },
+					{ name: 'Custom', value: 'custom', description: 'A JSON value or expression' },
+				],
+				default: 'auto',
+			},
+			{
+				displayName: 'Custom Payload',
+				name: 'payload',
+				type: 'json',
+				default: '={{ $json }}',
+				displayOptions: { show: { payloadSource: ['custom'] } },
+				description: 'JSON the worker receives as the job payload',
+			},
+			{
+				displayName: 'Idempotency Key',
+				name: 'idempotencyKey',
+				type: 'string',
+				default: '',
+				placeholder: '={{ $json.body.order_id }}',
+				description: 'A key that identifies this request. The same key with the same payload returns the existing job instead of a new one. Empty: the Idempotency-Key request header when the item comes from a Webhook.',
+			},
+			{
+				displayName: 'Options',
+				name: 'options',
+				type: 'collection',
+				placeholder: 'Add option',
+				default: {},
+				options: [
+					{
+						displayName: 'Callback URL',
+						name: 'callbackUrl',
+						type: 'string',
+						default: '',
+						description: 'URL that receives a signed job-finished event (through the callback relay workflow)',
+					},
+					{
+						displayName: 'Correlation ID',
+						name: 'correlationId',
+						type: 'string',
+						default: '',
+						description: 'Your own ID to trace the job across systems',
+					},
+					{
+						displayName: 'Delay Seconds',
+						name: 'delaySeconds',
+						type: 'number',
+						typeOptions: { minValue: 0 },
+						default: 0,
+						description: 'Do not start the job before this many seconds have passed',
+					},
+					{
+						displayName: 'Max Attempts',
+						name: 'maxAttempts',
+						type: 'number',
+						typeOptions: { minValue: 1, maxValue: 1000 },
+						default: 5,
+						description: 'After this many attempts a retrying or crashed job is failed (dead letter)',
+					},
+					{
+						displayName: 'Max Payload Size (KB)',
+						name: 'maxPayloadKb',
+						type: 'number',
+						typeOptions: { minValue: 1 },
+						default: 1024,
+						description: 'Larger payloads are rejected with a clear error; store big documents elsewhere and enqueue a reference',
+					},
+					{
+						displayName: 'On Key Reused With Other Payload',
+						name: 'onConflict',
+						type: 'options',
+						options: [
+							{ name: 'Error (HTTP 422)', value: 'error', description: 'Reject the item; nothing is written' },
+							{ name: 'Return Existing Job', value: 'existing', description: 'Return the job stored under the key, with conflict: true' },
+						],
+						default: 'error',
+					},
+					{
+						displayName: 'Ordering Key',
+						name: 'orderingKey',
+						type: 'string',
+						default: '',
+						description: 'Jobs with the same ordering key run one at a time, in the order they were enqueued',
+					},
+					{
+						displayName: 'Priority',
+						name: 'priority',
+						type: 'number',
+						typeOptions: { minValue: -1000, maxValue: 1000 },
+						default: 0,
+						description: 'Higher runs first',
+					},
+					{
+						displayName: 'Run At',
+						name: 'runAt',
+						type: 'dateTime',
+						default: '',
+						description: 'Do not start the job before this time',
+					},
+					{
+						displayName: 'Status URL Base',
+						name: 'statusUrlBase',
+						type: 'string',
+						default: '/webhook/jobs/status',
+						description: 'Base of the status_url returned for each job; job_id and token are added as query parameters',
+					},
+				],
+			},
+		],
+	};
+
+	methods = { credentialTest: { durableJobsConnectionTest: testDurableJobsConnection } };
+
+	async execute(this: IExecuteFunctions): Promise<INodeExecutionData[][]> {
+		const firstOptions = this.getNodeParameter('options', 0, {}) as IDataObject;
+		const store = await storeFor(this, { maxPayloadBytes: Math.round(Number(firstOptions.maxPayloadKb ?? 1024) * 1024) });
+		const onConflict = firstOptions.onConflict === 'existing' ? 'existing' : 'error';
+		const statusUrlBases: string[] = [];
+
+		return await runBatch<EnqueueInput, EnqueueResult>(this, {
+			outputs: 1,
+			read: (itemIndex, item) => {
+				const options = this.getNodeParameter('options', itemIndex, {}) as IDataObject;
+				const source = this.getNodeParameter('payloadSource', itemIndex, 'auto') as string;
+				let payload: unknown;
+				if (source === 'custom') payload = parseJsonParameter(this.getNodeParameter('payload', itemIndex), 'Custom Payload');
+				else if (source === 'item') payload = item.json;
+				else payload = itemPayload(item.json);
+				const explicitKey = this.getNodeParameter('idempotencyKey', itemIndex, '') as string;
+				statusUrlBases[itemIndex] = String(options.statusUrlBase ?? '/webhook/jobs/status');
+				return {
+					queue: this.getNodeParameter('queue', itemIndex) as string,
+					payload,
+					idempotencyKey: explicitKey !== '' ? explicitKey : headerValue(item.json, 'idempotency-key') ?? null,
+					priority: options.priority as number | undefined,
+					delayMs: secondsToMs(options.delaySeconds, 'Delay Seconds'),
+					runAt: (options.runAt as string) || null,
+					maxAttempts: options.maxAttempts as number | undefined,
+					orderingKey: (options.orderingKey as string) || null,
+					callbackUrl: (options.callbackUrl as string) || null,
+					correlationId: (options.correlationId as string) || null,
+				};
+			},
+			call: async (inputs, allOrNothing) => await store.enqueue(inputs, { allOrNothing, onConflict }),
+			route: (result, itemIndex, input) => ({
+				output: 0,
+				json: {
+					job_id: result.jobId,
+					status: result.status,
+					queue: input.queue,
+					status_url: result.statusToken ? statusUrl(statusUrlBases[itemIndex], result.jobId, result.statusToken) : null,
+					status_token: result.statusToken,
+					deduplicated: result.deduplicated,
+					...(result.conflict ? { conflict: true } : {}),
+					run_at: result.runAt.toISOString(),
+					idempotency_key: input.idempotencyKey ?? null,
+				},
+			}),
+		});
+	}
+}
+
+function statusUrl(base: string, jobId: string, token: string): string {
+	const separator = base.includes('?') ? '&' : '?';
+	return `${base}${separator}job_id=${encodeURIComponent(jobId)}&token=${encodeURIComponent(token)}`;
+}

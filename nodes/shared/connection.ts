@@ -1,0 +1,33 @@
+import type { ICredentialDataDecryptedObject, IExecuteFunctions, ITriggerFunctions } from 'n8n-workflow';
+
+import { openStore, type JobStore, type SslMode, type StoreConfig } from '../../src/core';
+
+export const CREDENTIAL_TYPE = 'durableJobsPostgres';
+
+/** Pure mapping from the credential's fields to the core's connection config. */
+export function credentialToConfig(credential: ICredentialDataDecryptedObject): StoreConfig {
+	const ssl = String(credential.ssl ?? 'disable');
+	return {
+		host: String(credential.host ?? 'localhost'),
+		port: Number(credential.port ?? 5432),
+		database: String(credential.database ?? 'postgres'),
+		user: String(credential.user ?? 'postgres'),
+		password: credential.password ? String(credential.password) : undefined,
+		ssl: (['disable', 'require', 'verify'].includes(ssl) ? ssl : 'disable') as SslMode,
+		caCertificate: credential.caCertificate ? String(credential.caCertificate) : undefined,
+		maxConnections: Number(credential.maxConnections ?? 10) || 10,
+		schema: String(credential.schema || 'durable_jobs'),
+		autoMigrate: credential.autoMigrate !== false,
+		connectionTimeoutMs: 10_000,
+	};
+}
+
+export async function storeFor(
+	context: IExecuteFunctions | ITriggerFunctions,
+	options: { maxPayloadBytes?: number; callbackQueue?: string } = {},
+): Promise<JobStore> {
+	const credential = await context.getCredentials(CREDENTIAL_TYPE);
+	return await openStore(credentialToConfig(credential), options, (error) => {
+		context.logger.warn(`Durable Jobs: an idle database connection failed and was discarded (${error.message})`);
+	});
+}

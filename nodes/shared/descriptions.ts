@@ -1,0 +1,44 @@
+import type { INodeCredentialDescription, INodeProperties } from 'n8n-workflow';
+
+import { CREDENTIAL_TYPE } from './connection';
+
+export const credentials: INodeCredentialDescription[] = [
+	{ name: CREDENTIAL_TYPE, required: true, testedBy: 'durableJobsConnectionTest' },
+];
+
+export const queueField: INodeProperties = {
+	displayName: 'Queue',
+	name: 'queue',
+	type: 'string',
+	default: 'default',
+	required: true,
+	placeholder: 'documents',
+	description: 'Name of the queue: letters, digits and _ . : - (up to 100 characters)',
+};
+
+export const jobIdField: INodeProperties = {
+	displayName: 'Job ID',
+	name: 'jobId',
+	type: 'string',
+	default: '={{ $json.job_id }}',
+	required: true,
+	description: 'ID of the job, as Job Lease returned it',
+};
+
+export const attemptIdField: INodeProperties = {
+	displayName: 'Attempt ID',
+	name: 'attemptId',
+	type: 'string',
+	default: '={{ $json.attempt_id }}',
+	required: true,
+	description: 'Attempt ID from the same Job Lease item. It fences the write: a worker whose lease was taken over cannot change the job.',
+};
+
+export const leaseSecondsField: INodeProperties = {
+	displayName: 'Lease Seconds',
+	name: 'leaseSeconds',
+	type: 'number',
+	typeOptions: { minValue: 1, maxValue: 86400 },
+	default: 300,
+	description: 'How long the worker owns the job. If it has not completed or extended the lease by then, another worker may take the job over with a new attempt.',
+};

@@ -1,0 +1,42 @@
+import { NodeOperationError, type IDataObject, type INode, type INodeExecutionData } from 'n8n-workflow';
+
+import { DurableJobsError, classifyDatabaseError } from '../../src/core';
+
+export function asDurableError(error: unknown): DurableJobsError {
+	if (error instanceof DurableJobsError) return error;
+	if (error instanceof NodeOperationError) {
+		return new DurableJobsError('invalid_parameter', error.message, { fix: error.description ?? undefined, httpStatus: 400 });
+	}
+	return classifyDatabaseError(error);
+}
+
+/** A NodeOperationError naming the item, the field and the fix. */
+export function toNodeError(node: INode, error: unknown, itemIndex?: number): NodeOperationError {
+	if (error instanceof NodeOperationError) return error;
+	const durable = asDurableError(error);
+	return new NodeOperationError(node, durable.message, {
+		itemIndex,
+		description: [durable.fix, durable.field ? `Field: ${durable.field}` : undefined].filter(Boolean).join(' — ') || undefined,
+	});
+}
+
+/** The JSON an item carries on the error output (or the main output with "continue"). */
+export function errorJson(error: unknown): IDataObject {
+	const durable = asDurableError(error);
+	return {
+		error: durable.message,
+		code: durable.code,
+		field: durable.field ?? null,
+		fix: durable.fix ?? null,
+		http_status: durable.httpStatus,
+		...(durable.code === 'idempotency_key_reused' ? { existing_job_id: (durable as unknown as { existingJobId: string }).existingJobId } : {}),
+	};
+}
+
+export function errorItem(node: INode, error: unknown, itemIndex: number): INodeExecutionData {
+	return {
+		json: errorJson(error),
+		error: toNodeError(node, error, itemIndex),
+		pairedItem: { item: itemIndex },
+	};
+}
