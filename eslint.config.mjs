@@ -35,12 +35,24 @@ export default tseslint.config(
 	{
 		files: ['nodes/**/*.ts'],
 		plugins: { 'n8n-nodes-base': n8nNodesBase },
-		rules: { ...n8nNodesBase.configs.nodes.rules },
+		rules: {
+			...n8nNodesBase.configs.nodes.rules,
+			// These two predate NodeConnectionTypes and ask for the string 'main', which the
+			// community-nodes rule node-connection-type-literal in turn rejects.
+			'n8n-nodes-base/node-class-description-inputs-wrong-regular-node': 'off',
+			'n8n-nodes-base/node-class-description-outputs-wrong': 'off',
+		},
 	},
 	{
 		files: ['credentials/**/*.ts'],
 		plugins: { 'n8n-nodes-base': n8nNodesBase },
-		rules: { ...n8nNodesBase.configs.credentials.rules },
+		rules: {
+			...n8nNodesBase.configs.credentials.rules,
+			// Its fixer turns any documentation URL into a camel-cased slug; the community rule
+			// credential-documentation-url already checks that the URL is valid.
+			'n8n-nodes-base/cred-class-field-documentation-url-miscased': 'off',
+			'n8n-nodes-base/cred-class-field-documentation-url-not-http-url': 'off',
+		},
 	},
 	{
 		files: ['test/**/*.ts', 'bench/**/*.ts', 'scripts/**/*.ts'],

@@ -11,7 +11,7 @@ import type { EnqueueInput, EnqueueResult } from '../../src/core';
 import { testDurableJobsConnection } from '../shared/credentialTest';
 import { storeFor } from '../shared/connection';
 import { headerValue, itemPayload, parseJsonParameter, runBatch, secondsToMs } from '../shared/batch';
-import { credentials, queueField } from '../shared/descriptions';
+import { queueField } from '../shared/descriptions';
 
 export class JobEnqueue implements INodeType {
 	description: INodeTypeDescription = {
@@ -26,7 +26,7 @@ export class JobEnqueue implements INodeType {
 		usableAsTool: true,
 		inputs: [NodeConnectionTypes.Main],
 		outputs: [NodeConnectionTypes.Main],
-		credentials,
+		credentials: [{ name: 'durableJobsPostgresApi', required: true, testedBy: 'durableJobsConnectionTest' }],
 		properties: [
 			queueField,
 			{

@@ -1,7 +1,7 @@
 import type { IDataObject, IExecuteFunctions, INodeExecutionData } from 'n8n-workflow';
 
 import { DurableJobsError, type ItemResults } from '../../src/core';
-import { errorItem, toNodeError } from './errors';
+import { errorItem, invalidInput, toNodeError } from './errors';
 
 export interface Routed {
 	output: number;
@@ -100,7 +100,7 @@ export function parseJsonParameter(value: unknown, field: string): unknown {
 	try {
 		return JSON.parse(text);
 	} catch {
-		throw new DurableJobsError('invalid_input', `${field}: is not valid JSON`, { field, fix: `Enter valid JSON in ${field}, or use an expression that returns an object`, httpStatus: 400 });
+		throw invalidInput(field, 'is not valid JSON', `Enter valid JSON in ${field}, or use an expression that returns an object`);
 	}
 }
 
@@ -108,7 +108,7 @@ export function secondsToMs(value: unknown, field: string): number | undefined {
 	if (value === undefined || value === null || value === '') return undefined;
 	const number = Number(value);
 	if (!Number.isFinite(number) || number < 0) {
-		throw new DurableJobsError('invalid_input', `${field}: must be a number of seconds ≥ 0, got "${String(value).slice(0, 40)}"`, { field, fix: `Set ${field} to a number of seconds`, httpStatus: 400 });
+		throw invalidInput(field, `must be a number of seconds ≥ 0, got "${String(value).slice(0, 40)}"`, `Set ${field} to a number of seconds`);
 	}
 	return Math.round(number * 1000);
 }

@@ -2,7 +2,7 @@ import type { ICredentialDataDecryptedObject, IExecuteFunctions, ITriggerFunctio
 
 import { openStore, type JobStore, type SslMode, type StoreConfig } from '../../src/core';
 
-export const CREDENTIAL_TYPE = 'durableJobsPostgres';
+export const CREDENTIAL_TYPE = 'durableJobsPostgresApi';
 
 /** Pure mapping from the credential's fields to the core's connection config. */
 export function credentialToConfig(credential: ICredentialDataDecryptedObject): StoreConfig {

@@ -1,10 +1,4 @@
-import type { INodeCredentialDescription, INodeProperties } from 'n8n-workflow';
-
-import { CREDENTIAL_TYPE } from './connection';
-
-export const credentials: INodeCredentialDescription[] = [
-	{ name: CREDENTIAL_TYPE, required: true, testedBy: 'durableJobsConnectionTest' },
-];
+import type { INodeProperties } from 'n8n-workflow';
 
 export const queueField: INodeProperties = {
 	displayName: 'Queue',
@@ -13,7 +7,7 @@ export const queueField: INodeProperties = {
 	default: 'default',
 	required: true,
 	placeholder: 'documents',
-	description: 'Name of the queue: letters, digits and _ . : - (up to 100 characters)',
+	description: 'Name of the queue: letters, digits and _ . : - (up to 100 characters).',
 };
 
 export const jobIdField: INodeProperties = {

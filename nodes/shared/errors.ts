@@ -40,3 +40,8 @@ export function errorItem(node: INode, error: unknown, itemIndex: number): INode
 		pairedItem: { item: itemIndex },
 	};
 }
+
+/** Bad input found by the glue itself, in the core's error shape (field and fix named). */
+export function invalidInput(field: string, message: string, fix: string): DurableJobsError {
+	return new DurableJobsError('invalid_input', `${field}: ${message}`, { field, fix, httpStatus: 400 });
+}

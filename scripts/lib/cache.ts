@@ -7,7 +7,7 @@
  * Every install goes into its own folder keyed by version and counts as done only once
  * `.install-complete` exists in it, so an interrupted install is wiped and redone.
  */
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
@@ -32,6 +32,8 @@ export interface RunOptions {
 	/** Called with every chunk of output (both streams), e.g. to tee into a log. */
 	onOutput?: (chunk: string) => void;
 	timeoutMs?: number;
+	/** Called once the process exists (e.g. to kill it if the caller exits first). */
+	onSpawn?: (child: ChildProcess) => void;
 }
 
 /** Runs a command to completion and collects its output; never throws on a non-zero exit. */
@@ -42,6 +44,7 @@ export async function run(cmd: string, args: string[], opts: RunOptions = {}): P
 			env: opts.env ?? process.env,
 			stdio: ['ignore', 'pipe', 'pipe'],
 		});
+		opts.onSpawn?.(child);
 		let stdout = '';
 		let stderr = '';
 		child.stdout.setEncoding('utf8');

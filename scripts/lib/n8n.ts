@@ -28,7 +28,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, readdirSync, rmSync, writeFileSync, appendFileSync } from 'node:fs';
+import { appendFileSync, closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, isAbsolute, join, resolve } from 'node:path';
 
@@ -96,8 +96,9 @@ export async function packPackage(repoDir: string, opts: { outDir?: string; log?
 	mkdirSync(outDir, { recursive: true });
 	opts.log?.(`npm pack ${repoDir}`);
 	const res = await runOrThrow('npm', ['pack', '--json', '--pack-destination', outDir], { cwd: repoDir });
-	// Lifecycle scripts (prepack → build) may print to stdout before the JSON.
-	const jsonStart = res.stdout.indexOf('[');
+	// Lifecycle scripts (prepack → build) print to stdout before the JSON, gulp with "[hh:mm:ss]".
+	const jsonStart = /^\[\s*$/m.exec(res.stdout)?.index;
+	if (jsonStart === undefined) throw new Error(`npm pack printed no JSON:\n${tail(res.stdout, 30)}`);
 	const parsed = JSON.parse(res.stdout.slice(jsonStart)) as Array<{ filename: string }>;
 	const file = parsed[0]?.filename;
 	if (!file) throw new Error(`npm pack printed no filename:\n${res.stdout}`);
@@ -108,30 +109,38 @@ export async function packPackage(repoDir: string, opts: { outDir?: string; log?
 // process bookkeeping: every process group we start dies with us
 
 const liveGroups = new Set<number>();
+/** Short-lived CLI runs (import/publish); not process-group leaders. */
+const liveChildren = new Set<ChildProcess>();
 let exitHooksInstalled = false;
 
+function trackChild(child: ChildProcess): void {
+	installExitHooks();
+	liveChildren.add(child);
+	child.on('exit', () => liveChildren.delete(child));
+}
+
+/** Signals the whole process group (n8n and its task runner); spawnGroup makes each a leader. */
 function killGroup(pid: number, signal: NodeJS.Signals): void {
 	try {
 		process.kill(-pid, signal);
 	} catch {
-		try {
-			process.kill(pid, signal);
-		} catch {
-			// Already gone.
-		}
+		// The group is already gone.
 	}
 }
 
 function installExitHooks(): void {
 	if (exitHooksInstalled) return;
 	exitHooksInstalled = true;
-	process.on('exit', () => {
+	const killAll = () => {
 		for (const pid of liveGroups) killGroup(pid, 'SIGKILL');
-	});
+		liveGroups.clear();
+		for (const child of liveChildren) child.kill('SIGKILL');
+		liveChildren.clear();
+	};
+	process.on('exit', killAll);
 	for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
 		const handler = () => {
-			for (const pid of liveGroups) killGroup(pid, 'SIGKILL');
-			liveGroups.clear();
+			killAll();
 			// Only decide the exit ourselves when nobody else listens for this signal.
 			if (process.listenerCount(sig) === 1) {
 				process.removeListener(sig, handler);
@@ -308,6 +317,11 @@ export interface N8nInstance {
 	activeWorkflowIds(): Promise<string[]>;
 	/** Polls until the production webhook is registered; returns the first real answer. */
 	waitForWebhook(path: string, init?: RequestInit, opts?: { timeoutMs?: number }): Promise<{ status: number; body: string }>;
+	/**
+	 * Node type names n8n loaded at its last start (e.g. `n8n-nodes-durable-jobs.jobEnqueue`), read
+	 * from the types file n8n generates for its editor under the user folder.
+	 */
+	loadedNodeTypes(): string[];
 	/** Last lines of n8n.log (or of another file, e.g. a worker log). */
 	logTail(lines?: number, file?: string): string;
 	/** Queue mode only; each worker logs to `<dir>/worker-<i>.log`. */
@@ -320,8 +334,8 @@ export interface N8nInstance {
 }
 
 function baseEnv(): Record<string, string> {
-	// Deliberately not inheriting everything: vitest sets NODE_ENV=test, and n8n refuses to load
-	// community nodes when NODE_ENV is test.
+	// Deliberately not inheriting everything: vitest sets NODE_ENV=test, and n8n's node loader
+	// throws "Not available in tests" when NODE_ENV is test.
 	const env: Record<string, string> = {};
 	for (const k of ['HOME', 'USER', 'LOGNAME', 'LANG', 'LC_ALL', 'TZ', 'TMPDIR', 'SHELL', 'HTTP_PROXY', 'HTTPS_PROXY', 'NO_PROXY', 'http_proxy', 'https_proxy', 'no_proxy']) {
 		const v = process.env[k];
@@ -365,6 +379,8 @@ export async function startN8n(opts: StartN8nOptions): Promise<N8nInstance> {
 		N8N_COMMUNITY_PACKAGES_ENABLED: 'true',
 		N8N_UNVERIFIED_PACKAGES_ENABLED: 'true',
 		N8N_SECURE_COOKIE: 'false',
+		// The stand-in services live on 127.0.0.1, which SSRF protection would block once enabled.
+		N8N_SSRF_PROTECTION_ENABLED: 'false',
 		DB_TYPE: 'postgresdb',
 		DB_POSTGRESDB_HOST: db.host,
 		DB_POSTGRESDB_PORT: db.port,
@@ -406,7 +422,13 @@ export async function startN8n(opts: StartN8nOptions): Promise<N8nInstance> {
 		appendLog(`\n$ n8n ${args.join(' ')}\n`);
 		// CLI runs get their own broker port so they never collide with a running main.
 		const cliEnv = { ...env, N8N_RUNNERS_BROKER_PORT: String(await freePort()) };
-		return await run(install.node24, [install.n8nBin, ...args], { cwd: dir, env: cliEnv, onOutput: appendLog });
+		return await run(install.node24, [install.n8nBin, ...args], {
+			cwd: dir,
+			env: cliEnv,
+			onOutput: appendLog,
+			onSpawn: trackChild,
+			timeoutMs: 10 * 60_000,
+		});
 	};
 	const cliOrThrow = async (args: string[]): Promise<RunResult> => {
 		const res = await cli(args);
@@ -530,8 +552,14 @@ export async function startN8n(opts: StartN8nOptions): Promise<N8nInstance> {
 	const startMain = async (): Promise<void> => {
 		const started = Date.now();
 		appendLog(`\n$ n8n start\n`);
+		const logOffset = statSync(logFile).size;
 		main = spawnGroup(install.node24, [install.n8nBin, 'start'], env, dir, logFile);
 		await waitHealthy(`${baseUrl}/healthz/readiness`, () => main, 'n8n');
+		// n8n starts even when a community package fails to load; the workflows then fail with
+		// "Unrecognized node type", far from the cause. Fail here instead.
+		const startLog = readFileSync(logFile, 'utf8').slice(logOffset);
+		const failed = /Failed to load package "[^"]+"[\s\S]{0,600}/.exec(startLog);
+		if (failed) throw new Error(`${failed[0]}\n(log: ${logFile})`);
 		log(`n8n healthy at ${baseUrl} in ${((Date.now() - started) / 1000).toFixed(1)} s`);
 	};
 
@@ -616,6 +644,11 @@ export async function startN8n(opts: StartN8nOptions): Promise<N8nInstance> {
 		unpublish,
 		activeWorkflowIds,
 		waitForWebhook,
+		loadedNodeTypes: () => {
+			const file = join(userFolder, '.cache', 'n8n', 'public', 'types', 'nodes.json');
+			const types = JSON.parse(readFileSync(file, 'utf8')) as Array<{ name: string }>;
+			return [...new Set(types.map((t) => t.name))];
+		},
 		logTail,
 		workers: {
 			count: workerEnvs.length,

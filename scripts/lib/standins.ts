@@ -13,7 +13,9 @@
  *     ai.script('doc-3', [{ hang: true }])      never answers (client timeout path)
  *     ai.always('doc-4', 400)                   every call answers 400
  *     ai.script('*', [503])                     applies to any key without its own script
- *   Over HTTP: POST /__control {latencyMs?, script?: {key, steps}, always?: {key, step}, reset?: true}
+ *   Also as start options: startAiStandin({ scripts: { 'doc-1': [500, 500] }, always: { 'doc-4': 400 } }).
+ *   Over HTTP: POST /__control {latencyMs?, script?: {key, steps}, scripts?: {key: steps},
+ *   always?: {key, step}, reset?: true}
  *   Observation: ai.callCount(key), ai.calls (every request), GET /__calls.
  *
  * CRM — `startCrmStandin({ honourKeys: true, delayMs: 0 })`
@@ -250,7 +252,16 @@ function aiKey(body: unknown): string {
 	return 'sha256:' + createHash('sha256').update(JSON.stringify(body ?? null)).digest('hex').slice(0, 16);
 }
 
-export async function startAiStandin(opts: { latencyMs?: number; port?: number } = {}): Promise<AiStandin> {
+export interface AiStandinOptions {
+	latencyMs?: number;
+	port?: number;
+	/** Initial failure scripts per key, e.g. `{ 'doc-1': [500, 500] }`. */
+	scripts?: Record<string, FailureStep[]>;
+	/** Keys that always fail, e.g. `{ 'doc-bad': 400 }`. */
+	always?: Record<string, FailureStep>;
+}
+
+export async function startAiStandin(opts: AiStandinOptions = {}): Promise<AiStandin> {
 	const scripts = new Map<string, NormalStep[]>();
 	const permanent = new Map<string, NormalStep>();
 	const counts = new Map<string, number>();
@@ -273,6 +284,9 @@ export async function startAiStandin(opts: { latencyMs?: number; port?: number }
 		}
 		if (isRecord(body.always) && typeof body.always.key === 'string') {
 			api.always(body.always.key, body.always.step as FailureStep);
+		}
+		if (isRecord(body.scripts)) {
+			for (const [key, steps] of Object.entries(body.scripts)) if (Array.isArray(steps)) api.script(key, steps as FailureStep[]);
 		}
 	};
 
@@ -343,6 +357,8 @@ export async function startAiStandin(opts: { latencyMs?: number; port?: number }
 		},
 		close: server.close,
 	};
+	for (const [key, steps] of Object.entries(opts.scripts ?? {})) api.script(key, steps);
+	for (const [key, step] of Object.entries(opts.always ?? {})) api.always(key, step);
 	return api;
 }
 
@@ -650,7 +666,11 @@ export interface Standins {
 }
 
 export async function startStandins(
-	opts: { ai?: Parameters<typeof startAiStandin>[0]; crm?: Parameters<typeof startCrmStandin>[0]; callbacks?: Parameters<typeof startCallbackReceiver>[0] } = {},
+	opts: {
+		ai?: AiStandinOptions;
+		crm?: Parameters<typeof startCrmStandin>[0];
+		callbacks?: Parameters<typeof startCallbackReceiver>[0];
+	} = {},
 ): Promise<Standins> {
 	const ai = await startAiStandin(opts.ai);
 	const crm = await startCrmStandin(opts.crm);

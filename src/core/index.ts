@@ -6,3 +6,4 @@ export { getPool, closeAllPools, poolKey, toPoolConfig, cachedPoolCount, type Co
 export { migrate, assertMigrated, loadMigrations, migrationScript, appliedMigrationIds } from './migrate';
 export { openStore, resetMigrationCache, type StoreConfig } from './connect';
 export { canonicalJson, fingerprint, MAX_KEY_LENGTH, DEFAULT_MAX_PAYLOAD_BYTES } from './validate';
+export { classifyHttpStatus, type Classification } from './classify';

@@ -183,7 +183,12 @@ describe('e2e harness', () => {
 	it('installed the packed packages into the nodes folder', () => {
 		const modules = join(n8n!.userFolder, '.n8n', 'nodes', 'node_modules');
 		expect(existsSync(join(modules, 'n8n-nodes-harness-probe', 'package.json'))).toBe(true);
-		if (tarball) expect(existsSync(join(modules, 'n8n-nodes-durable-jobs', 'package.json'))).toBe(true);
+		const types = n8n!.loadedNodeTypes();
+		expect(types).toContain('n8n-nodes-harness-probe.harnessProbe');
+		if (tarball) {
+			expect(existsSync(join(modules, 'n8n-nodes-durable-jobs', 'package.json'))).toBe(true);
+			expect(types).toContain('n8n-nodes-durable-jobs.jobEnqueue');
+		}
 		// Peer n8n-workflow must come from n8n itself, not a second copy next to the package.
 		expect(existsSync(join(n8n!.userFolder, '.n8n', 'nodes', 'node_modules', 'n8n-workflow'))).toBe(false);
 	});

@@ -1,13 +1,13 @@
 import type { ICredentialType, INodeProperties, Icon } from 'n8n-workflow';
 
-export class DurableJobsPostgres implements ICredentialType {
-	name = 'durableJobsPostgres';
+export class DurableJobsPostgresApi implements ICredentialType {
+	name = 'durableJobsPostgresApi';
 
 	displayName = 'Durable Jobs Postgres';
 
 	icon: Icon = { light: 'file:durableJobs.svg', dark: 'file:durableJobs.dark.svg' };
 
-	documentationUrl = 'https://www.npmjs.com/package/n8n-nodes-durable-jobs#credential';
+	documentationUrl = 'https://www.npmjs.com/package/n8n-nodes-durable-jobs';
 
 	properties: INodeProperties[] = [
 		{

