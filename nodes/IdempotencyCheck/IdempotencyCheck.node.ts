@@ -10,7 +10,7 @@ import {
 
 import { canonicalJson, fingerprint, type ClaimInput, type ClaimResult, type SettleInput, type SettleResult } from '../../src/core';
 import { itemPayload, parseJsonParameter, runBatch, secondsToMs } from '../shared/batch';
-import { storeFor } from '../shared/connection';
+import { lazyStore } from '../shared/connection';
 import { testDurableJobsConnection } from '../shared/credentialTest';
 import { invalidInput } from '../shared/errors';
 
@@ -225,7 +225,7 @@ export class IdempotencyCheck implements INodeType {
 
 	async execute(this: IExecuteFunctions): Promise<INodeExecutionData[][]> {
 		const operation = this.getNodeParameter('operation', 0) as string;
-		const store = await storeFor(this);
+		const store = lazyStore(this);
 		if (operation === 'complete' || operation === 'fail') {
 			return await runBatch<SettleInput, SettleResult>(this, {
 				outputs: 2,
@@ -240,7 +240,7 @@ export class IdempotencyCheck implements INodeType {
 						ttlMs: options.ttlHours === undefined ? null : Math.round(Number(options.ttlHours) * 3600_000),
 					};
 				},
-				call: async (inputs) => (operation === 'complete' ? await store.completeClaims(inputs) : await store.failClaims(inputs)),
+				call: async (inputs) => (operation === 'complete' ? await (await store()).completeClaims(inputs) : await (await store()).failClaims(inputs)),
 				route: (result, itemIndex, input) => ({
 					output: result.applied ? 0 : 1,
 					json: {
@@ -299,7 +299,7 @@ export class IdempotencyCheck implements INodeType {
 					guard,
 				};
 			},
-			call: async (inputs) => await store.claim(inputs),
+			call: async (inputs) => await (await store()).claim(inputs),
 			route: (result, itemIndex, input) => ({
 				output: ROUTES.indexOf(result.route),
 				json: {

@@ -9,7 +9,7 @@ import {
 
 import { classifyHttpStatus, type CompleteInput, type CompleteOutcome, type CompleteResult, type ErrorClass } from '../../src/core';
 import { parseJsonParameter, runBatch, secondsToMs } from '../shared/batch';
-import { storeFor } from '../shared/connection';
+import { lazyStore } from '../shared/connection';
 import { testDurableJobsConnection } from '../shared/credentialTest';
 import { attemptIdField, jobIdField } from '../shared/descriptions';
 import { invalidInput } from '../shared/errors';
@@ -147,7 +147,7 @@ export class JobComplete implements INodeType {
 	methods = { credentialTest: { durableJobsConnectionTest: testDurableJobsConnection } };
 
 	async execute(this: IExecuteFunctions): Promise<INodeExecutionData[][]> {
-		const store = await storeFor(this);
+		const store = lazyStore(this);
 		const workflowId = this.getWorkflow().id ?? null;
 		const executionId = this.getExecutionId() ?? null;
 		return await runBatch<CompleteInput, CompleteResult>(this, {
@@ -190,7 +190,7 @@ export class JobComplete implements INodeType {
 					backoffMaxMs: secondsToMs(options.backoffMaxSeconds, 'Backoff Max Seconds'),
 				};
 			},
-			call: async (inputs) => await store.complete(inputs),
+			call: async (inputs) => await (await store()).complete(inputs),
 			route: (result, _itemIndex, input) => ({
 				output: result.applied ? 0 : 1,
 				json: result.applied

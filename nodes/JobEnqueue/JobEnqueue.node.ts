@@ -9,7 +9,7 @@ import {
 
 import type { EnqueueInput, EnqueueResult } from '../../src/core';
 import { testDurableJobsConnection } from '../shared/credentialTest';
-import { storeFor } from '../shared/connection';
+import { lazyStore } from '../shared/connection';
 import { headerValue, itemPayload, parseJsonParameter, runBatch, secondsToMs } from '../shared/batch';
 import { queueField } from '../shared/descriptions';
 
@@ -149,7 +149,7 @@ export class JobEnqueue implements INodeType {
 
 	async execute(this: IExecuteFunctions): Promise<INodeExecutionData[][]> {
 		const firstOptions = this.getNodeParameter('options', 0, {}) as IDataObject;
-		const store = await storeFor(this, { maxPayloadBytes: Math.round(Number(firstOptions.maxPayloadKb ?? 1024) * 1024) });
+		const store = lazyStore(this, { maxPayloadBytes: Math.round(Number(firstOptions.maxPayloadKb ?? 1024) * 1024) });
 		const onConflict = firstOptions.onConflict === 'existing' ? 'existing' : 'error';
 		const statusUrlBases: string[] = [];
 
@@ -177,7 +177,7 @@ export class JobEnqueue implements INodeType {
 					correlationId: (options.correlationId as string) || null,
 				};
 			},
-			call: async (inputs, allOrNothing) => await store.enqueue(inputs, { allOrNothing, onConflict }),
+			call: async (inputs, allOrNothing) => await (await store()).enqueue(inputs, { allOrNothing, onConflict }),
 			route: (result, itemIndex, input) => ({
 				output: 0,
 				json: {

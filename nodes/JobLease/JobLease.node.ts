@@ -9,7 +9,7 @@ import {
 
 import type { ExtendInput, ExtendResult, LeasedJob } from '../../src/core';
 import { runBatch } from '../shared/batch';
-import { storeFor } from '../shared/connection';
+import { lazyStore } from '../shared/connection';
 import { testDurableJobsConnection } from '../shared/credentialTest';
 import { attemptIdField, jobIdField, leaseSecondsField, queueField } from '../shared/descriptions';
 import { errorItem, toNodeError } from '../shared/errors';
@@ -91,7 +91,7 @@ export class JobLease implements INodeType {
 
 	async execute(this: IExecuteFunctions): Promise<INodeExecutionData[][]> {
 		const operation = this.getNodeParameter('operation', 0) as string;
-		const store = await storeFor(this);
+		const store = lazyStore(this);
 		if (operation === 'extendLease') {
 			return await runBatch<ExtendInput, ExtendResult>(this, {
 				outputs: 2,
@@ -100,7 +100,7 @@ export class JobLease implements INodeType {
 					attemptId: this.getNodeParameter('attemptId', itemIndex) as string,
 					leaseMs: Math.round((this.getNodeParameter('leaseSeconds', itemIndex, 300) as number) * 1000),
 				}),
-				call: async (inputs) => await store.extendLease(inputs),
+				call: async (inputs) => await (await store()).extendLease(inputs),
 				route: (result, itemIndex, input) => ({
 					output: result.extended ? 0 : 1,
 					json: {
@@ -120,7 +120,7 @@ export class JobLease implements INodeType {
 		const queue = this.getNodeParameter('queue', 0) as string;
 		try {
 			const concurrencyLimit = this.getNodeParameter('concurrencyLimit', 0, 0) as number;
-			const jobs = await store.lease({
+			const jobs = await (await store()).lease({
 				queue,
 				limit: this.getNodeParameter('maxJobs', 0, 10) as number,
 				leaseMs: Math.round((this.getNodeParameter('leaseSeconds', 0, 300) as number) * 1000),

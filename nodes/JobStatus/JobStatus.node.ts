@@ -9,7 +9,7 @@ import {
 
 import { type JobStatusView } from '../../src/core';
 import { runBatch } from '../shared/batch';
-import { storeFor } from '../shared/connection';
+import { lazyStore } from '../shared/connection';
 import { testDurableJobsConnection } from '../shared/credentialTest';
 import { errorItem, invalidInput, toNodeError } from '../shared/errors';
 
@@ -221,12 +221,12 @@ export class JobStatus implements INodeType {
 
 	async execute(this: IExecuteFunctions): Promise<INodeExecutionData[][]> {
 		const operation = this.getNodeParameter('operation', 0) as string;
-		const store = await storeFor(this);
+		const store = lazyStore(this);
 		if (operation === 'get') {
 			return await runBatch<{ jobId: unknown; token: unknown }, JobStatusView | null>(this, {
 				outputs: 2,
 				read: (itemIndex) => ({ jobId: this.getNodeParameter('jobId', itemIndex, ''), token: this.getNodeParameter('token', itemIndex, '') }),
-				call: async (inputs) => await store.getStatusMany(inputs),
+				call: async (inputs) => await (await store()).getStatusMany(inputs),
 				route: (view) => (view ? { output: 0, json: statusJson(view) } : { output: 1, json: { found: false, status: 'not_found' } }),
 			});
 		}
@@ -244,12 +244,12 @@ export class JobStatus implements INodeType {
 				}
 				const rows =
 					operation === 'cancel'
-						? await store.cancel([...owner.keys()], (this.getNodeParameter('reason', 0, '') as string) || null)
-						: await store.requeue({ jobIds: [...owner.keys()], limit: 10_000, additionalAttempts: this.getNodeParameter('additionalAttempts', 0, 3) as number });
+						? await (await store()).cancel([...owner.keys()], (this.getNodeParameter('reason', 0, '') as string) || null)
+						: await (await store()).requeue({ jobIds: [...owner.keys()], limit: 10_000, additionalAttempts: this.getNodeParameter('additionalAttempts', 0, 3) as number });
 				return [rows.map((row) => ({ json: { ...row, [operation === 'cancel' ? 'cancelled' : 'requeued']: operation === 'cancel' ? (row as { cancelled: boolean }).cancelled : true } as IDataObject, pairedItem: { item: owner.get(String(row.id)) ?? 0 } }))];
 			}
 			if (operation === 'requeue') {
-				const rows = await store.requeue({
+				const rows = await (await store()).requeue({
 					queue: this.getNodeParameter('filterQueue', 0) as string,
 					errorCode: (this.getNodeParameter('filterErrorCode', 0, '') as string) || null,
 					errorClass: (this.getNodeParameter('filterErrorClass', 0, '') as string) || null,
@@ -260,11 +260,11 @@ export class JobStatus implements INodeType {
 				return [rows.map((row) => ({ json: { ...row, requeued: true }, pairedItem: { item: 0 } }))];
 			}
 			if (operation === 'stats') {
-				const stats = await store.stats((this.getNodeParameter('queue', 0, '') as string) || null);
+				const stats = await (await store()).stats((this.getNodeParameter('queue', 0, '') as string) || null);
 				return [stats.map((entry) => ({ json: { ...entry, checked_at: new Date().toISOString() }, pairedItem: { item: 0 } }))];
 			}
 			if (operation === 'purge') {
-				const result = await store.purge({
+				const result = await (await store()).purge({
 					queue: (this.getNodeParameter('queue', 0, '') as string) || null,
 					olderThanMs: Math.round((this.getNodeParameter('olderThanDays', 0, 7) as number) * 24 * 3600_000),
 					statuses: this.getNodeParameter('statuses', 0, ['done', 'cancelled']) as string[],
@@ -272,7 +272,7 @@ export class JobStatus implements INodeType {
 				return [[{ json: result, pairedItem: { item: 0 } }]];
 			}
 			if (operation === 'unknownOutcomes') {
-				const rows = await store.unknownOutcomes((this.getNodeParameter('queue', 0, '') as string) || null, this.getNodeParameter('maxJobs', 0, 100) as number);
+				const rows = await (await store()).unknownOutcomes((this.getNodeParameter('queue', 0, '') as string) || null, this.getNodeParameter('maxJobs', 0, 100) as number);
 				return [rows.map((row) => ({ json: { ...row, check: 'unknown outcome — look up stable_key in the external system before replaying' } as IDataObject, pairedItem: { item: 0 } }))];
 			}
 			throw invalidInput('operation', `"${operation}" is not supported`, 'Choose an operation from the list');

@@ -9,7 +9,7 @@ import {
 
 import { fingerprint, type OutboxEventInput, type OutboxResult } from '../../src/core';
 import { itemPayload, parseJsonParameter, runBatch } from '../shared/batch';
-import { storeFor } from '../shared/connection';
+import { lazyStore } from '../shared/connection';
 import { testDurableJobsConnection } from '../shared/credentialTest';
 import { invalidInput } from '../shared/errors';
 
@@ -148,7 +148,7 @@ export class OutboxWrite implements INodeType {
 	methods = { credentialTest: { durableJobsConnectionTest: testDurableJobsConnection } };
 
 	async execute(this: IExecuteFunctions): Promise<INodeExecutionData[][]> {
-		const store = await storeFor(this);
+		const store = lazyStore(this);
 		return await runBatch<OutboxEventInput, OutboxResult>(this, {
 			outputs: 1,
 			read: (itemIndex, item) => {
@@ -175,7 +175,7 @@ export class OutboxWrite implements INodeType {
 					companionParams: companionSql ? parseQueryParameters(this.getNodeParameter('queryParameters', itemIndex, '')) : [],
 				};
 			},
-			call: async (inputs, allOrNothing) => await store.writeOutbox(inputs, { allOrNothing }),
+			call: async (inputs, allOrNothing) => await (await store()).writeOutbox(inputs, { allOrNothing }),
 			route: (result, itemIndex) => ({
 				output: 0,
 				json: {

@@ -31,3 +31,18 @@ export async function storeFor(
 		context.logger.warn(`Durable Jobs: an idle database connection failed and was discarded (${error.message})`);
 	});
 }
+
+/**
+ * Opens the store on first use, so that a database that is down surfaces inside the per-item
+ * error handling (error output, HTTP 503 in a receiver) instead of failing the node outright.
+ */
+export function lazyStore(
+	context: IExecuteFunctions | ITriggerFunctions,
+	options: { maxPayloadBytes?: number; callbackQueue?: string } = {},
+): () => Promise<JobStore> {
+	let opened: Promise<JobStore> | undefined;
+	return async () => {
+		opened ??= storeFor(context, options);
+		return await opened;
+	};
+}

@@ -74,7 +74,11 @@ export async function run(cmd: string, args: string[], opts: RunOptions = {}): P
 	});
 }
 
-export async function runOrThrow(cmd: string, args: string[], opts: RunOptions = {}): Promise<RunResult> {
+export async function runOrThrow(
+	cmd: string,
+	args: string[],
+	opts: RunOptions = {},
+): Promise<RunResult> {
 	const res = await run(cmd, args, opts);
 	if (res.code !== 0) {
 		throw new Error(

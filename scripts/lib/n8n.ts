@@ -18,9 +18,14 @@
  *
  * Each instance gets its own folder (user folder, `n8n.log` with all n8n and CLI output), its own
  * database `n8n_e2e_<random>` on the server of `databaseUrl`, its own HTTP and task-runner broker
- * ports, and in queue mode its own Bull prefix on Redis, so instances can run side by side.
- * Processes are started in their own process group (n8n + its task runner) and are SIGKILLed when
- * this process exits.
+ * ports, and in queue mode (`queue: { workers: 2 }`, Redis 127.0.0.1:6379) its own Bull prefix
+ * and `worker-<i>.log` files, so instances can run side by side. Processes are started in their
+ * own process group (n8n + its task runner) and are SIGKILLed when this process exits.
+ *
+ * Start fails (with the log tail) when n8n exits, is not healthy in time, logs `Failed to load
+ * package` for an installed tarball, a publish did not take, or a `webhooks` probe never answers.
+ * Webhook probes run the workflow for real: probe with a request the workflow rejects cheaply.
+ * Production webhooks only exist for published workflows; publish() while n8n runs needs restart().
  *
  * Cache: `${DURABLE_JOBS_CACHE_DIR:-${XDG_CACHE_HOME:-~/.cache}/n8n-nodes-durable-jobs}/n8n-<version>`
  * (see cache.ts). Env knobs: N8N_E2E_VERSION (default 2.40.7), N8N_E2E_KEEP=1 keeps folders and
@@ -28,7 +33,19 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { appendFileSync, closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import {
+	appendFileSync,
+	closeSync,
+	existsSync,
+	mkdirSync,
+	mkdtempSync,
+	openSync,
+	readFileSync,
+	readdirSync,
+	rmSync,
+	statSync,
+	writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, isAbsolute, join, resolve } from 'node:path';
 
@@ -74,10 +91,24 @@ export async function ensureN8n(opts: { version?: string; log?: Log } = {}): Pro
 		async (dir) => {
 			log(`installing n8n@${version} into ${dir} (first time only; several minutes)`);
 			const started = Date.now();
-			writeFileSync(join(dir, 'package.json'), JSON.stringify({ name: 'n8n-cache', private: true }) + '\n');
-			await runOrThrow('npm', ['install', `n8n@${version}`, '--ignore-scripts', '--no-audit', '--no-fund', '--loglevel=error'], {
-				cwd: dir,
-			});
+			writeFileSync(
+				join(dir, 'package.json'),
+				JSON.stringify({ name: 'n8n-cache', private: true }) + '\n',
+			);
+			await runOrThrow(
+				'npm',
+				[
+					'install',
+					`n8n@${version}`,
+					'--ignore-scripts',
+					'--no-audit',
+					'--no-fund',
+					'--loglevel=error',
+				],
+				{
+					cwd: dir,
+				},
+			);
 			log(`n8n@${version} installed in ${Math.round((Date.now() - started) / 1000)} s`);
 		},
 		log,
@@ -91,14 +122,20 @@ export async function ensureN8n(opts: { version?: string; log?: Log } = {}): Pro
  * `npm pack` of the package in `repoDir` (its prepack builds it) into `outDir` (default: a new
  * temp folder). Returns the absolute tarball path.
  */
-export async function packPackage(repoDir: string, opts: { outDir?: string; log?: Log } = {}): Promise<string> {
+export async function packPackage(
+	repoDir: string,
+	opts: { outDir?: string; log?: Log } = {},
+): Promise<string> {
 	const outDir = opts.outDir ?? mkdtempSync(join(tmpdir(), 'durable-jobs-pack-'));
 	mkdirSync(outDir, { recursive: true });
 	opts.log?.(`npm pack ${repoDir}`);
-	const res = await runOrThrow('npm', ['pack', '--json', '--pack-destination', outDir], { cwd: repoDir });
+	const res = await runOrThrow('npm', ['pack', '--json', '--pack-destination', outDir], {
+		cwd: repoDir,
+	});
 	// Lifecycle scripts (prepack → build) print to stdout before the JSON, gulp with "[hh:mm:ss]".
 	const jsonStart = /^\[\s*$/m.exec(res.stdout)?.index;
-	if (jsonStart === undefined) throw new Error(`npm pack printed no JSON:\n${tail(res.stdout, 30)}`);
+	if (jsonStart === undefined)
+		throw new Error(`npm pack printed no JSON:\n${tail(res.stdout, 30)}`);
 	const parsed = JSON.parse(res.stdout.slice(jsonStart)) as Array<{ filename: string }>;
 	const file = parsed[0]?.filename;
 	if (!file) throw new Error(`npm pack printed no filename:\n${res.stdout}`);
@@ -157,7 +194,13 @@ interface Proc {
 	done: boolean;
 }
 
-function spawnGroup(cmd: string, args: string[], env: NodeJS.ProcessEnv, cwd: string, logFile: string): Proc {
+function spawnGroup(
+	cmd: string,
+	args: string[],
+	env: NodeJS.ProcessEnv,
+	cwd: string,
+	logFile: string,
+): Proc {
 	installExitHooks();
 	const fd = openSync(logFile, 'a');
 	const child = spawn(cmd, args, { cwd, env, detached: true, stdio: ['ignore', fd, fd] });
@@ -187,10 +230,17 @@ function spawnGroup(cmd: string, args: string[], env: NodeJS.ProcessEnv, cwd: st
 	return proc;
 }
 
-async function stopProc(proc: Proc | undefined, signal: NodeJS.Signals, graceMs: number): Promise<void> {
+async function stopProc(
+	proc: Proc | undefined,
+	signal: NodeJS.Signals,
+	graceMs: number,
+): Promise<void> {
 	if (!proc || proc.done || proc.child.pid === undefined) return;
 	killGroup(proc.child.pid, signal);
-	const timedOut = await Promise.race([proc.exited.then(() => false), sleep(graceMs).then(() => true)]);
+	const timedOut = await Promise.race([
+		proc.exited.then(() => false),
+		sleep(graceMs).then(() => true),
+	]);
 	if (timedOut) {
 		killGroup(proc.child.pid, 'SIGKILL');
 		await proc.exited;
@@ -198,7 +248,11 @@ async function stopProc(proc: Proc | undefined, signal: NodeJS.Signals, graceMs:
 }
 
 /** Runs `fn` over `items`, at most `size` at a time (each n8n CLI run boots n8n: seconds of CPU). */
-async function inPool<T>(items: T[], size: number, fn: (item: T) => Promise<unknown>): Promise<void> {
+async function inPool<T>(
+	items: T[],
+	size: number,
+	fn: (item: T) => Promise<unknown>,
+): Promise<void> {
 	const queue = [...items];
 	await Promise.all(
 		Array.from({ length: Math.min(size, queue.length) }, async () => {
@@ -316,7 +370,11 @@ export interface N8nInstance {
 	unpublish(ids: string[]): Promise<void>;
 	activeWorkflowIds(): Promise<string[]>;
 	/** Polls until the production webhook is registered; returns the first real answer. */
-	waitForWebhook(path: string, init?: RequestInit, opts?: { timeoutMs?: number }): Promise<{ status: number; body: string }>;
+	waitForWebhook(
+		path: string,
+		init?: RequestInit,
+		opts?: { timeoutMs?: number },
+	): Promise<{ status: number; body: string }>;
 	/**
 	 * Node type names n8n loaded at its last start (e.g. `n8n-nodes-durable-jobs.jobEnqueue`), read
 	 * from the types file n8n generates for its editor under the user folder.
@@ -337,7 +395,22 @@ function baseEnv(): Record<string, string> {
 	// Deliberately not inheriting everything: vitest sets NODE_ENV=test, and n8n's node loader
 	// throws "Not available in tests" when NODE_ENV is test.
 	const env: Record<string, string> = {};
-	for (const k of ['HOME', 'USER', 'LOGNAME', 'LANG', 'LC_ALL', 'TZ', 'TMPDIR', 'SHELL', 'HTTP_PROXY', 'HTTPS_PROXY', 'NO_PROXY', 'http_proxy', 'https_proxy', 'no_proxy']) {
+	for (const k of [
+		'HOME',
+		'USER',
+		'LOGNAME',
+		'LANG',
+		'LC_ALL',
+		'TZ',
+		'TMPDIR',
+		'SHELL',
+		'HTTP_PROXY',
+		'HTTPS_PROXY',
+		'NO_PROXY',
+		'http_proxy',
+		'https_proxy',
+		'no_proxy',
+	]) {
 		const v = process.env[k];
 		if (v !== undefined) env[k] = v;
 	}
@@ -387,7 +460,9 @@ export async function startN8n(opts: StartN8nOptions): Promise<N8nInstance> {
 		DB_POSTGRESDB_DATABASE: databaseName,
 		DB_POSTGRESDB_USER: db.user,
 		DB_POSTGRESDB_PASSWORD: db.password,
-		...(db.ssl ? { DB_POSTGRESDB_SSL_ENABLED: 'true', DB_POSTGRESDB_SSL_REJECT_UNAUTHORIZED: 'false' } : {}),
+		...(db.ssl
+			? { DB_POSTGRESDB_SSL_ENABLED: 'true', DB_POSTGRESDB_SSL_REJECT_UNAUTHORIZED: 'false' }
+			: {}),
 		...(queue
 			? {
 					EXECUTIONS_MODE: 'queue',
@@ -432,7 +507,10 @@ export async function startN8n(opts: StartN8nOptions): Promise<N8nInstance> {
 	};
 	const cliOrThrow = async (args: string[]): Promise<RunResult> => {
 		const res = await cli(args);
-		if (res.code !== 0) throw new Error(`n8n ${args.join(' ')} exited with ${res.code}\n${tail(res.stdout + res.stderr, 40)}`);
+		if (res.code !== 0)
+			throw new Error(
+				`n8n ${args.join(' ')} exited with ${res.code}\n${tail(res.stdout + res.stderr, 40)}`,
+			);
 		return res;
 	};
 
@@ -440,17 +518,32 @@ export async function startN8n(opts: StartN8nOptions): Promise<N8nInstance> {
 		const nodesDir = join(userFolder, '.n8n', 'nodes');
 		mkdirSync(nodesDir, { recursive: true });
 		if (!existsSync(join(nodesDir, 'package.json'))) {
-			writeFileSync(join(nodesDir, 'package.json'), JSON.stringify({ name: 'installed-nodes', private: true }) + '\n');
+			writeFileSync(
+				join(nodesDir, 'package.json'),
+				JSON.stringify({ name: 'installed-nodes', private: true }) + '\n',
+			);
 		}
 		log(`npm install ${tarballs.map((t) => basename(t)).join(' ')} into ${nodesDir}`);
 		// Like n8n's own community-package installer: no peer deps (n8n-workflow must be n8n's
 		// copy, resolved through the NODE_PATH n8n sets up) and no install scripts.
 		const res = await run(
 			'npm',
-			['install', ...tarballs.map((t) => (isAbsolute(t) ? t : resolve(t))), '--omit=dev', '--omit=peer', '--no-audit', '--no-fund', '--ignore-scripts', '--loglevel=error'],
+			[
+				'install',
+				...tarballs.map((t) => (isAbsolute(t) ? t : resolve(t))),
+				'--omit=dev',
+				'--omit=peer',
+				'--no-audit',
+				'--no-fund',
+				'--ignore-scripts',
+				'--loglevel=error',
+			],
 			{ cwd: nodesDir, env: { ...process.env, NODE_ENV: 'production' }, onOutput: appendLog },
 		);
-		if (res.code !== 0) throw new Error(`npm install ${tarballs.join(' ')} failed:\n${tail(res.stdout + res.stderr, 40)}`);
+		if (res.code !== 0)
+			throw new Error(
+				`npm install ${tarballs.join(' ')} failed:\n${tail(res.stdout + res.stderr, 40)}`,
+			);
 	};
 
 	const importCredentials = async (credentials: object[]): Promise<void> => {
@@ -462,12 +555,21 @@ export async function startN8n(opts: StartN8nOptions): Promise<N8nInstance> {
 		rmSync(file, { force: true });
 	};
 
-	const importWorkflows = async (o: { dir?: string; files?: string[]; workflows?: object[] }): Promise<void> => {
+	const importWorkflows = async (o: {
+		dir?: string;
+		files?: string[];
+		workflows?: object[];
+	}): Promise<void> => {
 		if (o.dir) await cliOrThrow(['import:workflow', '--separate', `--input=${resolve(o.dir)}`]);
 		for (const f of o.files ?? []) await cliOrThrow(['import:workflow', `--input=${resolve(f)}`]);
 		if (o.workflows && o.workflows.length > 0) {
 			const wfDir = mkdtempSync(join(dir, 'workflows-'));
-			o.workflows.forEach((wf, i) => writeFileSync(join(wfDir, `${String(i).padStart(3, '0')}.json`), JSON.stringify(wf, null, 2)));
+			o.workflows.forEach((wf, i) =>
+				writeFileSync(
+					join(wfDir, `${String(i).padStart(3, '0')}.json`),
+					JSON.stringify(wf, null, 2),
+				),
+			);
 			await cliOrThrow(['import:workflow', '--separate', `--input=${wfDir}`]);
 		}
 	};
@@ -485,14 +587,16 @@ export async function startN8n(opts: StartN8nOptions): Promise<N8nInstance> {
 		await inPool(ids, 2, (id) => cliOrThrow(['publish:workflow', `--id=${id}`]));
 		const active = new Set(await activeWorkflowIds());
 		const missing = ids.filter((id) => !active.has(id));
-		if (missing.length > 0) throw new Error(`workflows not published: ${missing.join(', ')}\n${logTail(40)}`);
+		if (missing.length > 0)
+			throw new Error(`workflows not published: ${missing.join(', ')}\n${logTail(40)}`);
 	};
 
 	const unpublish = async (ids: string[]): Promise<void> => {
 		await inPool(ids, 2, (id) => cliOrThrow(['unpublish:workflow', `--id=${id}`]));
 		const active = new Set(await activeWorkflowIds());
 		const still = ids.filter((id) => active.has(id));
-		if (still.length > 0) throw new Error(`workflows still published: ${still.join(', ')}\n${logTail(40)}`);
+		if (still.length > 0)
+			throw new Error(`workflows still published: ${still.join(', ')}\n${logTail(40)}`);
 	};
 
 	const webhookUrl = (path: string): string => `${baseUrl}/webhook/${path.replace(/^\/+/, '')}`;
@@ -516,16 +620,23 @@ export async function startN8n(opts: StartN8nOptions): Promise<N8nInstance> {
 			} catch (err) {
 				last = err instanceof Error ? err.message : String(err);
 			}
-			if (Date.now() > deadline) throw new Error(`webhook ${path} not ready: ${last}\n${logTail()}`);
+			if (Date.now() > deadline)
+				throw new Error(`webhook ${path} not ready: ${last}\n${logTail()}`);
 			await sleep(500);
 		}
 	};
 
-	const waitHealthy = async (url: string, proc: () => Proc | undefined, what: string, file = logFile): Promise<void> => {
+	const waitHealthy = async (
+		url: string,
+		proc: () => Proc | undefined,
+		what: string,
+		file = logFile,
+	): Promise<void> => {
 		const deadline = Date.now() + (opts.startTimeoutMs ?? 180_000);
 		for (;;) {
 			const p = proc();
-			if (!p || p.done) throw new Error(`${what} exited during startup (log: ${file})\n${logTail(80, file)}`);
+			if (!p || p.done)
+				throw new Error(`${what} exited during startup (log: ${file})\n${logTail(80, file)}`);
 			try {
 				const res = await fetch(url, { signal: AbortSignal.timeout(5_000) });
 				if (res.ok) return;
@@ -533,7 +644,9 @@ export async function startN8n(opts: StartN8nOptions): Promise<N8nInstance> {
 				// Not listening yet.
 			}
 			if (Date.now() > deadline) {
-				throw new Error(`${what} not healthy after ${opts.startTimeoutMs ?? 180_000} ms (log: ${file})\n${logTail(80, file)}`);
+				throw new Error(
+					`${what} not healthy after ${opts.startTimeoutMs ?? 180_000} ms (log: ${file})\n${logTail(80, file)}`,
+				);
 			}
 			await sleep(300);
 		}
@@ -544,9 +657,18 @@ export async function startN8n(opts: StartN8nOptions): Promise<N8nInstance> {
 		if (!wEnv) throw new Error(`no worker ${i}`);
 		const wLog = workerLogFile(i);
 		appendFileSync(wLog, `\n$ n8n worker\n`);
-		const args = [install.n8nBin, 'worker', ...(queue?.concurrency ? [`--concurrency=${queue.concurrency}`] : [])];
+		const args = [
+			install.n8nBin,
+			'worker',
+			...(queue?.concurrency ? [`--concurrency=${queue.concurrency}`] : []),
+		];
 		workerProcs[i] = spawnGroup(install.node24, args, wEnv, dir, wLog);
-		await waitHealthy(`http://127.0.0.1:${wEnv.QUEUE_HEALTH_CHECK_PORT}/healthz`, () => workerProcs[i], `n8n worker #${i}`, wLog);
+		await waitHealthy(
+			`http://127.0.0.1:${wEnv.QUEUE_HEALTH_CHECK_PORT}/healthz`,
+			() => workerProcs[i],
+			`n8n worker #${i}`,
+			wLog,
+		);
 	};
 
 	const startMain = async (): Promise<void> => {
@@ -567,18 +689,27 @@ export async function startN8n(opts: StartN8nOptions): Promise<N8nInstance> {
 	const probeWebhooks = async (): Promise<void> => {
 		const started = Date.now();
 		for (const probe of opts.webhooks ?? []) await waitForWebhook(probe.path, probe.init);
-		if (opts.webhooks?.length) log(`webhooks answering after ${((Date.now() - started) / 1000).toFixed(1)} s`);
+		if (opts.webhooks?.length)
+			log(`webhooks answering after ${((Date.now() - started) / 1000).toFixed(1)} s`);
 	};
 
 	const stopAll = async (): Promise<void> => {
-		await Promise.all([stopProc(main, 'SIGTERM', 20_000), ...workerProcs.map((w) => stopProc(w, 'SIGTERM', 20_000))]);
+		await Promise.all([
+			stopProc(main, 'SIGTERM', 20_000),
+			...workerProcs.map((w) => stopProc(w, 'SIGTERM', 20_000)),
+		]);
 	};
 
 	try {
-		const tarballs = opts.packageTarball === undefined ? [] : ([] as string[]).concat(opts.packageTarball);
+		const tarballs =
+			opts.packageTarball === undefined ? [] : ([] as string[]).concat(opts.packageTarball);
 		if (tarballs.length > 0) await installPackages(tarballs);
 		if (opts.credentials) await importCredentials(opts.credentials);
-		await importWorkflows({ dir: opts.workflowsDir, files: opts.workflowFiles, workflows: opts.workflows });
+		await importWorkflows({
+			dir: opts.workflowsDir,
+			files: opts.workflowFiles,
+			workflows: opts.workflows,
+		});
 		if (opts.publishIds && opts.publishIds.length > 0) await publish(opts.publishIds);
 		if (queue) {
 			for (let i = 0; i < (queue.workers ?? 1); i++) {
@@ -594,7 +725,10 @@ export async function startN8n(opts: StartN8nOptions): Promise<N8nInstance> {
 		await probeWebhooks();
 	} catch (err) {
 		await stopAll();
-		await adminQuery(opts.databaseUrl, `DROP DATABASE IF EXISTS "${databaseName}" WITH (FORCE)`).catch(() => {});
+		await adminQuery(
+			opts.databaseUrl,
+			`DROP DATABASE IF EXISTS "${databaseName}" WITH (FORCE)`,
+		).catch(() => {});
 		const message = err instanceof Error ? err.message : String(err);
 		throw new Error(`${message}\n(instance folder kept for inspection: ${dir})`);
 	}
@@ -623,9 +757,10 @@ export async function startN8n(opts: StartN8nOptions): Promise<N8nInstance> {
 				log(`kept n8n instance folder ${dir} and database ${databaseName}`);
 				return;
 			}
-			await adminQuery(opts.databaseUrl, `DROP DATABASE IF EXISTS "${databaseName}" WITH (FORCE)`).catch((e: unknown) =>
-				log(`could not drop ${databaseName}: ${String(e)}`),
-			);
+			await adminQuery(
+				opts.databaseUrl,
+				`DROP DATABASE IF EXISTS "${databaseName}" WITH (FORCE)`,
+			).catch((e: unknown) => log(`could not drop ${databaseName}: ${String(e)}`));
 			rmSync(dir, { recursive: true, force: true });
 		},
 		kill: async (signal: NodeJS.Signals = 'SIGKILL') => {

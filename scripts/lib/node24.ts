@@ -36,7 +36,15 @@ function majorOf(version: string): number {
 function findBinary(installDir: string): string | undefined {
 	const candidates = [
 		join(installDir, 'node_modules', 'node', 'bin', 'node'),
-		join(installDir, 'node_modules', 'node', 'node_modules', `node-${process.platform}-${process.arch}`, 'bin', 'node'),
+		join(
+			installDir,
+			'node_modules',
+			'node',
+			'node_modules',
+			`node-${process.platform}-${process.arch}`,
+			'bin',
+			'node',
+		),
 		join(installDir, 'node_modules', `node-${process.platform}-${process.arch}`, 'bin', 'node'),
 	];
 	for (const candidate of candidates) {
@@ -55,7 +63,8 @@ export async function ensureNode24(opts: { log?: (s: string) => void } = {}): Pr
 	const explicit = process.env.N8N_NODE_BINARY;
 	if (explicit) {
 		const version = versionOf(explicit);
-		if (majorOf(version) < MIN_MAJOR) throw new Error(`N8N_NODE_BINARY=${explicit} is ${version}; n8n 2.x needs >= 24`);
+		if (majorOf(version) < MIN_MAJOR)
+			throw new Error(`N8N_NODE_BINARY=${explicit} is ${version}; n8n 2.x needs >= 24`);
 		return { node: explicit, binDir: dirname(explicit), version };
 	}
 	if (majorOf(process.version) >= MIN_MAJOR) {
@@ -67,18 +76,30 @@ export async function ensureNode24(opts: { log?: (s: string) => void } = {}): Pr
 		dir,
 		async (target) => {
 			log(`installing node@${MIN_MAJOR} from npm into ${target}`);
-			writeFileSync(join(target, 'package.json'), JSON.stringify({ name: 'node24-cache', private: true }) + '\n');
+			writeFileSync(
+				join(target, 'package.json'),
+				JSON.stringify({ name: 'node24-cache', private: true }) + '\n',
+			);
 			// The package's preinstall script fetches the platform binary, so scripts must run here.
 			await runOrThrow(
 				'npm',
-				['install', `node@${MIN_MAJOR}`, '--no-audit', '--no-fund', '--foreground-scripts', '--ignore-scripts=false'],
+				[
+					'install',
+					`node@${MIN_MAJOR}`,
+					'--no-audit',
+					'--no-fund',
+					'--foreground-scripts',
+					'--ignore-scripts=false',
+				],
 				{ cwd: target },
 			);
-			if (!findBinary(target)) throw new Error(`node@${MIN_MAJOR} installed into ${target} but no usable binary found`);
+			if (!findBinary(target))
+				throw new Error(`node@${MIN_MAJOR} installed into ${target} but no usable binary found`);
 		},
 		log,
 	);
 	const node = findBinary(dir);
-	if (!node) throw new Error(`no Node ${MIN_MAJOR} binary in ${dir}; delete that folder to reinstall`);
+	if (!node)
+		throw new Error(`no Node ${MIN_MAJOR} binary in ${dir}; delete that folder to reinstall`);
 	return { node, binDir: dirname(node), version: versionOf(node) };
 }

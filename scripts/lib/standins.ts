@@ -35,7 +35,13 @@
  * `startStandins()` starts all three; `waitFor(fn)` polls any condition.
  */
 import { createHash } from 'node:crypto';
-import { createServer, type IncomingHttpHeaders, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import {
+	createServer,
+	type IncomingHttpHeaders,
+	type IncomingMessage,
+	type Server,
+	type ServerResponse,
+} from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 
 // ---------------------------------------------------------------------------------------------
@@ -67,7 +73,8 @@ interface NormalStep {
 }
 
 function normalise(step: FailureStep): NormalStep {
-	if (typeof step === 'number') return { status: step, headers: {}, delayMs: 0, hang: false, reset: false };
+	if (typeof step === 'number')
+		return { status: step, headers: {}, delayMs: 0, hang: false, reset: false };
 	const headers = { ...(step.headers ?? {}) };
 	if (step.retryAfter !== undefined) headers['retry-after'] = String(step.retryAfter);
 	return {
@@ -120,7 +127,12 @@ function isRecord(v: unknown): v is Record<string, unknown> {
 	return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
-function send(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
+function send(
+	res: ServerResponse,
+	status: number,
+	body: unknown,
+	headers: Record<string, string> = {},
+): void {
 	if (res.headersSent || res.destroyed) return;
 	const text = body === undefined ? '' : JSON.stringify(body);
 	res.writeHead(status, {
@@ -173,7 +185,11 @@ async function listen(
 }
 
 /** Answers with a scripted failure (or deliberately does not answer). */
-async function applyStep(res: ServerResponse, step: NormalStep, fallbackBody: unknown): Promise<void> {
+async function applyStep(
+	res: ServerResponse,
+	step: NormalStep,
+	fallbackBody: unknown,
+): Promise<void> {
 	if (step.delayMs) await sleep(step.delayMs);
 	if (step.reset) {
 		res.socket?.destroy();
@@ -226,7 +242,12 @@ export function extractFields(document: unknown): ExtractedFields {
 		return {
 			name: typeof document.name === 'string' ? document.name : null,
 			email: typeof document.email === 'string' ? document.email : null,
-			amount: typeof amount === 'number' ? amount : typeof amount === 'string' && amount.trim() !== '' ? Number(amount) : null,
+			amount:
+				typeof amount === 'number'
+					? amount
+					: typeof amount === 'string' && amount.trim() !== ''
+						? Number(amount)
+						: null,
 		};
 	}
 	const text = typeof document === 'string' ? document : JSON.stringify(document ?? '');
@@ -246,10 +267,23 @@ function aiKey(body: unknown): string {
 		}
 		const doc = body.document;
 		if (typeof doc === 'string') return doc;
-		if (isRecord(doc) && (typeof doc.id === 'string' || typeof doc.id === 'number')) return String(doc.id);
-		return 'sha256:' + createHash('sha256').update(JSON.stringify(doc ?? body)).digest('hex').slice(0, 16);
+		if (isRecord(doc) && (typeof doc.id === 'string' || typeof doc.id === 'number'))
+			return String(doc.id);
+		return (
+			'sha256:' +
+			createHash('sha256')
+				.update(JSON.stringify(doc ?? body))
+				.digest('hex')
+				.slice(0, 16)
+		);
 	}
-	return 'sha256:' + createHash('sha256').update(JSON.stringify(body ?? null)).digest('hex').slice(0, 16);
+	return (
+		'sha256:' +
+		createHash('sha256')
+			.update(JSON.stringify(body ?? null))
+			.digest('hex')
+			.slice(0, 16)
+	);
 }
 
 export interface AiStandinOptions {
@@ -279,14 +313,19 @@ export async function startAiStandin(opts: AiStandinOptions = {}): Promise<AiSta
 		if (!isRecord(body)) throw new Error('control body must be an object');
 		if (body.reset === true) api.reset();
 		if (typeof body.latencyMs === 'number') state.latencyMs = body.latencyMs;
-		if (isRecord(body.script) && typeof body.script.key === 'string' && Array.isArray(body.script.steps)) {
+		if (
+			isRecord(body.script) &&
+			typeof body.script.key === 'string' &&
+			Array.isArray(body.script.steps)
+		) {
 			api.script(body.script.key, body.script.steps as FailureStep[]);
 		}
 		if (isRecord(body.always) && typeof body.always.key === 'string') {
 			api.always(body.always.key, body.always.step as FailureStep);
 		}
 		if (isRecord(body.scripts)) {
-			for (const [key, steps] of Object.entries(body.scripts)) if (Array.isArray(steps)) api.script(key, steps as FailureStep[]);
+			for (const [key, steps] of Object.entries(body.scripts))
+				if (Array.isArray(steps)) api.script(key, steps as FailureStep[]);
 		}
 	};
 
@@ -308,17 +347,28 @@ export async function startAiStandin(opts: AiStandinOptions = {}): Promise<AiSta
 			const key = aiKey(body);
 			const n = (counts.get(key) ?? 0) + 1;
 			counts.set(key, n);
-			const call: AiCall = { at: new Date().toISOString(), key, n, body, status: 200, headers: req.headers };
+			const call: AiCall = {
+				at: new Date().toISOString(),
+				key,
+				n,
+				body,
+				status: 200,
+				headers: req.headers,
+			};
 			calls.push(call);
 			if (state.latencyMs) await sleep(state.latencyMs);
 			const step = nextStep(key);
 			if (step) {
 				call.status = step.hang ? 'hang' : step.reset ? 'reset' : step.status;
-				return applyStep(res, step, { error: { code: step.status, message: `injected failure ${step.status}` } });
+				return applyStep(res, step, {
+					error: { code: step.status, message: `injected failure ${step.status}` },
+				});
 			}
 			if (!parsed.ok || !isRecord(body) || body.document === undefined || body.document === null) {
 				call.status = 400;
-				return send(res, 400, { error: { code: 400, message: 'body must be JSON with a "document" field' } });
+				return send(res, 400, {
+					error: { code: 400, message: 'body must be JSON with a "document" field' },
+				});
 			}
 			return send(res, 200, {
 				fields: extractFields(body.document),
@@ -572,12 +622,17 @@ export interface CallbackReceiver {
 	/** Status answered when nothing is scripted (default 200). */
 	status: number;
 	script(steps: FailureStep[]): void;
-	waitFor(pred?: (cb: ReceivedCallback) => boolean, opts?: { timeoutMs?: number; count?: number }): Promise<ReceivedCallback[]>;
+	waitFor(
+		pred?: (cb: ReceivedCallback) => boolean,
+		opts?: { timeoutMs?: number; count?: number },
+	): Promise<ReceivedCallback[]>;
 	reset(): void;
 	close(): Promise<void>;
 }
 
-export async function startCallbackReceiver(opts: { status?: number; port?: number } = {}): Promise<CallbackReceiver> {
+export async function startCallbackReceiver(
+	opts: { status?: number; port?: number } = {},
+): Promise<CallbackReceiver> {
 	const state = { status: opts.status ?? 200 };
 	const queue: NormalStep[] = [];
 	const received: ReceivedCallback[] = [];
@@ -590,13 +645,17 @@ export async function startCallbackReceiver(opts: { status?: number; port?: numb
 			return send(
 				res,
 				200,
-				received.map(({ rawBody, ...rest }) => ({ ...rest, rawBodyBase64: rawBody.toString('base64') })),
+				received.map(({ rawBody, ...rest }) => ({
+					...rest,
+					rawBodyBase64: rawBody.toString('base64'),
+				})),
 			);
 		}
 		const rawBody = await readBody(req);
 		if (path === '/__control' && method === 'POST') {
 			const parsed = parseJson(rawBody);
-			if (!parsed.ok || !isRecord(parsed.value)) return send(res, 400, { error: 'invalid JSON object' });
+			if (!parsed.ok || !isRecord(parsed.value))
+				return send(res, 400, { error: 'invalid JSON object' });
 			const body = parsed.value;
 			if (body.reset === true) api.reset();
 			if (typeof body.status === 'number') state.status = body.status;

@@ -26,8 +26,8 @@ export class DurableJobsError extends Error {
 }
 
 export class ValidationError extends DurableJobsError {
-	constructor(field: string, message: string, fix: string) {
-		super('invalid_input', `${field}: ${message}`, { field, fix, httpStatus: 400 });
+	constructor(field: string, message: string, fix: string, httpStatus = 400) {
+		super(httpStatus === 413 ? 'payload_too_large' : 'invalid_input', `${field}: ${message}`, { field, fix, httpStatus });
 		this.name = 'ValidationError';
 	}
 }

@@ -105,7 +105,7 @@ export function serializePayload(value: unknown, field: string, maxBytes: number
 	}
 	const bytes = Buffer.byteLength(json, 'utf8');
 	if (bytes > maxBytes) {
-		throw new ValidationError(field, `is ${bytes} bytes; the limit is ${maxBytes}`, 'Send a smaller payload (store large documents elsewhere and pass a reference), or raise the payload size limit');
+		throw new ValidationError(field, `is ${bytes} bytes; the limit is ${maxBytes}`, 'Send a smaller payload (store large documents elsewhere and pass a reference), or raise the payload size limit', 413);
 	}
 	if (json.includes('\\u0000')) {
 		throw new ValidationError(field, 'contains a NUL character (\\u0000), which PostgreSQL jsonb cannot store', 'Remove \\u0000 from the payload');

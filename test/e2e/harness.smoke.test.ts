@@ -4,7 +4,15 @@
  * runner on Node 24), this package's tarball installed too when a build exists, and the stand-in
  * services. The first run installs n8n into the cache (minutes).
  */
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import {
+	existsSync,
+	mkdirSync,
+	mkdtempSync,
+	readdirSync,
+	readFileSync,
+	rmSync,
+	writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 
@@ -31,7 +39,12 @@ const workflow = {
 			typeVersion: 2.1,
 			position: [0, 0],
 			webhookId: '6f1e9a52-8a2b-4d0c-b1a4-2f3c4d5e6f70',
-			parameters: { httpMethod: 'POST', path: 'harness-echo', responseMode: 'responseNode', options: {} },
+			parameters: {
+				httpMethod: 'POST',
+				path: 'harness-echo',
+				responseMode: 'responseNode',
+				options: {},
+			},
 		},
 		{
 			id: 'a3c1c7f0-5f0b-4c55-9a43-2d6a1d0e0003',
@@ -47,7 +60,9 @@ const workflow = {
 			type: 'n8n-nodes-base.code',
 			typeVersion: 2,
 			position: [440, 0],
-			parameters: { jsCode: "return $input.all().map((i) => ({ json: { ...i.json, code: 'ran' } }));" },
+			parameters: {
+				jsCode: "return $input.all().map((i) => ({ json: { ...i.json, code: 'ran' } }));",
+			},
 		},
 		{
 			id: 'a3c1c7f0-5f0b-4c55-9a43-2d6a1d0e0002',
@@ -57,7 +72,8 @@ const workflow = {
 			position: [660, 0],
 			parameters: {
 				respondWith: 'json',
-				responseBody: '={{ { echo: $json.body.message ?? null, probe: $json.probe, code: $json.code } }}',
+				responseBody:
+					'={{ { echo: $json.body.message ?? null, probe: $json.probe, code: $json.code } }}',
 				options: { responseCode: 201 },
 			},
 		},
@@ -166,7 +182,11 @@ describe('e2e harness', () => {
 	it('answers a published production webhook', async () => {
 		const inst = n8n!;
 		const t = Date.now();
-		await inst.waitForWebhook('harness-echo', { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+		await inst.waitForWebhook('harness-echo', {
+			method: 'POST',
+			headers: { 'content-type': 'application/json' },
+			body: '{}',
+		});
 		log(`webhook answered ${((Date.now() - t) / 1000).toFixed(1)} s after healthz`);
 
 		const res = await fetch(inst.webhookUrl('harness-echo'), {
@@ -188,9 +208,16 @@ describe('e2e harness', () => {
 		if (tarball) {
 			expect(existsSync(join(modules, 'n8n-nodes-durable-jobs', 'package.json'))).toBe(true);
 			expect(types).toContain('n8n-nodes-durable-jobs.jobEnqueue');
+			const pkg = JSON.parse(readFileSync(join(repoDir, 'package.json'), 'utf8')) as {
+				n8n: { nodes: string[] };
+			};
+			const ours = types.filter((t) => t.startsWith('n8n-nodes-durable-jobs.'));
+			expect(ours.length).toBeGreaterThanOrEqual(pkg.n8n.nodes.length);
 		}
 		// Peer n8n-workflow must come from n8n itself, not a second copy next to the package.
-		expect(existsSync(join(n8n!.userFolder, '.n8n', 'nodes', 'node_modules', 'n8n-workflow'))).toBe(false);
+		expect(existsSync(join(n8n!.userFolder, '.n8n', 'nodes', 'node_modules', 'n8n-workflow'))).toBe(
+			false,
+		);
 	});
 
 	it('survives SIGKILL and restart on the same folder and database', async () => {
@@ -225,9 +252,16 @@ describe('e2e harness', () => {
 	it('AI stand-in extracts fields and follows its failure script', async () => {
 		const { ai } = standins;
 		const post = (body: unknown) =>
-			fetch(ai.extractUrl, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+			fetch(ai.extractUrl, {
+				method: 'POST',
+				headers: { 'content-type': 'application/json' },
+				body: JSON.stringify(body),
+			});
 
-		const ok = await post({ document_id: 'doc-ok', document: 'Name: Ada Lovelace, email ada@example.com, amount: 42.50' });
+		const ok = await post({
+			document_id: 'doc-ok',
+			document: 'Name: Ada Lovelace, email ada@example.com, amount: 42.50',
+		});
 		expect(ok.status).toBe(200);
 		expect(await ok.json()).toMatchObject({
 			fields: { name: 'Ada Lovelace', email: 'ada@example.com', amount: 42.5 },
@@ -250,7 +284,8 @@ describe('e2e harness', () => {
 			body: JSON.stringify({ always: { key: 'doc-bad', step: 400 } }),
 		});
 		expect(ctl.status).toBe(200);
-		for (let i = 0; i < 3; i++) expect((await post({ document_id: 'doc-bad', document: 'x' })).status).toBe(400);
+		for (let i = 0; i < 3; i++)
+			expect((await post({ document_id: 'doc-bad', document: 'x' })).status).toBe(400);
 
 		expect((await post({ document_id: 'no-doc' })).status).toBe(400);
 
@@ -305,7 +340,10 @@ describe('e2e harness', () => {
 		crm.delayMs = 0;
 		expect(crm.recordsForKey('job-4')).toHaveLength(1);
 
-		const journal = (await (await fetch(`${crm.url}/__journal`)).json()) as Array<{ key: string | null; status: number }>;
+		const journal = (await (await fetch(`${crm.url}/__journal`)).json()) as Array<{
+			key: string | null;
+			status: number;
+		}>;
 		expect(journal.map((j) => [j.key, j.status])).toEqual([
 			['job-1', 201],
 			['job-1', 200],
@@ -327,9 +365,16 @@ describe('e2e harness', () => {
 			body: raw,
 		});
 		expect(r1.status).toBe(503);
-		const r2 = await fetch(`${callbacks.url}/hooks/a?x=1`, { method: 'POST', headers: { 'webhook-id': 'msg_1' }, body: raw });
+		const r2 = await fetch(`${callbacks.url}/hooks/a?x=1`, {
+			method: 'POST',
+			headers: { 'webhook-id': 'msg_1' },
+			body: raw,
+		});
 		expect(r2.status).toBe(200);
-		const got = await callbacks.waitFor((c) => c.headers['webhook-id'] === 'msg_1', { count: 2, timeoutMs: 1000 });
+		const got = await callbacks.waitFor((c) => c.headers['webhook-id'] === 'msg_1', {
+			count: 2,
+			timeoutMs: 1000,
+		});
 		expect(got[1]!.body).toBe(raw);
 		expect(got[1]!.path).toBe('/hooks/a');
 		expect(got[1]!.json).toEqual({ type: 'job.finished', spacing: 'kept' });
