@@ -1,17 +1,12 @@
-const { src, dest } = require('gulp');
+const { src, dest, parallel } = require('gulp');
 
-// tsc emits only JavaScript; n8n loads node and credential icons from dist/ next to the code.
-function copyIcons() {
-	const nodeIcons = src('nodes/**/*.{png,svg}');
-	const nodeDestination = 'dist/nodes';
-	nodeIcons.pipe(dest(nodeDestination));
-
-	const credentialIcons = src('credentials/**/*.{png,svg}');
-	return credentialIcons.pipe(dest('dist/credentials'));
+// tsc emits only JavaScript; n8n loads icons and codex files from dist/ next to the code.
+function nodeAssets() {
+	return src('nodes/**/*.{png,svg,json}').pipe(dest('dist/nodes'));
 }
 
-function copyCodex() {
-	return src('nodes/**/*.node.json').pipe(dest('dist/nodes'));
+function credentialIcons() {
+	return src('credentials/**/*.{png,svg}').pipe(dest('dist/credentials'));
 }
 
-exports['build:icons'] = require('gulp').parallel(copyIcons, copyCodex);
+exports['build:icons'] = parallel(nodeAssets, credentialIcons);

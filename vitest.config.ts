@@ -2,6 +2,11 @@ import { defineConfig } from 'vitest/config';
 
 export default defineConfig({
 	test: {
+		// Each integration file gets its own schema, so files can run side by side; two at a
+		// time fits the 2-core machines this runs on. End-to-end files each start an n8n and
+		// run one at a time (npm run test:e2e passes --no-file-parallelism).
+		maxWorkers: 2,
+		minWorkers: 1,
 		projects: [
 			{
 				test: {
@@ -18,10 +23,6 @@ export default defineConfig({
 					globalSetup: ['test/helpers/global-postgres.ts'],
 					testTimeout: 120_000,
 					hookTimeout: 120_000,
-					// Each file gets its own schema, so files can run side by side; two at a time fits
-					// the 2-core machines this runs on without starving the database.
-					maxWorkers: 2,
-					minWorkers: 1,
 				},
 			},
 			{
@@ -32,7 +33,6 @@ export default defineConfig({
 					globalSetup: ['test/helpers/global-postgres.ts'],
 					testTimeout: 20 * 60_000,
 					hookTimeout: 20 * 60_000,
-					fileParallelism: false,
 				},
 			},
 		],

@@ -9,6 +9,7 @@ import {
 } from 'n8n-workflow';
 
 import { canonicalJson, fingerprint, type ClaimInput, type ClaimResult, type SettleInput, type SettleResult } from '../../src/core';
+import { validateKey, validateUuid } from '../../src/core/validate';
 import { itemPayload, parseJsonParameter, runBatch, secondsToMs } from '../shared/batch';
 import { lazyStore } from '../shared/connection';
 import { testDurableJobsConnection } from '../shared/credentialTest';
@@ -231,16 +232,19 @@ export class IdempotencyCheck implements INodeType {
 				outputs: 2,
 				read: (itemIndex) => {
 					const options = this.getNodeParameter('options', itemIndex, {}) as IDataObject;
+					const claimId = this.getNodeParameter('claimId', itemIndex, '') as unknown;
 					return {
-						scope: this.getNodeParameter('scope', itemIndex) as string,
-						key: this.getNodeParameter('settleKey', itemIndex) as string,
-						claimId: (this.getNodeParameter('claimId', itemIndex, '') as string) || null,
+						// Keys and ids are checked before the batch is sent, so without "continue" a bad
+						// item stops the node before any claim of the batch is settled.
+						scope: validateKey(this.getNodeParameter('scope', itemIndex), 'scope'),
+						key: validateKey(this.getNodeParameter('settleKey', itemIndex), 'key'),
+						claimId: claimId ? validateUuid(claimId, 'claimId') : null,
 						result: operation === 'complete' ? parseJsonParameter(this.getNodeParameter('result', itemIndex, null), 'Result') : undefined,
 						errorMessage: operation === 'fail' ? (this.getNodeParameter('errorMessage', itemIndex, '') as string) || null : null,
 						ttlMs: options.ttlHours === undefined ? null : Math.round(Number(options.ttlHours) * 3600_000),
 					};
 				},
-				call: async (inputs) => (operation === 'complete' ? await (await store()).completeClaims(inputs) : await (await store()).failClaims(inputs)),
+				call: async (inputs, allOrNothing) => (operation === 'complete' ? await (await store()).completeClaims(inputs, { allOrNothing }) : await (await store()).failClaims(inputs, { allOrNothing })),
 				route: (result, itemIndex, input) => ({
 					output: result.applied ? 0 : 1,
 					json: {
@@ -277,7 +281,7 @@ export class IdempotencyCheck implements INodeType {
 					if (raw === undefined || raw === null || raw === '') {
 						throw invalidInput('key', 'the key is empty for this item', 'Point Key at a field every item has (e.g. the event ID), or choose Key From: Payload Hash');
 					}
-					key = String(raw);
+					key = validateKey(String(raw), 'key');
 				}
 				let guard: ClaimInput['guard'] = null;
 				if (guardEnabled) {
@@ -291,7 +295,8 @@ export class IdempotencyCheck implements INodeType {
 					};
 				}
 				return {
-					scope: this.getNodeParameter('scope', itemIndex) as string,
+					// Checked before the batch is sent, so without "continue" a bad key claims nothing.
+					scope: validateKey(this.getNodeParameter('scope', itemIndex), 'scope'),
 					key,
 					fingerprint: this.getNodeParameter('fingerprintSource', itemIndex, 'payload') === 'payload' ? fingerprint(payload) : null,
 					claimMs: secondsToMs(options.claimTimeoutSeconds, 'Claim Timeout Seconds'),
@@ -299,7 +304,7 @@ export class IdempotencyCheck implements INodeType {
 					guard,
 				};
 			},
-			call: async (inputs) => await (await store()).claim(inputs),
+			call: async (inputs, allOrNothing) => await (await store()).claim(inputs, { allOrNothing }),
 			route: (result, itemIndex, input) => ({
 				output: ROUTES.indexOf(result.route),
 				json: {

@@ -8,6 +8,7 @@ import {
 } from 'n8n-workflow';
 
 import { classifyHttpStatus, type CompleteInput, type CompleteOutcome, type CompleteResult, type ErrorClass } from '../../src/core';
+import { validateUuid } from '../../src/core/validate';
 import { parseJsonParameter, runBatch, secondsToMs } from '../shared/batch';
 import { lazyStore } from '../shared/connection';
 import { testDurableJobsConnection } from '../shared/credentialTest';
@@ -175,8 +176,10 @@ export class JobComplete implements INodeType {
 					else if (source === 'custom') result = parseJsonParameter(this.getNodeParameter('result', itemIndex), 'Custom Result');
 				}
 				return {
-					jobId: this.getNodeParameter('jobId', itemIndex) as string,
-					attemptId: this.getNodeParameter('attemptId', itemIndex) as string,
+					// Checked here, not only in the core, so that without "continue" a malformed id
+					// stops the node before any item of the batch is written.
+					jobId: validateUuid(this.getNodeParameter('jobId', itemIndex), 'jobId'),
+					attemptId: validateUuid(this.getNodeParameter('attemptId', itemIndex), 'attemptId'),
 					outcome,
 					result,
 					errorCode,
@@ -190,7 +193,7 @@ export class JobComplete implements INodeType {
 					backoffMaxMs: secondsToMs(options.backoffMaxSeconds, 'Backoff Max Seconds'),
 				};
 			},
-			call: async (inputs) => await (await store()).complete(inputs),
+			call: async (inputs, allOrNothing) => await (await store()).complete(inputs, { allOrNothing }),
 			route: (result, _itemIndex, input) => ({
 				output: result.applied ? 0 : 1,
 				json: result.applied

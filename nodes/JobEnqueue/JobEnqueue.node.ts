@@ -162,7 +162,9 @@ export class JobEnqueue implements INodeType {
 				if (source === 'custom') payload = parseJsonParameter(this.getNodeParameter('payload', itemIndex), 'Custom Payload');
 				else if (source === 'item') payload = item.json;
 				else payload = itemPayload(item.json);
-				const explicitKey = this.getNodeParameter('idempotencyKey', itemIndex, '') as string;
+				const rawKey = this.getNodeParameter('idempotencyKey', itemIndex, '') as unknown;
+				// An expression may return a number (e.g. an order number); keys are text.
+				const explicitKey = (typeof rawKey === 'number' ? String(rawKey) : rawKey) as string;
 				statusUrlBases[itemIndex] = String(options.statusUrlBase ?? '/webhook/jobs/status');
 				return {
 					queue: this.getNodeParameter('queue', itemIndex) as string,

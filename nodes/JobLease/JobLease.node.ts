@@ -8,6 +8,7 @@ import {
 } from 'n8n-workflow';
 
 import type { ExtendInput, ExtendResult, LeasedJob } from '../../src/core';
+import { validateUuid } from '../../src/core/validate';
 import { runBatch } from '../shared/batch';
 import { lazyStore } from '../shared/connection';
 import { testDurableJobsConnection } from '../shared/credentialTest';
@@ -96,11 +97,12 @@ export class JobLease implements INodeType {
 			return await runBatch<ExtendInput, ExtendResult>(this, {
 				outputs: 2,
 				read: (itemIndex) => ({
-					jobId: this.getNodeParameter('jobId', itemIndex) as string,
-					attemptId: this.getNodeParameter('attemptId', itemIndex) as string,
+					// Checked before the batch is sent, so a malformed id writes nothing for any item.
+					jobId: validateUuid(this.getNodeParameter('jobId', itemIndex), 'jobId'),
+					attemptId: validateUuid(this.getNodeParameter('attemptId', itemIndex), 'attemptId'),
 					leaseMs: Math.round((this.getNodeParameter('leaseSeconds', itemIndex, 300) as number) * 1000),
 				}),
-				call: async (inputs) => await (await store()).extendLease(inputs),
+				call: async (inputs, allOrNothing) => await (await store()).extendLease(inputs, { allOrNothing }),
 				route: (result, itemIndex, input) => ({
 					output: result.extended ? 0 : 1,
 					json: {

@@ -8,6 +8,7 @@ import {
 } from 'n8n-workflow';
 
 import { type JobStatusView } from '../../src/core';
+import { validateUuid } from '../../src/core/validate';
 import { runBatch } from '../shared/batch';
 import { lazyStore } from '../shared/connection';
 import { testDurableJobsConnection } from '../shared/credentialTest';
@@ -235,18 +236,34 @@ export class JobStatus implements INodeType {
 		try {
 			if (operation === 'cancel' || (operation === 'requeue' && this.getNodeParameter('selectBy', 0) === 'ids')) {
 				const owner = new Map<string, number>();
+				const failed: INodeExecutionData[] = [];
 				for (let itemIndex = 0; itemIndex < items.length; itemIndex++) {
-					const ids = idList(this.getNodeParameter(operation === 'cancel' ? 'jobIds' : 'requeueJobIds', itemIndex, ''));
-					for (const id of ids) if (!owner.has(id.toLowerCase())) owner.set(id.toLowerCase(), itemIndex);
+					let ids: string[];
+					try {
+						// Validated per item, so a malformed id names the item that carried it and,
+						// with "continue", fails only that item.
+						ids = idList(this.getNodeParameter(operation === 'cancel' ? 'jobIds' : 'requeueJobIds', itemIndex, '')).map((id) => validateUuid(id, 'jobIds'));
+					} catch (error) {
+						if (!this.continueOnFail()) throw toNodeError(this.getNode(), error, itemIndex);
+						failed.push(errorItem(this.getNode(), error, itemIndex));
+						continue;
+					}
+					for (const id of ids) if (!owner.has(id)) owner.set(id, itemIndex);
 				}
 				if (owner.size === 0) {
+					if (failed.length > 0) return [failed];
 					throw invalidInput('jobIds', 'no job IDs given', 'Map Job IDs to the IDs to handle (comma-separated or an array)');
 				}
 				const rows =
 					operation === 'cancel'
 						? await (await store()).cancel([...owner.keys()], (this.getNodeParameter('reason', 0, '') as string) || null)
 						: await (await store()).requeue({ jobIds: [...owner.keys()], limit: 10_000, additionalAttempts: this.getNodeParameter('additionalAttempts', 0, 3) as number });
-				return [rows.map((row) => ({ json: { ...row, [operation === 'cancel' ? 'cancelled' : 'requeued']: operation === 'cancel' ? (row as { cancelled: boolean }).cancelled : true } as IDataObject, pairedItem: { item: owner.get(String(row.id)) ?? 0 } }))];
+				return [
+					[
+						...rows.map((row) => ({ json: { ...row, [operation === 'cancel' ? 'cancelled' : 'requeued']: operation === 'cancel' ? (row as { cancelled: boolean }).cancelled : true } as IDataObject, pairedItem: { item: owner.get(String(row.id)) ?? 0 } })),
+						...failed,
+					],
+				];
 			}
 			if (operation === 'requeue') {
 				const rows = await (await store()).requeue({

@@ -156,7 +156,14 @@ export class OutboxWrite implements INodeType {
 				const eventType = this.getNodeParameter('eventType', itemIndex) as string;
 				if (!eventType) throw invalidInput('eventType', 'is empty', 'Set Event Type, e.g. order.paid');
 				const payload = this.getNodeParameter('payloadSource', itemIndex, 'auto') === 'custom' ? parseJsonParameter(this.getNodeParameter('payload', itemIndex), 'Custom Payload') : itemPayload(item.json);
-				const eventId = this.getNodeParameter('eventIdSource', itemIndex, 'derive') === 'custom' ? (this.getNodeParameter('eventId', itemIndex) as string) : deriveEventId(eventType, payload);
+				let eventId: string;
+				if (this.getNodeParameter('eventIdSource', itemIndex, 'derive') === 'custom') {
+					const customId = this.getNodeParameter('eventId', itemIndex) as unknown;
+					// An expression may return a number (e.g. the source's numeric event id); ids are text.
+					eventId = (typeof customId === 'number' ? String(customId) : customId) as string;
+				} else {
+					eventId = deriveEventId(eventType, payload);
+				}
 				const companionSql = (this.getNodeParameter('companionSql', itemIndex, '') as string) || null;
 				return {
 					eventId,

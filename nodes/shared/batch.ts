@@ -54,17 +54,20 @@ export async function runBatch<TInput, TResult>(
 		return outputs;
 	}
 
-	results.forEach((result, position) => {
+	// Indexed loop, not results.forEach: forEach skips the holes of a sparse result array, and an
+	// item the core returned nothing for must surface as an error, not vanish from the output.
+	for (let position = 0; position < inputs.length; position++) {
+		const result = results[position];
 		const itemIndex = inputItemIndexes[position];
 		if (result instanceof DurableJobsError || result === undefined) {
 			const error = result ?? new DurableJobsError('no_result', 'The database returned no result for this item; retry');
 			if (!continueOnFail) throw toNodeError(node, error, itemIndex);
 			outputs[0].push(errorItem(node, error, itemIndex));
-			return;
+			continue;
 		}
 		const routed = spec.route(result, itemIndex, inputs[position]);
 		outputs[routed.output].push({ json: routed.json, pairedItem: { item: itemIndex } });
-	});
+	}
 	return outputs;
 }
 

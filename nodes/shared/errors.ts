@@ -1,11 +1,14 @@
-import { NodeOperationError, type IDataObject, type INode, type INodeExecutionData } from 'n8n-workflow';
+import { ExecutionBaseError, NodeOperationError, type IDataObject, type INode, type INodeExecutionData } from 'n8n-workflow';
 
 import { DurableJobsError, classifyDatabaseError } from '../../src/core';
 
 export function asDurableError(error: unknown): DurableJobsError {
 	if (error instanceof DurableJobsError) return error;
-	if (error instanceof NodeOperationError) {
-		return new DurableJobsError('invalid_parameter', error.message, { fix: error.description ?? undefined, httpStatus: 400 });
+	// n8n's own errors (a NodeOperationError, or an ExpressionError from a parameter whose
+	// expression failed) are parameter problems, not database errors.
+	if (error instanceof ExecutionBaseError) {
+		const parameter = typeof error.context?.parameter === 'string' ? error.context.parameter : undefined;
+		return new DurableJobsError('invalid_parameter', error.message, { field: parameter, fix: error.description ?? undefined, httpStatus: 400 });
 	}
 	return classifyDatabaseError(error);
 }

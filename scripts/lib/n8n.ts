@@ -46,6 +46,7 @@ import {
 	statSync,
 	writeFileSync,
 } from 'node:fs';
+import { createConnection } from 'node:net';
 import { tmpdir } from 'node:os';
 import { basename, isAbsolute, join, resolve } from 'node:path';
 
@@ -300,8 +301,71 @@ async function adminQuery(databaseUrl: string, sql: string): Promise<void> {
 	}
 }
 
+/** Deletes this instance's Bull keys (best effort; a tiny RESP client instead of a dependency). */
+async function redisDeleteByPrefix(host: string, port: number, prefix: string): Promise<void> {
+	const script =
+		"local n = 0 for _, k in ipairs(redis.call('KEYS', ARGV[1])) do redis.call('DEL', k) n = n + 1 end return n";
+	const args = ['EVAL', script, '0', `${prefix}:*`];
+	const payload =
+		`*${args.length}\r\n` + args.map((a) => `$${Buffer.byteLength(a)}\r\n${a}\r\n`).join('');
+	await new Promise<void>((resolveDone) => {
+		const socket = createConnection({ host, port }, () => socket.write(payload));
+		const done = () => {
+			socket.destroy();
+			resolveDone();
+		};
+		socket.setTimeout(5_000, done);
+		socket.once('data', done);
+		socket.once('error', done);
+	});
+}
+
 // ---------------------------------------------------------------------------------------------
 // instance
+
+interface PublicationState {
+	id: string;
+	published: boolean;
+	pending: boolean;
+	latest_status: string | null;
+	latest_error: string | null;
+	trigger_errors: string[] | null;
+	missing_webhooks: string;
+}
+
+/** Publication progress per workflow, from n8n's own tables (2.40 schema). */
+const PUBLICATION_STATE_SQL = `
+SELECT w.id,
+       COALESCE(p."publishedVersionId" = w."activeVersionId", false) AS published,
+       EXISTS (SELECT 1 FROM workflow_publication_outbox o
+                WHERE o."workflowId" = w.id AND o.status IN ('pending', 'in_progress')) AS pending,
+       latest.status AS latest_status,
+       latest."errorMessage" AS latest_error,
+       (SELECT array_agg(t."nodeId" || ': ' || COALESCE(t."errorMessage", 'failed'))
+          FROM workflow_publication_trigger_status t
+         WHERE t."workflowId" = w.id AND t."versionId" = w."activeVersionId"
+           AND t.status = 'failed' AND t."updatedAt" >= $2) AS trigger_errors,
+       (SELECT count(*)
+          FROM json_array_elements(h.nodes) n
+         WHERE n->>'type' IN ('n8n-nodes-base.webhook', 'n8n-nodes-base.formTrigger')
+           AND COALESCE(n->>'disabled', 'false') <> 'true'
+           AND NOT EXISTS (SELECT 1 FROM webhook_entity e
+                            WHERE e."workflowId" = w.id AND e.node = n->>'name')) AS missing_webhooks
+  FROM workflow_entity w
+  LEFT JOIN workflow_published_version p ON p."workflowId" = w.id
+  LEFT JOIN workflow_history h ON h."versionId" = w."activeVersionId"
+  LEFT JOIN LATERAL (SELECT o.status, o."errorMessage" FROM workflow_publication_outbox o
+                      WHERE o."workflowId" = w.id AND o."publishedVersionId" = w."activeVersionId"
+                        AND o."updatedAt" >= $2
+                      ORDER BY o.id DESC LIMIT 1) latest ON true
+ WHERE w.id = ANY($1)`;
+
+/**
+ * n8n's own 404 answers while a production webhook is not (yet) served: not registered, or
+ * registered but its published version not yet materialised by the publication outbox.
+ */
+const N8N_NOT_READY_404 =
+	/is not registered|Published version not found|Active version not found|Could not find workflow with id/i;
 
 export interface WebhookProbe {
 	/** Path after `/webhook/`, e.g. `jobs` or `jobs/status?job_id=x`. */
@@ -335,6 +399,11 @@ export interface StartN8nOptions {
 	/** Keep folder and database after stop() (default: N8N_E2E_KEEP=1). */
 	keep?: boolean;
 	startTimeoutMs?: number;
+	/**
+	 * Start even when n8n reports a failed publication or trigger activation (e.g. a test of a
+	 * trigger with a wrong password). Default false: the start fails with n8n's message.
+	 */
+	allowActivationErrors?: boolean;
 	/** n8n queue mode: main + `workers` worker processes over Redis (default 127.0.0.1:6379). */
 	queue?: { workers?: number; concurrency?: number; redisHost?: string; redisPort?: number };
 }
@@ -454,6 +523,9 @@ export async function startN8n(opts: StartN8nOptions): Promise<N8nInstance> {
 		N8N_SECURE_COOKIE: 'false',
 		// The stand-in services live on 127.0.0.1, which SSRF protection would block once enabled.
 		N8N_SSRF_PROTECTION_ENABLED: 'false',
+		// n8n 2.x serves production webhooks and sub-workflow calls from `workflow_published_version`,
+		// filled asynchronously by a publication outbox polled every 15 s by default.
+		N8N_WORKFLOW_PUBLICATION_OUTBOX_POLL_INTERVAL_MS: '1000',
 		DB_TYPE: 'postgresdb',
 		DB_POSTGRESDB_HOST: db.host,
 		DB_POSTGRESDB_PORT: db.port,
@@ -468,8 +540,10 @@ export async function startN8n(opts: StartN8nOptions): Promise<N8nInstance> {
 					EXECUTIONS_MODE: 'queue',
 					QUEUE_BULL_REDIS_HOST: queue.redisHost ?? '127.0.0.1',
 					QUEUE_BULL_REDIS_PORT: String(queue.redisPort ?? 6379),
-					// Separate prefix so parallel instances never take each other's jobs.
+					// Separate prefixes so parallel instances never take each other's jobs, cache
+					// entries or pub/sub commands.
 					QUEUE_BULL_PREFIX: `bull_${databaseName}`,
+					N8N_REDIS_KEY_PREFIX: `n8n_${databaseName}`,
 				}
 			: {}),
 		...(opts.env ?? {}),
@@ -495,8 +569,13 @@ export async function startN8n(opts: StartN8nOptions): Promise<N8nInstance> {
 
 	const cli = async (args: string[]): Promise<RunResult> => {
 		appendLog(`\n$ n8n ${args.join(' ')}\n`);
-		// CLI runs get their own broker port so they never collide with a running main.
-		const cliEnv = { ...env, N8N_RUNNERS_BROKER_PORT: String(await freePort()) };
+		// CLI runs get their own broker port so they never collide with a running main, and plain
+		// info logging because list:workflow prints its result through the logger.
+		const cliEnv = {
+			...env,
+			N8N_RUNNERS_BROKER_PORT: String(await freePort()),
+			N8N_LOG_LEVEL: 'info',
+		};
 		return await run(install.node24, [install.n8nBin, ...args], {
 			cwd: dir,
 			env: cliEnv,
@@ -574,6 +653,51 @@ export async function startN8n(opts: StartN8nOptions): Promise<N8nInstance> {
 		}
 	};
 
+	const instanceDbUrl = withDatabase(opts.databaseUrl, databaseName);
+	const published = new Set<string>();
+
+	/**
+	 * Waits until n8n has applied the publication of every published workflow. In 2.x a
+	 * publication outbox does this asynchronously after start: it writes
+	 * `workflow_published_version` (what webhooks and sub-workflow calls execute) first and
+	 * registers webhooks (`webhook_entity`) and triggers after, so all of it is checked. A failed
+	 * publication or trigger activation fails the start with n8n's own error message.
+	 */
+	const waitForPublications = async (since: Date): Promise<void> => {
+		if (published.size === 0) return;
+		const deadline = Date.now() + (opts.startTimeoutMs ?? 180_000);
+		const client = new pg.Client({ connectionString: instanceDbUrl });
+		await client.connect();
+		try {
+			for (;;) {
+				const { rows } = await client.query<PublicationState>(PUBLICATION_STATE_SQL, [
+					[...published],
+					since.toISOString(),
+				]);
+				const problems = rows.flatMap((r) => [
+					...(r.latest_status === 'failed' || r.latest_status === 'partial_success'
+						? [`${r.id}: publication ${r.latest_status}: ${r.latest_error ?? '(no message)'}`]
+						: []),
+					...(r.trigger_errors ?? []).map((e) => `${r.id}: trigger ${e}`),
+				]);
+				if (problems.length > 0 && !opts.allowActivationErrors) {
+					throw new Error(`n8n could not publish:\n${problems.join('\n')}\n(log: ${logFile})`);
+				}
+				const waiting = rows
+					.filter((r) => !r.published || r.pending || Number(r.missing_webhooks) > 0)
+					.map((r) => r.id);
+				if (rows.length === published.size && waiting.length === 0) return;
+				if (main?.done) throw new Error(`n8n exited while publishing\n${logTail()}`);
+				if (Date.now() > deadline) {
+					throw new Error(`n8n did not finish publishing ${waiting.join(', ')} in time\n${logTail()}`);
+				}
+				await sleep(250);
+			}
+		} finally {
+			await client.end();
+		}
+	};
+
 	const activeWorkflowIds = async (): Promise<string[]> => {
 		const res = await cliOrThrow(['list:workflow', '--active=true', '--onlyId']);
 		return res.stdout
@@ -589,6 +713,7 @@ export async function startN8n(opts: StartN8nOptions): Promise<N8nInstance> {
 		const missing = ids.filter((id) => !active.has(id));
 		if (missing.length > 0)
 			throw new Error(`workflows not published: ${missing.join(', ')}\n${logTail(40)}`);
+		for (const id of ids) published.add(id);
 	};
 
 	const unpublish = async (ids: string[]): Promise<void> => {
@@ -597,6 +722,7 @@ export async function startN8n(opts: StartN8nOptions): Promise<N8nInstance> {
 		const still = ids.filter((id) => active.has(id));
 		if (still.length > 0)
 			throw new Error(`workflows still published: ${still.join(', ')}\n${logTail(40)}`);
+		for (const id of ids) published.delete(id);
 	};
 
 	const webhookUrl = (path: string): string => `${baseUrl}/webhook/${path.replace(/^\/+/, '')}`;
@@ -613,9 +739,9 @@ export async function startN8n(opts: StartN8nOptions): Promise<N8nInstance> {
 			try {
 				const res = await fetch(webhookUrl(path), { ...init, signal: AbortSignal.timeout(30_000) });
 				const body = await res.text();
-				// n8n's own 404 for a webhook it has not registered (yet).
-				const notRegistered = res.status === 404 && /not registered/i.test(body);
-				if (!notRegistered) return { status: res.status, body };
+				if (!(res.status === 404 && N8N_NOT_READY_404.test(body))) {
+					return { status: res.status, body };
+				}
 				last = `${res.status} ${body.slice(0, 200)}`;
 			} catch (err) {
 				last = err instanceof Error ? err.message : String(err);
@@ -679,10 +805,15 @@ export async function startN8n(opts: StartN8nOptions): Promise<N8nInstance> {
 		await waitHealthy(`${baseUrl}/healthz/readiness`, () => main, 'n8n');
 		// n8n starts even when a community package fails to load; the workflows then fail with
 		// "Unrecognized node type", far from the cause. Fail here instead.
-		const startLog = readFileSync(logFile, 'utf8').slice(logOffset);
+		const startLog = readFileSync(logFile).subarray(logOffset).toString('utf8');
 		const failed = /Failed to load package "[^"]+"[\s\S]{0,600}/.exec(startLog);
 		if (failed) throw new Error(`${failed[0]}\n(log: ${logFile})`);
-		log(`n8n healthy at ${baseUrl} in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+		const healthy = Date.now();
+		await waitForPublications(new Date(started));
+		log(
+			`n8n healthy at ${baseUrl} after ${((healthy - started) / 1000).toFixed(1)} s, ` +
+				`workflows published after ${((Date.now() - started) / 1000).toFixed(1)} s`,
+		);
 	};
 
 	// In queue mode a probe needs a worker to answer, so probing comes after the workers started.
@@ -691,6 +822,18 @@ export async function startN8n(opts: StartN8nOptions): Promise<N8nInstance> {
 		for (const probe of opts.webhooks ?? []) await waitForWebhook(probe.path, probe.init);
 		if (opts.webhooks?.length)
 			log(`webhooks answering after ${((Date.now() - started) / 1000).toFixed(1)} s`);
+	};
+
+	const dropState = async (): Promise<void> => {
+		for (const prefix of queue ? [env.QUEUE_BULL_PREFIX, env.N8N_REDIS_KEY_PREFIX] : []) {
+			if (!prefix) continue;
+			await redisDeleteByPrefix(
+				env.QUEUE_BULL_REDIS_HOST ?? '127.0.0.1',
+				Number(env.QUEUE_BULL_REDIS_PORT ?? 6379),
+				prefix,
+			);
+		}
+		await adminQuery(opts.databaseUrl, `DROP DATABASE IF EXISTS "${databaseName}" WITH (FORCE)`);
 	};
 
 	const stopAll = async (): Promise<void> => {
@@ -725,10 +868,7 @@ export async function startN8n(opts: StartN8nOptions): Promise<N8nInstance> {
 		await probeWebhooks();
 	} catch (err) {
 		await stopAll();
-		await adminQuery(
-			opts.databaseUrl,
-			`DROP DATABASE IF EXISTS "${databaseName}" WITH (FORCE)`,
-		).catch(() => {});
+		await dropState().catch(() => {});
 		const message = err instanceof Error ? err.message : String(err);
 		throw new Error(`${message}\n(instance folder kept for inspection: ${dir})`);
 	}
@@ -740,7 +880,7 @@ export async function startN8n(opts: StartN8nOptions): Promise<N8nInstance> {
 		userFolder,
 		logFile,
 		databaseName,
-		databaseUrl: withDatabase(opts.databaseUrl, databaseName),
+		databaseUrl: instanceDbUrl,
 		env,
 		install,
 		get pid() {
@@ -757,10 +897,7 @@ export async function startN8n(opts: StartN8nOptions): Promise<N8nInstance> {
 				log(`kept n8n instance folder ${dir} and database ${databaseName}`);
 				return;
 			}
-			await adminQuery(
-				opts.databaseUrl,
-				`DROP DATABASE IF EXISTS "${databaseName}" WITH (FORCE)`,
-			).catch((e: unknown) => log(`could not drop ${databaseName}: ${String(e)}`));
+			await dropState().catch((e: unknown) => log(`could not drop ${databaseName}: ${String(e)}`));
 			rmSync(dir, { recursive: true, force: true });
 		},
 		kill: async (signal: NodeJS.Signals = 'SIGKILL') => {

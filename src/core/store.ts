@@ -293,7 +293,7 @@ export class JobStore {
 	}
 
 	/** Heartbeat: moves lease_until forward, fenced by (job_id, attempt_id, running). */
-	async extendLease(items: ExtendInput[]): Promise<ItemResults<ExtendResult>> {
+	async extendLease(items: ExtendInput[], options: { allOrNothing?: boolean } = {}): Promise<ItemResults<ExtendResult>> {
 		const results: ItemResults<ExtendResult> = new Array(items.length);
 		const rows: Array<{ ord: number; job_id: string; attempt_id: string; lease_ms: number }> = [];
 		items.forEach((item, ord) => {
@@ -308,6 +308,7 @@ export class JobStore {
 				results[ord] = asItemError(error);
 			}
 		});
+		if (options.allOrNothing) throwFirst(results);
 		if (rows.length === 0) return results;
 		const returned = await this.run<{ ord: number; extended: boolean; lease_until: Date | null; current_status: Job['status'] | null }>(extendLeaseQuery(this.s, rows));
 		for (const row of returned) {
@@ -318,7 +319,7 @@ export class JobStore {
 
 	// ---------------------------------------------------------------- complete
 
-	async complete(items: CompleteInput[]): Promise<ItemResults<CompleteResult>> {
+	async complete(items: CompleteInput[], options: { allOrNothing?: boolean } = {}): Promise<ItemResults<CompleteResult>> {
 		const results: ItemResults<CompleteResult> = new Array(items.length);
 		const rows: CompleteRow[] = [];
 		items.forEach((item, ord) => {
@@ -353,6 +354,7 @@ export class JobStore {
 				results[ord] = asItemError(error);
 			}
 		});
+		if (options.allOrNothing) throwFirst(results);
 		if (rows.length === 0) return results;
 		const returned = await this.run<CompleteReturnRow>(completeQuery(this.s, rows, this.callbackQueue));
 		for (const row of returned) {
@@ -373,7 +375,7 @@ export class JobStore {
 
 	// ---------------------------------------------------------------- idempotency
 
-	async claim(items: ClaimInput[]): Promise<ItemResults<ClaimResult>> {
+	async claim(items: ClaimInput[], options: { allOrNothing?: boolean } = {}): Promise<ItemResults<ClaimResult>> {
 		const results: ItemResults<ClaimResult> = new Array(items.length);
 		const rows: ClaimRow[] = [];
 		const guards = new Map<number, GuardRow>();
@@ -406,6 +408,7 @@ export class JobStore {
 				results[ord] = asItemError(error);
 			}
 		});
+		if (options.allOrNothing) throwFirst(results);
 		if (rows.length > 0) {
 			const byOrd = new Map(rows.map((row) => [row.ord, row]));
 			const work = async (client?: pg.ClientBase) => {
@@ -490,15 +493,15 @@ export class JobStore {
 		};
 	}
 
-	async completeClaims(items: SettleInput[]): Promise<ItemResults<SettleResult>> {
-		return await this.settle(items, 'completed');
+	async completeClaims(items: SettleInput[], options: { allOrNothing?: boolean } = {}): Promise<ItemResults<SettleResult>> {
+		return await this.settle(items, 'completed', options);
 	}
 
-	async failClaims(items: SettleInput[]): Promise<ItemResults<SettleResult>> {
-		return await this.settle(items, 'failed');
+	async failClaims(items: SettleInput[], options: { allOrNothing?: boolean } = {}): Promise<ItemResults<SettleResult>> {
+		return await this.settle(items, 'failed', options);
 	}
 
-	private async settle(items: SettleInput[], status: 'completed' | 'failed'): Promise<ItemResults<SettleResult>> {
+	private async settle(items: SettleInput[], status: 'completed' | 'failed', options: { allOrNothing?: boolean }): Promise<ItemResults<SettleResult>> {
 		const results: ItemResults<SettleResult> = new Array(items.length);
 		const rows: SettleRow[] = [];
 		items.forEach((item, ord) => {
@@ -516,6 +519,7 @@ export class JobStore {
 				results[ord] = asItemError(error);
 			}
 		});
+		if (options.allOrNothing) throwFirst(results);
 		if (rows.length === 0) return results;
 		const returned = await this.run<{ ord: number; applied: boolean; expires_at: Date | null; current_status: string | null }>(settleClaimsQuery(this.s, rows, status));
 		for (const row of returned) {
@@ -591,7 +595,9 @@ export class JobStore {
 					}
 					if (options.allOrNothing) {
 						const result = await client.query(companion.sql, companion.params).catch((error: unknown) => {
-							throw companionError(error);
+							const itemError = companionError(error);
+							itemError.itemPosition = row.ord;
+							throw itemError;
 						});
 						companionResults.set(row.ord, { rowCount: result.rowCount, rows: result.rows });
 						accepted.push(row);

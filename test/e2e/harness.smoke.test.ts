@@ -13,6 +13,7 @@ import {
 	rmSync,
 	writeFileSync,
 } from 'node:fs';
+import { createConnection } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 
@@ -379,4 +380,55 @@ describe('e2e harness', () => {
 		expect(got[1]!.path).toBe('/hooks/a');
 		expect(got[1]!.json).toEqual({ type: 'job.finished', spacing: 'kept' });
 	});
+
+	it('runs in queue mode with workers over Redis', async (ctx) => {
+		if (!(await reachable('127.0.0.1', 6379))) ctx.skip();
+		// The single-main instance is not needed any more; two n8n at once would crowd 2 cores.
+		await n8n?.stop();
+		n8n = undefined;
+		const queued = await startN8n({
+			databaseUrl,
+			packageTarball: probeTarball,
+			workflowsDir: join(workDir, 'workflows'),
+			publishIds: [WORKFLOW_ID],
+			queue: { workers: 1 },
+			log,
+		});
+		try {
+			const post = async (message: string) => {
+				const res = await fetch(queued.webhookUrl('harness-echo'), {
+					method: 'POST',
+					headers: { 'content-type': 'application/json' },
+					body: JSON.stringify({ message }),
+				});
+				return { status: res.status, body: (await res.json()) as unknown };
+			};
+			expect(await post('queued')).toEqual({ status: 201, body: expected('queued') });
+			expect(queued.env.EXECUTIONS_MODE).toBe('queue');
+
+			await queued.workers.kill(0, 'SIGKILL');
+			await queued.workers.restart(0);
+			expect(await post('after worker restart')).toEqual({
+				status: 201,
+				body: expected('after worker restart'),
+			});
+			expect(readFileSync(queued.workers.logFile(0), 'utf8')).toMatch(/Worker finished execution/);
+		} finally {
+			await queued.stop();
+		}
+	}, 600_000);
 });
+
+async function reachable(host: string, port: number): Promise<boolean> {
+	return await new Promise((resolveReachable) => {
+		const socket = createConnection({ host, port }, () => {
+			socket.destroy();
+			resolveReachable(true);
+		});
+		socket.setTimeout(1000, () => {
+			socket.destroy();
+			resolveReachable(false);
+		});
+		socket.on('error', () => resolveReachable(false));
+	});
+}

@@ -1,0 +1,174 @@
+/**
+ * The whole product running locally, shared by the end-to-end tests and `npm run demo`:
+ * PostgreSQL, the stand-in AI endpoint / CRM / callback receiver, and a real n8n with this
+ * package installed from its `npm pack` tarball and every bundled workflow imported and
+ * published. Only configuration is changed in the workflows: the Config nodes' URLs and keys,
+ * and the polling interval of the schedule triggers.
+ */
+import { readdirSync, readFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+
+import pg from 'pg';
+
+import { ensureN8n, packPackage, startN8n, type N8nInstance } from './n8n';
+import { startStandins, type Standins } from './standins';
+
+type StandinsOptions = Parameters<typeof startStandins>[0];
+import { startTcpProxy, type TcpProxy } from './tcp-proxy';
+
+export const REPO_DIR = resolve(__dirname, '..', '..');
+export const WORKFLOWS_DIR = join(REPO_DIR, 'workflows');
+export const CREDENTIAL_ID = 'DurableJobsCred1';
+export const SIGNING_KEY = 'durable-jobs-local-signing-key-0123456789';
+
+export interface WorkflowJson {
+	id: string;
+	name: string;
+	nodes: Array<{ name: string; type: string; parameters: Record<string, unknown> }>;
+	[key: string]: unknown;
+}
+
+export interface Environment {
+	n8n: N8nInstance;
+	standins: Standins;
+	/** Proxy the job credential connects through; cut() makes the job database unreachable. */
+	proxy: TcpProxy;
+	/** Direct pool on the job database (not through the proxy). */
+	jobsDb: pg.Pool;
+	schema: string;
+	workflows: WorkflowJson[];
+	/** POST/GET a production webhook; returns status, headers and parsed body. */
+	request(path: string, init?: { method?: string; body?: unknown; headers?: Record<string, string> }): Promise<{ status: number; headers: Headers; body: unknown; text: string; ms: number }>;
+	stop(): Promise<void>;
+}
+
+export function loadWorkflows(): WorkflowJson[] {
+	return readdirSync(WORKFLOWS_DIR)
+		.filter((file) => file.endsWith('.json'))
+		.sort()
+		.map((file) => JSON.parse(readFileSync(join(WORKFLOWS_DIR, file), 'utf8')) as WorkflowJson);
+}
+
+function setConfig(workflow: WorkflowJson, values: Record<string, string | number>): void {
+	const config = workflow.nodes.find((node) => node.name === 'Config');
+	if (!config) return;
+	const assignments = (config.parameters.assignments as { assignments: Array<{ name: string; value: unknown }> }).assignments;
+	for (const assignment of assignments) {
+		if (assignment.name in values) assignment.value = values[assignment.name];
+	}
+}
+
+function setScheduleSeconds(workflow: WorkflowJson, seconds: number): void {
+	for (const node of workflow.nodes) {
+		if (node.type !== 'n8n-nodes-base.scheduleTrigger') continue;
+		const interval = (node.parameters.rule as { interval: Array<Record<string, unknown>> }).interval[0];
+		if (interval.field === 'seconds') interval.secondsInterval = seconds;
+	}
+}
+
+export interface EnvironmentOptions {
+	databaseUrl: string;
+	schema: string;
+	pollSeconds?: number;
+	standins?: StandinsOptions;
+	log?: (line: string) => void;
+	n8nEnv?: Record<string, string>;
+	queue?: { workers?: number };
+}
+
+export async function startEnvironment(options: EnvironmentOptions): Promise<Environment> {
+	const log = options.log ?? (() => undefined);
+	const target = new URL(options.databaseUrl);
+	const proxy = await startTcpProxy({ host: target.hostname, port: Number(target.port || 5432) });
+	const standins = await startStandins(options.standins);
+	const jobsDb = new pg.Pool({ connectionString: options.databaseUrl, max: 4 });
+	jobsDb.on('error', () => undefined);
+	await jobsDb.query(`DROP SCHEMA IF EXISTS "${options.schema}" CASCADE`);
+
+	const workflows = loadWorkflows();
+	for (const workflow of workflows) {
+		setScheduleSeconds(workflow, options.pollSeconds ?? 2);
+		setConfig(workflow, {
+			ai_url: standins.ai.extractUrl,
+			crm_url: standins.crm.recordsUrl,
+			signing_key: SIGNING_KEY,
+			default_destination: `${standins.callbacks.url}/outbox`,
+			alert_url: `${standins.callbacks.url}/alerts`,
+		});
+	}
+
+	await ensureN8n({ log });
+	const tarball = await packPackage(REPO_DIR, { log });
+	const credential = {
+		id: CREDENTIAL_ID,
+		name: 'Durable Jobs',
+		type: 'durableJobsPostgresApi',
+		data: {
+			host: proxy.host,
+			port: proxy.port,
+			database: decodeURIComponent(target.pathname.slice(1) || 'postgres'),
+			user: decodeURIComponent(target.username || 'postgres'),
+			password: decodeURIComponent(target.password),
+			ssl: 'disable',
+			schema: options.schema,
+			maxConnections: 10,
+			autoMigrate: true,
+		},
+	};
+	let n8n: N8nInstance;
+	try {
+		n8n = await startN8n({
+			databaseUrl: options.databaseUrl,
+			packageTarball: tarball,
+			credentials: [credential],
+			workflows,
+			publishIds: workflows.map((workflow) => workflow.id),
+			// Probes run the workflows for real: requests they reject at validation cost nothing.
+			webhooks: [
+				{ path: 'jobs', init: { method: 'POST', headers: { 'content-type': 'application/json' }, body: '[]' } },
+				{ path: 'jobs/status?job_id=probe&token=probe' },
+				{ path: 'events', init: { method: 'POST', headers: { 'content-type': 'application/json' }, body: '[]' } },
+			],
+			env: options.n8nEnv,
+			queue: options.queue,
+			log,
+		});
+	} catch (error) {
+		await Promise.allSettled([standins.close(), proxy.close(), jobsDb.end()]);
+		throw error;
+	}
+
+	const request: Environment['request'] = async (path, init = {}) => {
+		const started = performance.now();
+		const response = await fetch(n8n.webhookUrl(path), {
+			method: init.method ?? (init.body === undefined ? 'GET' : 'POST'),
+			headers: { ...(init.body === undefined ? {} : { 'content-type': 'application/json' }), ...(init.headers ?? {}) },
+			body: init.body === undefined ? undefined : typeof init.body === 'string' ? init.body : JSON.stringify(init.body),
+		});
+		const text = await response.text();
+		const ms = performance.now() - started;
+		let body: unknown = text;
+		try {
+			body = JSON.parse(text);
+		} catch {
+			// not JSON: keep the text
+		}
+		return { status: response.status, headers: response.headers, body, text, ms };
+	};
+
+	return {
+		n8n,
+		standins,
+		proxy,
+		jobsDb,
+		schema: options.schema,
+		workflows,
+		request,
+		stop: async () => {
+			await n8n.stop().catch(() => undefined);
+			await Promise.allSettled([standins.close(), proxy.close()]);
+			await jobsDb.query(`DROP SCHEMA IF EXISTS "${options.schema}" CASCADE`).catch(() => undefined);
+			await jobsDb.end();
+		},
+	};
+}

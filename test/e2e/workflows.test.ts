@@ -1,0 +1,258 @@
+import { Webhook } from 'standardwebhooks';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+
+import { SIGNING_KEY, startEnvironment, type Environment } from '../../scripts/lib/environment';
+import { waitFor } from '../../scripts/lib/standins';
+
+/**
+ * The bundled workflows, imported into a real n8n 2.x with the packed package installed the
+ * way a user installs it, driven over HTTP. One n8n serves the whole file.
+ */
+let env: Environment;
+
+interface StatusBody {
+	job_id: string;
+	status: string;
+	attempts: number;
+	result?: { crm_record_id: string | null; source_document_id: string; fields: unknown };
+	error?: { code: string; message: string; class: string };
+	timeline: Array<{ attempt: number; outcome: string | null; error_code: string | null }>;
+}
+
+interface AcceptedBody {
+	job_id: string;
+	status: string;
+	status_url: string;
+	deduplicated: boolean;
+}
+
+beforeAll(async () => {
+	env = await startEnvironment({
+		databaseUrl: inject('databaseUrl'),
+		schema: 'dj_e2e_workflows',
+		pollSeconds: 1,
+		log: (line) => {
+			if (process.env.DEBUG_E2E) console.log(line);
+		},
+	});
+});
+
+afterAll(async () => {
+	await env?.stop();
+});
+
+let documentCounter = 0;
+function newDocument(extra: Record<string, unknown> = {}): { id: string; text: string } {
+	documentCounter++;
+	return { id: `doc-${Date.now()}-${documentCounter}`, text: `name: Ada Lovelace, email ada@example.com, amount: ${100 + documentCounter}`, ...extra };
+}
+
+async function submit(body: unknown, headers: Record<string, string> = {}) {
+	return await env.request('jobs', { method: 'POST', body, headers });
+}
+
+async function status(statusUrl: string) {
+	return await env.request(statusUrl.replace(/^\/webhook\//, ''));
+}
+
+async function waitForStatus(statusUrl: string, wanted: string[], timeoutMs = 90_000): Promise<StatusBody> {
+	return await waitFor(
+		async () => {
+			const answer = await status(statusUrl);
+			const body = answer.body as StatusBody;
+			return answer.status === 200 && wanted.includes(body.status) ? body : undefined;
+		},
+		{ timeoutMs, intervalMs: 250, what: `job status ${wanted.join('/')} at ${statusUrl}` },
+	);
+}
+
+describe('receiver → dispatcher → worker → status', () => {
+	it('a slow document: 202 at once with a job id and status URL; queued → running → done; the result names the source document', async () => {
+		const document = newDocument();
+		env.standins.ai.latencyMs = 6_000;
+		try {
+			const answer = await submit({ document });
+			expect(answer.status).toBe(202);
+			expect(answer.ms).toBeLessThan(1_000);
+			const accepted = answer.body as AcceptedBody;
+			expect(accepted.job_id).toMatch(/^[0-9a-f-]{36}$/);
+			expect(accepted.status_url).toMatch(/^\/webhook\/jobs\/status\?job_id=[0-9a-f-]{36}&token=[A-Za-z0-9_-]{43}$/);
+			expect(answer.headers.get('location')).toBe(accepted.status_url);
+
+			const seen = new Set<string>();
+			const started = Date.now();
+			const done = await waitFor(
+				async () => {
+					const body = (await status(accepted.status_url)).body as StatusBody;
+					seen.add(body.status);
+					return body.status === 'done' ? body : undefined;
+				},
+				{ timeoutMs: 90_000, intervalMs: 200, what: 'slow job done' },
+			);
+			expect(seen.has('running')).toBe(true);
+			expect(Date.now() - started).toBeGreaterThanOrEqual(5_000);
+			expect(done.result?.source_document_id).toBe(document.id);
+			expect(done.result?.crm_record_id).toBeTruthy();
+			expect(done.timeline).toEqual([expect.objectContaining({ attempt: 1, outcome: 'succeeded' })]);
+		} finally {
+			env.standins.ai.latencyMs = 0;
+		}
+	});
+
+	it('the same POST twice with one Idempotency-Key → the same job, one CRM record; other body → 422; missing field → 400', async () => {
+		const document = newDocument();
+		const key = `order-${document.id}`;
+		const first = await submit({ document }, { 'Idempotency-Key': key });
+		const second = await submit({ document }, { 'Idempotency-Key': key });
+		expect(first.status).toBe(202);
+		expect(second.status).toBe(202);
+		const a = first.body as AcceptedBody;
+		const b = second.body as AcceptedBody;
+		expect(b.job_id).toBe(a.job_id);
+		expect(b.deduplicated).toBe(true);
+		expect(b.status_url).toBe(a.status_url);
+		await waitForStatus(a.status_url, ['done']);
+		expect(env.standins.crm.recordsForKey(a.job_id)).toHaveLength(1);
+
+		const conflict = await submit({ document: { ...document, text: 'something else' } }, { 'Idempotency-Key': key });
+		expect(conflict.status).toBe(422);
+		expect(conflict.headers.get('content-type')).toContain('application/problem+json');
+		expect(conflict.body).toMatchObject({ status: 422, existing_job_id: a.job_id });
+
+		const missing = await submit({ document: { text: 'no id' } });
+		expect(missing.status).toBe(400);
+		expect(missing.body).toMatchObject({ status: 400, errors: [{ field: 'document.id' }] });
+		const notObject = await submit([1, 2, 3]);
+		expect(notObject.status).toBe(400);
+	});
+
+	it('AI fails with 500 twice then succeeds → done after 3 attempts; AI answers 400 → failed with a reason class; the timeline shows it', async () => {
+		const flaky = newDocument();
+		env.standins.ai.script(flaky.id, [500, 500]);
+		const broken = newDocument();
+		env.standins.ai.always(broken.id, 400);
+		const a = (await submit({ document: flaky })).body as AcceptedBody;
+		const b = (await submit({ document: broken })).body as AcceptedBody;
+
+		const done = await waitForStatus(a.status_url, ['done', 'failed'], 120_000);
+		expect(done.status).toBe('done');
+		expect(done.attempts).toBe(3);
+		expect(done.timeline.map((entry) => [entry.attempt, entry.outcome, entry.error_code])).toEqual([
+			[1, 'retry', 'http_500'],
+			[2, 'retry', 'http_500'],
+			[3, 'succeeded', null],
+		]);
+		expect(env.standins.ai.callCount(flaky.id)).toBe(3);
+
+		const failed = await waitForStatus(b.status_url, ['done', 'failed']);
+		expect(failed.status).toBe('failed');
+		expect(failed.error).toMatchObject({ code: 'http_400', class: 'needs_mapping' });
+		expect(failed.timeline).toEqual([expect.objectContaining({ attempt: 1, outcome: 'failed', error_code: 'http_400' })]);
+		expect(failed).not.toHaveProperty('result');
+	});
+
+	it('a wrong token answers 404, identical to an unknown job', async () => {
+		const accepted = (await submit({ document: newDocument() })).body as AcceptedBody;
+		const wrongToken = await status(accepted.status_url.replace(/token=[^&]+/, 'token=AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA'));
+		const unknownJob = await status(accepted.status_url.replace(/job_id=[^&]+/, 'job_id=0190d1a2-0000-7000-8000-000000000000'));
+		const malformed = await env.request("jobs/status?job_id=' OR 1=1 --&token=x");
+		for (const answer of [wrongToken, unknownJob, malformed]) {
+			expect(answer.status).toBe(404);
+			expect(answer.text).toBe(wrongToken.text);
+		}
+	});
+
+	it('a job with a callback URL → the callback arrives once per event id and its signature verifies (Standard Webhooks)', async () => {
+		const callbackUrl = `${env.standins.callbacks.url}/hooks/job-finished`;
+		const accepted = (await submit({ document: newDocument(), callback_url: callbackUrl, correlation_id: 'corr-77' })).body as AcceptedBody;
+		await waitForStatus(accepted.status_url, ['done']);
+		const [callback] = await env.standins.callbacks.waitFor((cb) => cb.path === '/hooks/job-finished' && cb.body.includes(accepted.job_id), { timeoutMs: 60_000 });
+		const verifier = new Webhook(Buffer.from(SIGNING_KEY, 'utf8').toString('base64'));
+		const headers = {
+			'webhook-id': String(callback.headers['webhook-id']),
+			'webhook-timestamp': String(callback.headers['webhook-timestamp']),
+			'webhook-signature': String(callback.headers['webhook-signature']),
+		};
+		const payload = verifier.verify(callback.body, headers) as { type: string; data: { job_id: string; status: string; result: unknown } };
+		expect(payload.type).toBe('job.succeeded');
+		expect(payload.data).toMatchObject({ job_id: accepted.job_id, status: 'done' });
+		expect(() => verifier.verify(callback.body.replace('done', 'fail'), headers)).toThrow();
+		await new Promise((resolve) => setTimeout(resolve, 3_000));
+		const sameEvent = env.standins.callbacks.received.filter((cb) => cb.headers['webhook-id'] === headers['webhook-id']);
+		expect(sameEvent).toHaveLength(1);
+	});
+});
+
+describe('event intake', () => {
+	it('the same event twice → one outbox event, both 200; an older event after a newer one → stale, nothing rolled back', async () => {
+		const external = `order-${Date.now()}`;
+		const newer = { source: 'shop', external_id: external, status: 'paid', occurred_at: '2026-11-30T10:00:00Z', data: { total: 42 } };
+		const first = await env.request('events', { method: 'POST', body: newer });
+		const again = await env.request('events', { method: 'POST', body: newer });
+		expect(first.status).toBe(200);
+		expect(first.body).toMatchObject({ status: 'processed' });
+		expect(again.status).toBe(200);
+		expect(again.body).toMatchObject({ status: 'duplicate' });
+		const eventId = `shop:${external}:paid:2026-11-30T10:00:00Z`;
+		const outbox = await env.jobsDb.query(`SELECT count(*)::int AS n FROM "${env.schema}".jobs WHERE queue = 'outbox' AND idempotency_key = $1`, [eventId]);
+		expect(outbox.rows[0].n).toBe(1);
+		expect(env.standins.crm.journal.filter((entry) => entry.key === eventId)).toHaveLength(1);
+
+		const older = { ...newer, status: 'pending', occurred_at: '2026-11-30T09:00:00Z' };
+		const late = await env.request('events', { method: 'POST', body: older });
+		expect(late.status).toBe(200);
+		expect(late.body).toMatchObject({ status: 'stale' });
+		const entity = await env.jobsDb.query(`SELECT occurred_at FROM "${env.schema}".entity_versions WHERE entity_key = $1`, [`shop:${external}`]);
+		expect(entity.rows[0].occurred_at.toISOString()).toBe('2026-11-30T10:00:00.000Z');
+		expect(env.standins.crm.journal.filter((entry) => entry.key === `shop:${external}:pending:2026-11-30T09:00:00Z`)).toHaveLength(0);
+	});
+
+	it('CRM down after a successful claim → 503 and the claim is failed, so the retry is processed (not dropped as a duplicate)', async () => {
+		const event = { source: 'shop', external_id: `order-crm-${Date.now()}`, status: 'paid', occurred_at: '2026-11-30T11:00:00Z' };
+		env.standins.crm.down = true;
+		try {
+			const refused = await env.request('events', { method: 'POST', body: event });
+			expect(refused.status).toBe(503);
+		} finally {
+			env.standins.crm.down = false;
+		}
+		const retried = await env.request('events', { method: 'POST', body: event });
+		expect(retried.status).toBe(200);
+		expect(retried.body).toMatchObject({ status: 'processed' });
+	});
+});
+
+describe('outages', () => {
+	it('job database unreachable → the receiver answers 503 and never a 202; it recovers without restarting n8n', async () => {
+		const before = await env.jobsDb.query(`SELECT count(*)::int AS n FROM "${env.schema}".jobs WHERE queue = 'documents'`);
+		await env.proxy.cut();
+		try {
+			for (let i = 0; i < 3; i++) {
+				const answer = await submit({ document: newDocument() });
+				expect(answer.status).toBe(503);
+				expect(answer.headers.get('content-type')).toContain('application/problem+json');
+			}
+		} finally {
+			await env.proxy.restore();
+		}
+		const after = await env.jobsDb.query(`SELECT count(*)::int AS n FROM "${env.schema}".jobs WHERE queue = 'documents'`);
+		expect(after.rows[0].n).toBe(before.rows[0].n);
+		const recovered = await waitFor(async () => {
+			const answer = await submit({ document: newDocument() });
+			return answer.status === 202 ? answer : undefined;
+		}, { timeoutMs: 30_000, intervalMs: 500, what: 'receiver to recover' });
+		expect(recovered.status).toBe(202);
+	});
+
+	it('jobs queued while the dispatcher is unpublished are picked up after it is published again and n8n restarts', async () => {
+		await env.n8n.unpublish(['DjDispatcher0001']);
+		await env.n8n.restart();
+		const accepted: AcceptedBody[] = [];
+		for (let i = 0; i < 3; i++) accepted.push((await submit({ document: newDocument() })).body as AcceptedBody);
+		await new Promise((resolve) => setTimeout(resolve, 4_000));
+		for (const job of accepted) expect(((await status(job.status_url)).body as StatusBody).status).toBe('queued');
+		await env.n8n.publish(['DjDispatcher0001']);
+		await env.n8n.restart();
+		for (const job of accepted) expect((await waitForStatus(job.status_url, ['done'])).status).toBe('done');
+	});
+});

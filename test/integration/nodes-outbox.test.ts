@@ -1,0 +1,159 @@
+import { NodeOperationError, type IDataObject } from 'n8n-workflow';
+import type pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+import { closeAllPools, fingerprint } from '../../src/core';
+import { OutboxWrite } from '../../nodes/OutboxWrite/OutboxWrite.node';
+import { dropSchema, newPool, tableSnapshot, testSchema } from '../helpers/db';
+import { nodeRunner, webhookItem } from '../helpers/n8n-context';
+
+const schema = testSchema(__filename);
+const nodes = nodeRunner(schema);
+// The business table lives outside the package's schema, as a user's own table would.
+const businessTable = `public.${testSchema(__filename, 'orders')}_orders`;
+let pool: pg.Pool;
+
+beforeAll(async () => {
+	pool = newPool();
+	await dropSchema(pool, schema);
+	await pool.query(`DROP TABLE IF EXISTS ${businessTable}`);
+	await pool.query(`CREATE TABLE ${businessTable} (id int PRIMARY KEY, status text NOT NULL CHECK (status IN ('new', 'paid', 'shipped')))`);
+});
+
+afterAll(async () => {
+	await closeAllPools();
+	await pool.query(`DROP TABLE IF EXISTS ${businessTable}`);
+	await dropSchema(pool, schema);
+	await pool.end();
+});
+
+const withSql = {
+	eventType: 'order.paid',
+	companionSql: `INSERT INTO ${businessTable} (id, status) VALUES ($1, $2)`,
+	queryParameters: '={{ [$json.order_id, $json.status] }}',
+	envelope: { source: 'shop', correlationId: '={{ "corr-" + $json.order_id }}', orderingKey: '={{ "order-" + $json.order_id }}', destination: 'https://crm.example.com/hooks' },
+};
+
+async function businessRows(): Promise<IDataObject[]> {
+	return (await pool.query(`SELECT id, status FROM ${businessTable} ORDER BY id`)).rows;
+}
+
+async function events(): Promise<IDataObject[]> {
+	return (await pool.query(`SELECT id, queue, status, idempotency_key, payload, ordering_key, correlation_id, max_attempts FROM "${schema}".jobs ORDER BY seq`)).rows;
+}
+
+describe('Outbox Write with SQL in the same transaction', () => {
+	it('a failing business write (CHECK violation) leaves no event and no business row', async () => {
+		// Create the schema first, so the snapshot below compares like with like.
+		await nodes.run(new OutboxWrite(), { items: [{ id: 'warm-up' }], parameters: { eventType: 'warm.up' } });
+		const before = await tableSnapshot(pool, schema);
+		const error = (await nodes.run(new OutboxWrite(), { items: [{ order_id: 1, status: 'bogus' }], parameters: withSql }).catch((caught: unknown) => caught)) as NodeOperationError;
+		expect(error).toBeInstanceOf(NodeOperationError);
+		expect(error.message).toMatch(/^The SQL to run in the same transaction failed, so no event was written: .*check constraint/);
+		expect(error.description).toMatch(/Field: companionSql/);
+		expect(await businessRows()).toEqual([]);
+		expect(await tableSnapshot(pool, schema)).toEqual(before);
+	});
+
+	it('a succeeding business write commits together with its event', async () => {
+		const result = await nodes.run(new OutboxWrite(), { items: [{ order_id: 1, status: 'paid', amount: 10 }], parameters: withSql });
+		const [item] = result.output('main');
+		expect(item.pairedItem).toEqual({ item: 0 });
+		expect(item.json).toMatchObject({ order_id: 1, status: 'paid', outbox: { event_id: `order.paid:sha256:${fingerprint({ order_id: 1, status: 'paid', amount: 10 })}`, queue: 'outbox', status: 'queued', deduplicated: false, sql_row_count: 1, sql_rows: [] } });
+		expect(await businessRows()).toEqual([{ id: 1, status: 'paid' }]);
+		const [event] = (await events()).filter((row) => row.id === (item.json.outbox as IDataObject).job_id);
+		expect(event).toMatchObject({ queue: 'outbox', status: 'queued', ordering_key: 'order-1', correlation_id: 'corr-1', max_attempts: 10 });
+		expect(event.payload).toMatchObject({
+			event_type: 'order.paid',
+			event_version: 1,
+			source: 'shop',
+			correlation_id: 'corr-1',
+			ordering_key: 'order-1',
+			destination: 'https://crm.example.com/hooks',
+			payload: { order_id: 1, status: 'paid', amount: 10 },
+		});
+		expect(Date.parse(String((event.payload as IDataObject).occurred_at))).toBeGreaterThan(Date.now() - 60_000);
+	});
+
+	it('without continue, one failing item in a batch writes nothing for any item', async () => {
+		const before = await tableSnapshot(pool, schema);
+		const items = [
+			{ order_id: 2, status: 'paid' },
+			{ order_id: 3, status: 'bogus' },
+			{ order_id: 4, status: 'paid' },
+		];
+		const error = (await nodes.run(new OutboxWrite(), { items, parameters: withSql }).catch((caught: unknown) => caught)) as NodeOperationError;
+		expect(error).toBeInstanceOf(NodeOperationError);
+		expect(await businessRows()).toEqual([{ id: 1, status: 'paid' }]);
+		expect(await tableSnapshot(pool, schema)).toEqual(before);
+	});
+
+	// The core's all-or-nothing path throws the companion SQL error without the item's
+	// position (src/core/store.ts writeOutbox → companionError), so the node cannot say which
+	// item failed. Remove `.fails` once the core sets itemPosition there.
+	it('without continue, the error names the item whose SQL failed', async () => {
+		const items = [
+			{ order_id: 5, status: 'paid' },
+			{ order_id: 6, status: 'bogus' },
+		];
+		const error = (await nodes.run(new OutboxWrite(), { items, parameters: withSql }).catch((caught: unknown) => caught)) as NodeOperationError;
+		expect(error).toBeInstanceOf(NodeOperationError);
+		expect(error.context.itemIndex).toBe(1);
+	});
+
+	it('with continue (error output), the failing item is undone alone; the others commit with their events', async () => {
+		const items = [
+			{ order_id: 7, status: 'paid' },
+			{ order_id: 8, status: 'bogus' },
+			{ order_id: 9, status: 'shipped' },
+			{ order_id: 7, status: 'paid', note: 'primary key violation' },
+		];
+		const eventsBefore = (await events()).length;
+		const result = await nodes.run(new OutboxWrite(), { items, parameters: { ...withSql, eventIdSource: 'custom', eventId: '={{ "evt-" + $json.order_id + "-" + $itemIndex }}' }, onError: 'continueErrorOutput' });
+		expect(result.routing()).toEqual({ Success: [0, 2], Error: [1, 3] });
+		expect(result.output('Error')[0].json).toMatchObject({ order_id: 8, code: 'companion_sql_failed', field: 'companionSql', http_status: 400 });
+		expect(String(result.output('Error')[1].json.error)).toMatch(/duplicate key/);
+		expect(await businessRows()).toEqual([
+			{ id: 1, status: 'paid' },
+			{ id: 7, status: 'paid' },
+			{ id: 9, status: 'shipped' },
+		]);
+		const written = (await events()).slice(eventsBefore);
+		expect(written.map((row) => row.idempotency_key)).toEqual(['evt-7-0', 'evt-9-2']);
+	});
+});
+
+describe('Outbox Write: event ids', () => {
+	it('a duplicate event id is accepted once', async () => {
+		const parameters = { eventType: 'invoice.sent', eventIdSource: 'custom', eventId: '={{ $json.event }}' };
+		const first = (await nodes.run(new OutboxWrite(), { items: [{ event: 'inv-1-sent', total: 3 }], parameters })).output('main')[0].json.outbox as IDataObject;
+		const second = (await nodes.run(new OutboxWrite(), { items: [{ event: 'inv-1-sent', total: 3 }], parameters })).output('main')[0].json.outbox as IDataObject;
+		expect(first).toMatchObject({ event_id: 'inv-1-sent', deduplicated: false });
+		expect(second).toMatchObject({ event_id: 'inv-1-sent', deduplicated: true, job_id: first.job_id });
+		expect((await events()).filter((row) => row.idempotency_key === 'inv-1-sent')).toHaveLength(1);
+	});
+
+	it('the derived event id is stable: the webhook body id, so a re-run writes the same event', async () => {
+		const request = webhookItem({ id: 'ord_77', status: 'paid' });
+		const a = (await nodes.run(new OutboxWrite(), { items: [request], parameters: { eventType: 'order.paid' } })).output('main')[0].json;
+		const b = (await nodes.run(new OutboxWrite(), { items: [request], parameters: { eventType: 'order.paid' } })).output('main')[0].json;
+		expect((a.outbox as IDataObject).event_id).toBe('order.paid:ord_77');
+		expect(b.outbox).toMatchObject({ event_id: 'order.paid:ord_77', deduplicated: true, job_id: (a.outbox as IDataObject).job_id });
+		const [event] = (await events()).filter((row) => row.idempotency_key === 'order.paid:ord_77');
+		// The webhook body is the payload, not the whole request item.
+		expect((event.payload as IDataObject).payload).toEqual({ id: 'ord_77', status: 'paid' });
+	});
+
+	it('a numeric custom event id from an expression is used as text', async () => {
+		const parameters = { eventType: 'ticket.closed', eventIdSource: 'custom', eventId: '={{ $json.seq }}' };
+		const out = (await nodes.run(new OutboxWrite(), { items: [{ seq: 991 }], parameters })).output('main')[0].json.outbox as IDataObject;
+		expect(out).toMatchObject({ event_id: '991', deduplicated: false });
+	});
+
+	it('an empty event type is an error naming the field', async () => {
+		const error = (await nodes.run(new OutboxWrite(), { items: [{ a: 1 }] }).catch((caught: unknown) => caught)) as NodeOperationError;
+		expect(error).toBeInstanceOf(NodeOperationError);
+		expect(error.context.itemIndex).toBe(0);
+		expect(error.message).toBe('eventType: is empty');
+	});
+});

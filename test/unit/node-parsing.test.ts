@@ -1,0 +1,143 @@
+import { createHash } from 'node:crypto';
+import { describe, expect, it } from 'vitest';
+
+import { DurableJobsError, canonicalJson, classifyHttpStatus, fingerprint } from '../../src/core';
+import { keyFromFields } from '../../nodes/IdempotencyCheck/IdempotencyCheck.node';
+import { deriveEventId, parseQueryParameters } from '../../nodes/OutboxWrite/OutboxWrite.node';
+import { headerValue, isWebhookItem, itemPayload, parseJsonParameter, secondsToMs } from '../../nodes/shared/batch';
+import { webhookItem } from '../helpers/n8n-context';
+
+function thrown(work: () => unknown): DurableJobsError {
+	try {
+		work();
+	} catch (error) {
+		expect(error).toBeInstanceOf(DurableJobsError);
+		return error as DurableJobsError;
+	}
+	throw new Error('expected an error');
+}
+
+describe('webhook items', () => {
+	const webhook = webhookItem({ document: 'a.pdf' }, { 'Idempotency-Key': 'key-1', 'X-Multi': ['first', 'second'] as unknown as string });
+
+	it('recognises the Webhook node output shape and nothing else', () => {
+		expect(isWebhookItem(webhook)).toBe(true);
+		// n8n's Webhook node output for a GET without body still has body: {}.
+		expect(isWebhookItem({ headers: {}, params: {}, query: { a: '1' }, body: {} })).toBe(true);
+		expect(isWebhookItem({ body: { a: 1 } })).toBe(false);
+		expect(isWebhookItem({ headers: 'x', body: {}, query: {} })).toBe(false);
+		expect(isWebhookItem({ headers: null, body: {}, query: {} })).toBe(false);
+		expect(isWebhookItem({ headers: {}, body: {} })).toBe(false);
+		expect(isWebhookItem({ headers: {}, query: {}, params: {} })).toBe(false);
+	});
+
+	it('reads headers case-insensitively, first value of repeated headers, only from webhook items', () => {
+		expect(headerValue(webhook, 'idempotency-key')).toBe('key-1');
+		expect(headerValue(webhook, 'IDEMPOTENCY-KEY')).toBe('key-1');
+		expect(headerValue(webhook, 'x-multi')).toBe('first');
+		expect(headerValue(webhook, 'x-missing')).toBeUndefined();
+		expect(headerValue({ headers: { 'idempotency-key': 'k' } }, 'idempotency-key')).toBeUndefined();
+		expect(headerValue(webhookItem({}, { 'content-length': 12 as unknown as string }), 'content-length')).toBe('12');
+	});
+
+	it('the payload is the request body for webhook items, else the whole item', () => {
+		expect(itemPayload(webhook)).toEqual({ document: 'a.pdf' });
+		expect(itemPayload({ document: 'b.pdf', body: 'not a webhook' })).toEqual({ document: 'b.pdf', body: 'not a webhook' });
+	});
+});
+
+describe('parameter parsing', () => {
+	it('parseJsonParameter parses JSON text, passes values through and names the field when invalid', () => {
+		expect(parseJsonParameter('{"a": [1, 2]}', 'Custom Payload')).toEqual({ a: [1, 2] });
+		expect(parseJsonParameter('  42 ', 'Custom Payload')).toBe(42);
+		expect(parseJsonParameter({ already: 'object' }, 'Custom Payload')).toEqual({ already: 'object' });
+		expect(parseJsonParameter('   ', 'Custom Payload')).toBeUndefined();
+		const error = thrown(() => parseJsonParameter('{"a":', 'Custom Payload'));
+		expect(error.field).toBe('Custom Payload');
+		expect(error.message).toMatch(/Custom Payload.*not valid JSON/);
+		expect(error.fix).toMatch(/valid JSON/);
+		expect(error.httpStatus).toBe(400);
+	});
+
+	it('secondsToMs converts seconds and rejects negative or non-numeric values with the field name', () => {
+		expect(secondsToMs(1.5, 'Delay Seconds')).toBe(1500);
+		expect(secondsToMs('2', 'Delay Seconds')).toBe(2000);
+		expect(secondsToMs(0, 'Delay Seconds')).toBe(0);
+		expect(secondsToMs('', 'Delay Seconds')).toBeUndefined();
+		expect(secondsToMs(undefined, 'Delay Seconds')).toBeUndefined();
+		expect(secondsToMs(null, 'Delay Seconds')).toBeUndefined();
+		for (const bad of [-1, 'soon', Number.NaN, Number.POSITIVE_INFINITY]) {
+			const error = thrown(() => secondsToMs(bad, 'Delay Seconds'));
+			expect(error.field).toBe('Delay Seconds');
+			expect(error.fix).toMatch(/number of seconds/);
+		}
+	});
+
+	it('keyFromFields joins dotted field values, canonicalises objects and hashes long keys', () => {
+		const item = { body: { source: 'shop', order: { id: 7, lines: { b: 2, a: 1 } }, status: 'paid' } };
+		expect(keyFromFields(item, ['body.source', 'body.order.id', 'body.status'])).toBe('shop:7:paid');
+		expect(keyFromFields(item, ['body.order.lines'])).toBe('{"a":1,"b":2}');
+		const long = { text: 'x'.repeat(300) };
+		expect(keyFromFields(long, ['text'])).toBe(`sha256:${createHash('sha256').update('x'.repeat(300)).digest('hex')}`);
+		expect(keyFromFields(long, ['text']).length).toBeLessThanOrEqual(255);
+		for (const missing of ['body.nope', 'body.order.id.deeper']) {
+			const error = thrown(() => keyFromFields(item, [missing]));
+			expect(error.field).toBe('keyFields');
+			expect(error.message).toContain(missing);
+		}
+		expect(thrown(() => keyFromFields({ a: '' }, ['a'])).field).toBe('keyFields');
+		// 0 and false are values, not missing.
+		expect(keyFromFields({ a: 0, b: false }, ['a', 'b'])).toBe('0:false');
+	});
+
+	it('deriveEventId is stable and never random: event_id, else type + id, else type + payload hash', () => {
+		expect(deriveEventId('order.paid', { event_id: 'evt-1', id: 9 })).toBe('evt-1');
+		expect(deriveEventId('order.paid', { id: 9 })).toBe('order.paid:9');
+		expect(deriveEventId('order.paid', { id: 'ord_1' })).toBe('order.paid:ord_1');
+		const hashed = deriveEventId('order.paid', { b: 1, a: 2 });
+		expect(hashed).toBe(`order.paid:sha256:${fingerprint({ a: 2, b: 1 })}`);
+		expect(deriveEventId('order.paid', { a: 2, b: 1 })).toBe(hashed);
+		expect(deriveEventId('order.paid', { id: { nested: true } })).toMatch(/^order\.paid:sha256:[0-9a-f]{64}$/);
+		expect(deriveEventId('order.paid', ['x'])).toBe(`order.paid:sha256:${fingerprint(['x'])}`);
+		expect(deriveEventId('order.paid', 'text')).toBe(`order.paid:sha256:${fingerprint('text')}`);
+		expect(deriveEventId('order.paid', { id: 9 })).not.toBe(deriveEventId('order.shipped', { id: 9 }));
+	});
+
+	it('parseQueryParameters accepts arrays, JSON arrays and comma-separated text', () => {
+		expect(parseQueryParameters(['paid', 7])).toEqual(['paid', 7]);
+		expect(parseQueryParameters('["paid", 7, null]')).toEqual(['paid', 7, null]);
+		expect(parseQueryParameters('paid, 7')).toEqual(['paid', '7']);
+		expect(parseQueryParameters('')).toEqual([]);
+		expect(parseQueryParameters(undefined)).toEqual([]);
+		expect(parseQueryParameters(7)).toEqual([7]);
+		expect(thrown(() => parseQueryParameters('[1, 2')).field).toBe('Query Parameters');
+	});
+});
+
+describe('core helpers the nodes rely on', () => {
+	it('classifyHttpStatus: 2xx succeeded; 408/425/429/5xx/no answer retry; other 4xx failed (needs_mapping)', () => {
+		expect(classifyHttpStatus(200)).toEqual({ outcome: 'succeeded', errorClass: null, errorCode: null });
+		expect(classifyHttpStatus(204).outcome).toBe('succeeded');
+		for (const status of [408, 425, 429, 500, 502, 503, 504]) {
+			expect(classifyHttpStatus(status), String(status)).toEqual({ outcome: 'retry', errorClass: 'retryable', errorCode: `http_${status}` });
+		}
+		for (const status of [0, null, undefined, Number.NaN]) {
+			expect(classifyHttpStatus(status)).toEqual({ outcome: 'retry', errorClass: 'retryable', errorCode: 'http_no_response' });
+		}
+		for (const status of [400, 401, 403, 404, 409, 422]) {
+			expect(classifyHttpStatus(status), String(status)).toEqual({ outcome: 'failed', errorClass: 'needs_mapping', errorCode: `http_${status}` });
+		}
+		expect(classifyHttpStatus(302)).toEqual({ outcome: 'failed', errorClass: 'needs_manual_review', errorCode: 'http_302' });
+	});
+
+	it('canonicalJson sorts keys at every depth and drops undefined members; fingerprint follows it', () => {
+		expect(canonicalJson({ b: 1, a: { d: [3, { f: 1, e: 2 }], c: undefined } })).toBe('{"a":{"d":[3,{"e":2,"f":1}]},"b":1}');
+		expect(canonicalJson([undefined, 1])).toBe('[null,1]');
+		expect(canonicalJson(null)).toBe('null');
+		expect(canonicalJson('x')).toBe('"x"');
+		expect(fingerprint({ a: 1, b: 2 })).toBe(fingerprint({ b: 2, a: 1 }));
+		expect(fingerprint({ a: 1 })).not.toBe(fingerprint({ a: '1' }));
+		expect(fingerprint({ a: [1, 2] })).not.toBe(fingerprint({ a: [2, 1] }));
+		expect(fingerprint({ a: 1 })).toBe(createHash('sha256').update('{"a":1}').digest('hex'));
+	});
+});
