@@ -11,6 +11,7 @@
  * Sizes: flags below, or the BENCH_* environment variables of the same name
  * (e.g. BENCH_STATS_ROWS=200000). Run with --help for the list.
  */
+import { execFileSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
@@ -49,11 +50,11 @@ interface Config {
 }
 
 const SIZE_OPTIONS = {
-	'enqueue-single': { key: 'enqueueSingle', full: 3000, quick: 500, help: 'jobs enqueued one per transaction' },
-	'enqueue-batches': { key: 'enqueueBatches', full: 60, quick: 10, help: 'batches of --enqueue-batch-size jobs' },
+	'enqueue-single': { key: 'enqueueSingle', full: 2000, quick: 500, help: 'jobs enqueued one per transaction' },
+	'enqueue-batches': { key: 'enqueueBatches', full: 40, quick: 10, help: 'batches of --enqueue-batch-size jobs' },
 	'enqueue-batch-size': { key: 'enqueueBatchSize', full: 1000, quick: 1000, help: 'jobs per enqueue batch' },
-	'single-jobs': { key: 'singleJobs', full: 6000, quick: 1500, help: 'jobs pre-filled for each lease-1 drain' },
-	'batch-jobs': { key: 'batchJobs', full: 60_000, quick: 10_000, help: 'jobs pre-filled for the batch drain' },
+	'single-jobs': { key: 'singleJobs', full: 3000, quick: 1000, help: 'jobs pre-filled for each lease-1 drain' },
+	'batch-jobs': { key: 'batchJobs', full: 40_000, quick: 10_000, help: 'jobs pre-filled for the batch drain' },
 	'batch-size': { key: 'batchSize', full: 100, quick: 100, help: 'jobs per lease/complete in the batch drain' },
 	'batch-workers': { key: 'batchWorkers', full: 2, quick: 2, help: 'concurrent workers in the batch drain' },
 	'graphile-batch-concurrency': { key: 'graphileBatchConcurrency', full: 10, quick: 10, help: 'graphile-worker concurrentJobs per runner in the batch drain' },
@@ -123,6 +124,17 @@ function parseArgs(argv: string[]): Config {
 	return config as unknown as Config;
 }
 
+/** Which code was measured: the core is edited while benchmarks run, so the report names the commit and any local changes. */
+function sourceVersion(): Record<string, unknown> {
+	const git = (...args: string[]) => execFileSync('git', args, { cwd: join(__dirname, '..'), encoding: 'utf8' }).trim();
+	try {
+		const changed = git('status', '--porcelain', '--', 'src/core', 'migrations');
+		return { commit: git('rev-parse', '--short', 'HEAD'), uncommittedCoreChanges: changed ? changed.split('\n').map((line) => line.trim()) : [] };
+	} catch {
+		return { commit: null };
+	}
+}
+
 function packageVersion(name: string): string | null {
 	try {
 		return (JSON.parse(readFileSync(join(__dirname, '..', 'node_modules', name, 'package.json'), 'utf8')) as { version: string }).version;
@@ -160,6 +172,7 @@ async function environment(pool: pg.Pool, embedded: boolean): Promise<Record<str
 		cpuModel: cpus[0]?.model ?? null,
 		cores: cpus.length,
 		memoryGiB: round(os.totalmem() / 2 ** 30, 1),
+		loadAverageAtStart: os.loadavg().map((value) => round(value, 2)),
 		postgres: {
 			version: version[0].version,
 			versionNum: Number(version[0].num),
@@ -171,6 +184,7 @@ async function environment(pool: pg.Pool, embedded: boolean): Promise<Record<str
 			'graphile-worker': packageVersion('graphile-worker'),
 			pg: packageVersion('pg'),
 		},
+		source: sourceVersion(),
 		note: 'client (Node.js) and PostgreSQL share the same machine and cores',
 	};
 }
@@ -379,6 +393,7 @@ async function main(): Promise<void> {
 			scenarios.stats = await runStats(config, byId, admin);
 		}
 
+		(env as Record<string, unknown>).loadAverageAtEnd = os.loadavg().map((value) => round(value, 2));
 		const report = {
 			benchmark: 'n8n-nodes-durable-jobs queue engine vs pg-boss and graphile-worker',
 			startedAt: startedAt.toISOString(),

@@ -29,6 +29,7 @@ export class GraphileEngine implements Engine {
 	) {
 		this.pool = new pg.Pool({ connectionString: url, max: poolSize });
 		this.pool.on('error', () => undefined);
+		this.pool.on('connect', (client) => client.on('error', () => undefined));
 	}
 
 	describe(): Record<string, unknown> {
@@ -66,6 +67,7 @@ export class GraphileEngine implements Engine {
 	async close(): Promise<void> {
 		if (this.utils) await this.utils.release();
 		this.utils = null;
+		await dropSchema(this.pool, this.schema).catch(() => undefined);
 		await this.pool.end();
 	}
 

@@ -52,6 +52,7 @@ export class OursEngine implements Engine {
 	}
 
 	async close(): Promise<void> {
+		await dropSchema(this.pool, this.schema).catch(() => undefined);
 		await this.pool.end();
 	}
 

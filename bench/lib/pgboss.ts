@@ -72,6 +72,7 @@ export class PgBossEngine implements Engine {
 	async close(): Promise<void> {
 		if (this.current) await this.current.stop({ graceful: false, close: true });
 		this.current = null;
+		await dropSchema(this.admin, this.schema).catch(() => undefined);
 		await this.admin.end();
 	}
 

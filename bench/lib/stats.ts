@@ -112,9 +112,11 @@ export async function measureOursStats(engine: OursEngine, iterations: number): 
 }
 
 /**
- * pg-boss: `retained` completed jobs inserted straight into its job table (it keeps no counters
- * that such an insert would bypass: queue stats are computed by an aggregate over the table),
- * then live jobs through its API: insert, fetch, fail (retryLimit 0 so a failure is terminal).
+ * pg-boss: `retained` completed jobs inserted straight into its job table, then live jobs through
+ * its API: insert, fetch, fail (retryLimit 0 so a failure is terminal). getQueueStats reports
+ * live counts (queued / ready / active / failed) from an aggregate over the job table, cached on
+ * the queue row; its retained-job counter is kept by the monitor, which is off here, so its
+ * totalCount covers the live jobs only. The recomputation still runs over the whole table.
  */
 export async function loadPgBoss(engine: PgBossEngine, retained: number, live: LiveRows): Promise<number> {
 	const started = now();

@@ -23,25 +23,28 @@ export function toNodeError(node: INode, error: unknown, itemIndex?: number): No
 	});
 }
 
-/** The JSON an item carries on the error output (or the main output with "continue"). */
+/**
+ * The JSON an item carries on the error output (or the main output with "continue"):
+ * `{ error, details }` and nothing else. n8n recognises exactly that shape as an error item and
+ * merges the item's input JSON into it; an item with an `error` property instead has its JSON
+ * replaced by `{ error: message }` (n8n's normalizeNodeErrors), which would drop the details.
+ */
 export function errorJson(error: unknown): IDataObject {
 	const durable = asDurableError(error);
 	return {
 		error: durable.message,
-		code: durable.code,
-		field: durable.field ?? null,
-		fix: durable.fix ?? null,
-		http_status: durable.httpStatus,
-		...(durable.code === 'idempotency_key_reused' ? { existing_job_id: (durable as unknown as { existingJobId: string }).existingJobId } : {}),
+		details: {
+			code: durable.code,
+			field: durable.field ?? null,
+			fix: durable.fix ?? null,
+			http_status: durable.httpStatus,
+			...(durable.code === 'idempotency_key_reused' ? { existing_job_id: (durable as unknown as { existingJobId: string }).existingJobId } : {}),
+		},
 	};
 }
 
-export function errorItem(node: INode, error: unknown, itemIndex: number): INodeExecutionData {
-	return {
-		json: errorJson(error),
-		error: toNodeError(node, error, itemIndex),
-		pairedItem: { item: itemIndex },
-	};
+export function errorItem(_node: INode, error: unknown, itemIndex: number): INodeExecutionData {
+	return { json: errorJson(error), pairedItem: { item: itemIndex } };
 }
 
 /** Bad input found by the glue itself, in the core's error shape (field and fix named). */

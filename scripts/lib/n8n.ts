@@ -18,14 +18,19 @@
  *
  * Each instance gets its own folder (user folder, `n8n.log` with all n8n and CLI output), its own
  * database `n8n_e2e_<random>` on the server of `databaseUrl`, its own HTTP and task-runner broker
- * ports, and in queue mode (`queue: { workers: 2 }`, Redis 127.0.0.1:6379) its own Bull prefix
- * and `worker-<i>.log` files, so instances can run side by side. Processes are started in their
- * own process group (n8n + its task runner) and are SIGKILLed when this process exits.
+ * ports, and in queue mode (`queue: { workers: 2 }`, Redis 127.0.0.1:6379) its own Bull and
+ * Redis key prefixes and `worker-<i>.log` files, so instances can run side by side. Processes are
+ * started in their own process group (n8n + its task runner) and are SIGKILLed when this process
+ * exits.
  *
- * Start fails (with the log tail) when n8n exits, is not healthy in time, logs `Failed to load
- * package` for an installed tarball, a publish did not take, or a `webhooks` probe never answers.
- * Webhook probes run the workflow for real: probe with a request the workflow rejects cheaply.
- * Production webhooks only exist for published workflows; publish() while n8n runs needs restart().
+ * A start (and restart) returns once n8n is healthy AND has applied every publication: n8n 2.x
+ * publishes asynchronously after boot (published version, then webhooks and triggers), so the
+ * harness watches n8n's publication tables instead of guessing with sleeps. It fails, with n8n's
+ * own message or the log tail, when n8n exits, is not healthy in time, logs `Failed to load
+ * package` for an installed tarball, a publish did not take, a publication or trigger activation
+ * failed (unless `allowActivationErrors`), or a `webhooks` probe never answers. Probes run the
+ * workflow for real: probe with a request the workflow rejects cheaply.
+ * publish()/unpublish() edit the database; a running n8n picks them up at restart().
  *
  * Cache: `${DURABLE_JOBS_CACHE_DIR:-${XDG_CACHE_HOME:-~/.cache}/n8n-nodes-durable-jobs}/n8n-<version>`
  * (see cache.ts). Env knobs: N8N_E2E_VERSION (default 2.40.7), N8N_E2E_KEEP=1 keeps folders and
@@ -689,7 +694,9 @@ export async function startN8n(opts: StartN8nOptions): Promise<N8nInstance> {
 				if (rows.length === published.size && waiting.length === 0) return;
 				if (main?.done) throw new Error(`n8n exited while publishing\n${logTail()}`);
 				if (Date.now() > deadline) {
-					throw new Error(`n8n did not finish publishing ${waiting.join(', ')} in time\n${logTail()}`);
+					throw new Error(
+						`n8n did not finish publishing ${waiting.join(', ')} in time\n${logTail()}`,
+					);
 				}
 				await sleep(250);
 			}

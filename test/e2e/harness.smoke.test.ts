@@ -412,7 +412,7 @@ describe('e2e harness', () => {
 				status: 201,
 				body: expected('after worker restart'),
 			});
-			expect(readFileSync(queued.workers.logFile(0), 'utf8')).toMatch(/Worker finished execution/);
+			expect(readFileSync(queued.workers.logFile(0), 'utf8')).toMatch(/Worker started execution/);
 		} finally {
 			await queued.stop();
 		}

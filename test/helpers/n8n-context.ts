@@ -272,7 +272,7 @@ export class NodeContext {
 				}
 			}),
 		);
-		const outputs = errorOutput ? routeToErrorOutput(raw, outputNames.length, this.items) : raw.map((items) => [...items]);
+		const outputs = normalizeNodeErrors(errorOutput ? routeToErrorOutput(raw, outputNames.length, this.items) : raw.map((items) => [...items]));
 		return {
 			raw,
 			outputs,
@@ -320,6 +320,15 @@ export function routeToErrorOutput(raw: INodeExecutionData[][], mainOutputCount:
 	}
 	outputs[mainOutputCount - 1] = errorItems;
 	return outputs;
+}
+
+/**
+ * n8n-core WorkflowExecute.normalizeNodeErrors, run on every node's output after the error
+ * output routing: an item that carries an `error` property has its JSON replaced by
+ * `{ error: message }`.
+ */
+export function normalizeNodeErrors(outputs: INodeExecutionData[][]): INodeExecutionData[][] {
+	return outputs.map((items) => items.map((item) => (item.error !== undefined ? { ...item, json: { error: item.error.message } } : item)));
 }
 
 /** A Webhook node's output item for a JSON POST, as n8n 2.x produces it. */

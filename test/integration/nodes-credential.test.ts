@@ -77,7 +77,7 @@ describe('node executions with a broken connection', () => {
 		const result = await nodes.run(new JobEnqueue(), { items: [webhookItem({ a: 1 }, { 'idempotency-key': 'down-1' }), webhookItem({ a: 2 })], onError: 'continueErrorOutput' });
 		expect(result.routing()).toEqual({ Success: [], Error: [0, 1] });
 		for (const item of result.output('Error')) {
-			expect(item.json).toMatchObject({ code: 'database_unavailable', http_status: 503 });
+			expect(item.json).toMatchObject({ details: { code: 'database_unavailable', http_status: 503 } });
 			expect(item.json).not.toHaveProperty('job_id');
 		}
 		expect(JSON.stringify(result.output('Error').map((item) => item.json))).not.toContain('pw-must-not-leak');

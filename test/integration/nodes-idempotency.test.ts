@@ -139,8 +139,8 @@ describe('Idempotency Check: Claim routing', () => {
 
 		const routed = await nodes.run(new IdempotencyCheck(), { items, parameters: claimParameters, onError: 'continueErrorOutput' });
 		expect(routed.routing()).toEqual({ New: [0], Duplicate: [], 'In Progress': [], Conflict: [], Error: [1, 2] });
-		expect(routed.output('Error')[1].json).toMatchObject({ other: 'no key', field: 'key', http_status: 400 });
-		expect(String(routed.output('Error')[1].json.fix)).toMatch(/Payload Hash/);
+		expect(routed.output('Error')[1].json).toMatchObject({ other: 'no key', details: { field: 'key', http_status: 400 } });
+		expect(String((routed.output('Error')[1].json.details as { fix: string }).fix)).toMatch(/Payload Hash/);
 	});
 });
 

@@ -111,7 +111,7 @@ describe('Outbox Write with SQL in the same transaction', () => {
 		const eventsBefore = (await events()).length;
 		const result = await nodes.run(new OutboxWrite(), { items, parameters: { ...withSql, eventIdSource: 'custom', eventId: '={{ "evt-" + $json.order_id + "-" + $itemIndex }}' }, onError: 'continueErrorOutput' });
 		expect(result.routing()).toEqual({ Success: [0, 2], Error: [1, 3] });
-		expect(result.output('Error')[0].json).toMatchObject({ order_id: 8, code: 'companion_sql_failed', field: 'companionSql', http_status: 400 });
+		expect(result.output('Error')[0].json).toMatchObject({ order_id: 8, details: { code: 'companion_sql_failed', field: 'companionSql', http_status: 400 } });
 		expect(String(result.output('Error')[1].json.error)).toMatch(/duplicate key/);
 		expect(await businessRows()).toEqual([
 			{ id: 1, status: 'paid' },

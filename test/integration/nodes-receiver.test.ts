@@ -89,7 +89,7 @@ describe('Job Enqueue: the receiver chain with zero configuration', () => {
 		const [failed] = result.output('Error');
 		expect(failed.pairedItem).toEqual({ item: 0 });
 		// The receiver workflow can answer 422 from this item, and still sees the request.
-		expect(failed.json).toMatchObject({ code: 'idempotency_key_reused', http_status: 422, field: 'idempotencyKey', existing_job_id: first.job_id, body: { customer: 43 }, headers: { 'idempotency-key': 'k1' } });
+		expect(failed.json).toMatchObject({ body: { customer: 43 }, headers: { 'idempotency-key': 'k1' }, details: { code: 'idempotency_key_reused', http_status: 422, field: 'idempotencyKey', existing_job_id: first.job_id } });
 		expect(failed.json).not.toHaveProperty('status_token');
 		expect(await jobRows("idempotency_key = 'k1'")).toHaveLength(1);
 	});
@@ -178,10 +178,10 @@ describe('Job Enqueue: bad items and continue-on-fail, with pairedItem intact', 
 		const success = result.output('Success');
 		expect(success.map((item) => item.json.idempotency_key)).toEqual(['b-0', 'b-2', 'b-4']);
 		const errors = result.output('Error');
-		expect(errors[0].json).toMatchObject({ n: 1, code: 'invalid_input', field: 'idempotencyKey', http_status: 400 });
-		expect(errors[1].json).toMatchObject({ n: 3, queue: 'not a queue!', code: 'invalid_input', field: 'queue', http_status: 400 });
+		expect(errors[0].json).toMatchObject({ n: 1, details: { code: 'invalid_input', field: 'idempotencyKey', http_status: 400 } });
+		expect(errors[1].json).toMatchObject({ n: 3, queue: 'not a queue!', details: { code: 'invalid_input', field: 'queue', http_status: 400 } });
 		expect(errors[1].json.error).toMatch(/"not a queue!" is not a valid queue name/);
-		expect(errors.map((item) => (item.error as NodeOperationError).context.itemIndex)).toEqual([1, 3]);
+		expect(errors.map((item) => item.pairedItem)).toEqual([{ item: 1 }, { item: 3 }]);
 		const rows = await jobRows("queue = 'batch'");
 		expect(rows.map((row) => row.idempotency_key)).toEqual(['b-0', 'b-2', 'b-4']);
 		expect(rows.map((row) => row.id)).toEqual(success.map((item) => item.json.job_id));
@@ -202,7 +202,7 @@ describe('Job Enqueue: bad items and continue-on-fail, with pairedItem intact', 
 			onError: 'continueErrorOutput',
 		});
 		expect(result.routing()).toEqual({ Success: [1], Error: [0] });
-		expect(result.output('Error')[0].json).toMatchObject({ field: 'payload', code: 'payload_too_large', http_status: 413 });
+		expect(result.output('Error')[0].json).toMatchObject({ details: { field: 'payload', code: 'payload_too_large', http_status: 413 } });
 		expect(String(result.output('Error')[0].json.error)).toMatch(/the limit is 2048/);
 	});
 });

@@ -128,7 +128,7 @@ describe('Job Status: operations', () => {
 			expect(error.description).toMatch(/Turn on "Confirm Requeue by Filter".*Field: confirm/);
 			const routed = await nodes.run(new JobStatus(), { parameters, onError: 'continueErrorOutput' });
 			expect(routed.routing()).toEqual({ Success: [], Error: [0] });
-			expect(routed.output('Error')[0].json).toMatchObject({ field: 'confirm', http_status: 400 });
+			expect(routed.output('Error')[0].json).toMatchObject({ details: { field: 'confirm', http_status: 400 } });
 			expect(await tableSnapshot(pool, schema)).toEqual(before);
 		});
 
@@ -190,7 +190,7 @@ describe('Job Status: operations', () => {
 			// With continue, only that item fails; the other is cancelled.
 			const routed = await nodes.run(new JobStatus(), { items: [{ job_id: ok.job_id }, { job_id: 'drop table jobs' }], parameters: { operation: 'cancel' }, onError: 'continueErrorOutput' });
 			expect(routed.routing()).toEqual({ Success: [0], Error: [1] });
-			expect(routed.output('Error')[0].json).toMatchObject({ job_id: 'drop table jobs', field: 'jobIds', http_status: 400 });
+			expect(routed.output('Error')[0].json).toMatchObject({ job_id: 'drop table jobs', details: { field: 'jobIds', http_status: 400 } });
 			expect((await jobRow(ok.job_id)).status).toBe('cancelled');
 		});
 

@@ -169,7 +169,7 @@ describe('Job Lease → Job Complete', () => {
 		expect(error.description).toMatch(/Field: jobId/);
 		const routed = await nodes.run(new JobComplete(), { items, onError: 'continueErrorOutput' });
 		expect(routed.routing()).toEqual({ Completed: [], 'Lease Lost': [], Error: [0] });
-		expect(routed.output('Error')[0].json).toMatchObject({ job_id: 'not-a-uuid', field: 'jobId', http_status: 400 });
+		expect(routed.output('Error')[0].json).toMatchObject({ job_id: 'not-a-uuid', details: { field: 'jobId', http_status: 400 } });
 		expect(await tableSnapshot(pool, schema)).toEqual(before);
 	});
 });
@@ -190,7 +190,7 @@ describe('Job Complete: a bad item in a batch', () => {
 		// With continue, item 0 completes and item 1 goes to the error output.
 		const routed = await nodes.run(new JobComplete(), { items, onError: 'continueErrorOutput' });
 		expect(routed.routing()).toEqual({ Completed: [0], 'Lease Lost': [], Error: [1] });
-		expect(routed.output('Error')[0].json).toMatchObject({ job_id: ids[1], attempt_id: 'attempt-from-elsewhere', field: 'attemptId', http_status: 400 });
+		expect(routed.output('Error')[0].json).toMatchObject({ job_id: ids[1], attempt_id: 'attempt-from-elsewhere', details: { field: 'attemptId', http_status: 400 } });
 		expect((await job(ids[0])).status).toBe('done');
 		expect((await job(ids[1])).status).toBe('running');
 	});

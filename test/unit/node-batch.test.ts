@@ -79,10 +79,8 @@ describe('runBatch: the per-item contract every node shares', () => {
 		expect(odd.map((item) => item.json)).toEqual([{ doubled: 10, itemIndex: 4 }]);
 		expect(paired(odd)).toEqual([4]);
 		expect(paired(errors)).toEqual([1, 3]);
-		expect(errors[0].json).toMatchObject({ n: -1, tag: 'item--1', error: 'n: item 1 is negative', code: 'invalid_input', field: 'n', fix: 'Use a positive number', http_status: 400 });
-		expect(errors[0].error).toBeInstanceOf(NodeOperationError);
-		expect(errors[0].error!.context.itemIndex).toBe(1);
-		expect(errors[1].error!.context.itemIndex).toBe(3);
+		expect(errors[0].json).toMatchObject({ n: -1, tag: 'item--1', error: 'n: item 1 is negative', details: { code: 'invalid_input', field: 'n', fix: 'Use a positive number', http_status: 400 } });
+		expect(errors.every((item) => item.error === undefined)).toBe(true);
 	});
 
 	it('with continue (regular output) bad items stay on the first output, flagged with the error', async () => {
@@ -99,7 +97,7 @@ describe('runBatch: the per-item contract every node shares', () => {
 		const [even, , errors] = routeToErrorOutput(raw, 3, continued.ctx.items);
 		expect(paired(even)).toEqual([0, 2]);
 		expect(paired(errors)).toEqual([1]);
-		expect(errors[0].json).toMatchObject({ n: 13, error: 'n: is unlucky', field: 'n' });
+		expect(errors[0].json).toMatchObject({ n: 13, error: 'n: is unlucky', details: { field: 'n' } });
 
 		const stopped = await batch([2, 13]);
 		const error = await stopped.run.catch((caught: unknown) => caught);
@@ -120,7 +118,7 @@ describe('runBatch: the per-item contract every node shares', () => {
 		expect(odd).toEqual([]);
 		// With continue the whole call failed, so every item that reached it goes to the error output.
 		expect(paired(errors).sort()).toEqual([0, 1, 2]);
-		expect(errors.find((item) => paired([item])[0] === 2)!.json).toMatchObject({ code: 'idempotency_key_reused', http_status: 422, existing_job_id: '0190aaaa-0000-7000-8000-000000000000' });
+		expect(errors.find((item) => paired([item])[0] === 2)!.json).toMatchObject({ details: { code: 'idempotency_key_reused', http_status: 422, existing_job_id: '0190aaaa-0000-7000-8000-000000000000' } });
 
 		const stopped = await batch([2, 4], undefined, failing);
 		const error = (await stopped.run.catch((caught: unknown) => caught)) as NodeOperationError;
@@ -154,7 +152,7 @@ describe('runBatch: the per-item contract every node shares', () => {
 		const [even, , errors] = routeToErrorOutput(await continued.run, 3, continued.ctx.items);
 		expect(paired(even)).toEqual([0]);
 		expect(paired(errors)).toEqual([1]);
-		expect(errors[0].json.code).toBe('no_result');
+		expect((errors[0].json.details as { code: string }).code).toBe('no_result');
 	});
 });
 
@@ -183,28 +181,27 @@ describe('error mapping', () => {
 	it('errorJson gives the receiver what it needs to answer: code, field, fix and HTTP status', () => {
 		expect(errorJson(new IdempotencyConflictError('k1', 'job-1'))).toEqual({
 			error: 'Idempotency key "k1" was already used with a different payload',
-			code: 'idempotency_key_reused',
-			field: 'idempotencyKey',
-			fix: 'Send the original payload again, or use a new idempotency key for a different request',
-			http_status: 422,
-			existing_job_id: 'job-1',
+			details: {
+				code: 'idempotency_key_reused',
+				field: 'idempotencyKey',
+				fix: 'Send the original payload again, or use a new idempotency key for a different request',
+				http_status: 422,
+				existing_job_id: 'job-1',
+			},
 		});
 		expect(errorJson(new DatabaseUnavailableError('PostgreSQL is unreachable', 'Start it'))).toEqual({
 			error: 'PostgreSQL is unreachable',
-			code: 'database_unavailable',
-			field: null,
-			fix: 'Start it',
-			http_status: 503,
+			details: { code: 'database_unavailable', field: null, fix: 'Start it', http_status: 503 },
 		});
-		expect(errorJson(new NodeOperationError(node, 'bad parameter', { description: 'fix it' }))).toMatchObject({ error: 'bad parameter', fix: 'fix it', http_status: 400 });
+		expect(errorJson(new NodeOperationError(node, 'bad parameter', { description: 'fix it' }))).toMatchObject({ error: 'bad parameter', details: { fix: 'fix it', http_status: 400 } });
 	});
 
-	it('errorItem carries the JSON, the NodeOperationError and the pairedItem', () => {
+	it('errorItem is exactly { error, details } with the pairedItem, the shape n8n routes to the error output and keeps', () => {
 		const item = errorItem(node, new DurableJobsError('x', 'boom', { field: 'f', fix: 'do y', httpStatus: 400 }), 4);
 		expect(item.pairedItem).toEqual({ item: 4 });
-		expect(item.json).toMatchObject({ error: 'boom', code: 'x', field: 'f' });
-		expect(item.error).toBeInstanceOf(NodeOperationError);
-		expect(item.error!.context.itemIndex).toBe(4);
+		expect(item.json).toEqual({ error: 'boom', details: { code: 'x', field: 'f', fix: 'do y', http_status: 400 } });
+		// An `error` property would make n8n replace the JSON with { error: message } and lose the details.
+		expect(item.error).toBeUndefined();
 	});
 
 	it('an expression that fails in a parameter is reported as a parameter problem, not as a database error', async () => {
@@ -217,6 +214,6 @@ describe('error mapping', () => {
 		expect(error.message).not.toMatch(/Database error/);
 		expect(error.description).toMatch(/Field: idempotencyKey/);
 		expect(error.description).not.toMatch(/PostgreSQL log/);
-		expect(errorJson(new Error('plain bug'))).toMatchObject({ code: 'database_error' });
+		expect(errorJson(new Error('plain bug'))).toMatchObject({ details: { code: 'database_error' } });
 	});
 });
