@@ -5,7 +5,8 @@
  * published. Only configuration is changed in the workflows: the Config nodes' URLs and keys,
  * and the polling interval of the schedule triggers.
  */
-import { readdirSync, readFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 
 import pg from 'pg';
@@ -98,7 +99,8 @@ export async function startEnvironment(options: EnvironmentOptions): Promise<Env
 	}
 
 	await ensureN8n({ log });
-	const tarball = await packPackage(REPO_DIR, { log });
+	const packDir = mkdtempSync(join(tmpdir(), 'durable-jobs-pack-'));
+	const tarball = await packPackage(REPO_DIR, { log, outDir: packDir });
 	const credential = {
 		id: CREDENTIAL_ID,
 		name: 'Durable Jobs',
@@ -134,9 +136,11 @@ export async function startEnvironment(options: EnvironmentOptions): Promise<Env
 			log,
 		});
 	} catch (error) {
+		rmSync(packDir, { recursive: true, force: true });
 		await Promise.allSettled([standins.close(), proxy.close(), jobsDb.end()]);
 		throw error;
 	}
+	rmSync(packDir, { recursive: true, force: true });
 
 	const request: Environment['request'] = async (path, init = {}) => {
 		const started = performance.now();
