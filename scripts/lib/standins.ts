@@ -237,6 +237,7 @@ const NAME_RE = /(?:name|from|customer)\s*[:=]\s*([^\n,;]+)/i;
 
 /** Deterministic "extraction" so tests can assert on what the worker stored. */
 export function extractFields(document: unknown): ExtractedFields {
+	if (isRecord(document) && typeof document.text === 'string') return extractFields(document.text);
 	if (isRecord(document)) {
 		const amount = document.amount;
 		return {
