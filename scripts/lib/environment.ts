@@ -75,6 +75,18 @@ export interface EnvironmentOptions {
 	log?: (line: string) => void;
 	n8nEnv?: Record<string, string>;
 	queue?: { workers?: number };
+	/** Changes to the bundled workflows before import (e.g. a shorter lease for crash tests). */
+	customize?: (workflows: WorkflowJson[]) => void;
+	/** More workflows to import and publish next to the bundled ones. */
+	extraWorkflows?: WorkflowJson[];
+}
+
+/** The node of a bundled workflow, by workflow id and node name (for `customize`). */
+export function workflowNode(workflows: WorkflowJson[], workflowId: string, nodeName: string): WorkflowJson['nodes'][number] {
+	const workflow = workflows.find((candidate) => candidate.id === workflowId);
+	const node = workflow?.nodes.find((candidate) => candidate.name === nodeName);
+	if (!node) throw new Error(`No node "${nodeName}" in workflow ${workflowId}`);
+	return node;
 }
 
 export async function startEnvironment(options: EnvironmentOptions): Promise<Environment> {
@@ -86,7 +98,7 @@ export async function startEnvironment(options: EnvironmentOptions): Promise<Env
 	jobsDb.on('error', () => undefined);
 	await jobsDb.query(`DROP SCHEMA IF EXISTS "${options.schema}" CASCADE`);
 
-	const workflows = loadWorkflows();
+	const workflows = [...loadWorkflows(), ...(options.extraWorkflows ?? [])];
 	for (const workflow of workflows) {
 		setScheduleSeconds(workflow, options.pollSeconds ?? 2);
 		setConfig(workflow, {
@@ -97,6 +109,7 @@ export async function startEnvironment(options: EnvironmentOptions): Promise<Env
 			alert_url: `${standins.callbacks.url}/alerts`,
 		});
 	}
+	options.customize?.(workflows);
 
 	await ensureN8n({ log });
 	const packDir = mkdtempSync(join(tmpdir(), 'durable-jobs-pack-'));
