@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import pg from 'pg';
 import { inject } from 'vitest';
 
-import { JobStore, migrate, type ConnectionConfig } from '../../src/core';
+import { DurableJobsError, JobStore, migrate, type ConnectionConfig } from '../../src/core';
 
 export function databaseUrl(): string {
 	return inject('databaseUrl');
@@ -55,4 +55,10 @@ export async function tableSnapshot(pool: pg.Pool, schema: string): Promise<Reco
 
 export function sleep(ms: number): Promise<void> {
 	return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/** The value of one item's result, or the item's error thrown (so a test fails with its message). */
+export function ok<T>(result: T | DurableJobsError): T {
+	if (result instanceof DurableJobsError) throw result;
+	return result;
 }

@@ -2,7 +2,7 @@ import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { DurableJobsError, IdempotencyConflictError, JobStore, hashToken } from '../../src/core';
-import { dropSchema, freshStore, newPool, testSchema } from '../helpers/db';
+import { dropSchema, freshStore, newPool, ok, testSchema } from '../helpers/db';
 
 const schema = testSchema(__filename);
 let pool: pg.Pool;
@@ -17,11 +17,6 @@ afterAll(async () => {
 	await dropSchema(pool, schema);
 	await pool.end();
 });
-
-function ok<T>(result: T | DurableJobsError): T {
-	if (result instanceof DurableJobsError) throw result;
-	return result;
-}
 
 describe('enqueue', () => {
 	it('inserts one job per item in one statement and returns ids, tokens and status', async () => {

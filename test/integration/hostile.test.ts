@@ -2,7 +2,7 @@ import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { DurableJobsError, JobStore } from '../../src/core';
-import { dropSchema, freshStore, newPool, tableSnapshot, testSchema } from '../helpers/db';
+import { dropSchema, freshStore, newPool, ok, tableSnapshot, testSchema } from '../helpers/db';
 
 const schema = testSchema(__filename);
 let pool: pg.Pool;
@@ -27,11 +27,6 @@ const HOSTILE = [
 	'%s %n %x {{ $json.secret }} ${process.env.HOME}',
 ];
 const BIG = 'x'.repeat(1024 * 1024);
-
-function ok<T>(result: T | DurableJobsError): T {
-	if (result instanceof DurableJobsError) throw result;
-	return result;
-}
 
 describe('hostile text is data', () => {
 	it('every text field of enqueue → lease → complete stores hostile strings verbatim', async () => {

@@ -2,7 +2,7 @@ import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { DurableJobsError, JobStore, type ClaimResult } from '../../src/core';
-import { dropSchema, freshStore, newPool, testSchema } from '../helpers/db';
+import { dropSchema, freshStore, newPool, ok, testSchema } from '../helpers/db';
 
 const schema = testSchema(__filename);
 let pool: pg.Pool;
@@ -17,11 +17,6 @@ afterAll(async () => {
 	await dropSchema(pool, schema);
 	await pool.end();
 });
-
-function ok<T>(result: T | DurableJobsError): T {
-	if (result instanceof DurableJobsError) throw result;
-	return result;
-}
 
 async function claimOne(input: Parameters<JobStore['claim']>[0][number], s = store): Promise<ClaimResult> {
 	return ok((await s.claim([input]))[0]);

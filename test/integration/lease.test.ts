@@ -2,7 +2,7 @@ import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { DurableJobsError, JobStore, type CompleteResult, type LeasedJob } from '../../src/core';
-import { dropSchema, freshStore, newPool, sleep, testSchema } from '../helpers/db';
+import { dropSchema, freshStore, newPool, ok, sleep, testSchema } from '../helpers/db';
 
 const schema = testSchema(__filename);
 let pool: pg.Pool;
@@ -17,11 +17,6 @@ afterAll(async () => {
 	await dropSchema(pool, schema);
 	await pool.end();
 });
-
-function ok<T>(result: T | DurableJobsError): T {
-	if (result instanceof DurableJobsError) throw result;
-	return result;
-}
 
 async function enqueueMany(queue: string, count: number, extra: (n: number) => Record<string, unknown> = () => ({})): Promise<string[]> {
 	const ids: string[] = [];

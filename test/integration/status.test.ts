@@ -2,7 +2,7 @@ import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { DurableJobsError, JobStore, ValidationError } from '../../src/core';
-import { dropSchema, freshStore, newPool, testSchema } from '../helpers/db';
+import { dropSchema, freshStore, newPool, ok, testSchema } from '../helpers/db';
 
 const schema = testSchema(__filename);
 let pool: pg.Pool;
@@ -17,11 +17,6 @@ afterAll(async () => {
 	await dropSchema(pool, schema);
 	await pool.end();
 });
-
-function ok<T>(result: T | DurableJobsError): T {
-	if (result instanceof DurableJobsError) throw result;
-	return result;
-}
 
 async function failJob(queue: string, errorCode = 'bad_input', errorClass: 'needs_mapping' | 'retryable' = 'needs_mapping'): Promise<string> {
 	const jobId = ok((await store.enqueue([{ queue, payload: { q: queue } }]))[0]).jobId;
