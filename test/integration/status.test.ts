@@ -1,7 +1,7 @@
 import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { DurableJobsError, JobStore, ValidationError } from '../../src/core';
+import { JobStore, ValidationError } from '../../src/core';
 import { dropSchema, freshStore, newPool, ok, testSchema } from '../helpers/db';
 
 const schema = testSchema(__filename);
