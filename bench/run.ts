@@ -46,6 +46,7 @@ interface Config {
 	statsIterations: number;
 	statsRefreshIterations: number;
 	statsLive: LiveRows;
+	oursPrepared: boolean;
 	jsonOut: string | null;
 }
 
@@ -67,7 +68,7 @@ const SIZE_OPTIONS = {
 function usage(): string {
 	const lines = [
 		'Usage: npm run bench -- [--quick] [--json-out FILE] [--engines ours,pgboss,graphile] [--scenarios enqueue,single,batch,stats]',
-		'       [--single-workers 1,8] [size options]',
+		'       [--single-workers 1,8] [--ours-prepared on|off] [size options]',
 		'Size options (flag, or BENCH_<NAME> environment variable; default / --quick):',
 	];
 	for (const [flag, option] of Object.entries(SIZE_OPTIONS)) {
@@ -108,6 +109,7 @@ function parseArgs(argv: string[]): Config {
 		scenarios: list('scenarios', SCENARIO_IDS),
 		singleWorkers: (flags.get('single-workers') ?? process.env.BENCH_SINGLE_WORKERS ?? '1,8').split(',').map(Number),
 		statsLive: { queued: 3000, running: 1000, failed: 500 },
+		oursPrepared: (flags.get('ours-prepared') ?? process.env.BENCH_OURS_PREPARED ?? 'on') !== 'off',
 		jsonOut: flags.get('json-out') ?? process.env.BENCH_JSON_OUT ?? null,
 	};
 	for (const [flag, option] of Object.entries(SIZE_OPTIONS)) {
@@ -117,7 +119,7 @@ function parseArgs(argv: string[]): Config {
 		config[option.key] = value;
 	}
 	for (const name of flags.keys()) {
-		if (!['quick', 'json-out', 'engines', 'scenarios', 'single-workers', ...Object.keys(SIZE_OPTIONS)].includes(name)) {
+		if (!['quick', 'json-out', 'engines', 'scenarios', 'single-workers', 'ours-prepared', ...Object.keys(SIZE_OPTIONS)].includes(name)) {
 			throw new Error(`Unknown option --${name}\n${usage()}`);
 		}
 	}
@@ -334,7 +336,7 @@ async function main(): Promise<void> {
 	admin.on('error', () => undefined);
 
 	const all: Record<EngineId, () => Engine> = {
-		ours: () => new OursEngine(postgres.url),
+		ours: () => new OursEngine(postgres.url, undefined, undefined, config.oursPrepared),
 		pgboss: () => new PgBossEngine(postgres.url),
 		graphile: () => new GraphileEngine(postgres.url, undefined, undefined, config.graphileBatchConcurrency),
 	};
@@ -438,7 +440,8 @@ async function runStats(config: Config, engines: Map<EngineId, Engine>, admin: p
 		const loadSeconds = await loadOurs(ours, config.statsRows, config.statsLive);
 		await checkpoint(admin);
 		const measured = await measureOursStats(ours, config.statsIterations);
-		log(`  ours     stats('bench'): p50 ${measured.calls.p50} ms, p95 ${measured.calls.p95} ms, max ${measured.calls.max} ms (server ${measured.serverMs.p50} ms)`);
+		log(`  ours     stats('bench'): p50 ${measured.calls.p50} ms, p95 ${measured.calls.p95} ms, max ${measured.calls.max} ms (server ${measured.serverMs.p50} ms, JIT ${measured.jit === null ? 'unknown' : measured.jit ? 'used' : 'not used'})`);
+		log(`  ours     stats() all queues: p50 ${measured.allQueues.p50} ms, p95 ${measured.allQueues.p95} ms`);
 		results.ours = {
 			engine: ENGINE_LABELS.ours,
 			call: "JobStore.stats('bench')",
@@ -447,6 +450,7 @@ async function runStats(config: Config, engines: Map<EngineId, Engine>, admin: p
 			serverMs: measured.serverMs,
 			allQueuesLatencyMs: measured.allQueues,
 			returned: measured.sample,
+			jit: measured.jit,
 			plan: measured.plan,
 		};
 		await ours.reset(); // give the space back

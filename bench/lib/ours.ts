@@ -20,6 +20,8 @@ export class OursEngine implements Engine {
 		url: string,
 		readonly schema = 'bench_ours',
 		poolSize = 12,
+		/** StoreOptions.preparedStatements (off: as behind PgBouncer in transaction mode). */
+		readonly preparedStatements = true,
 	) {
 		this.pool = new pg.Pool({ connectionString: url, max: poolSize });
 		this.pool.on('error', () => undefined);
@@ -40,6 +42,7 @@ export class OursEngine implements Engine {
 				stats: "stats('bench')",
 			},
 			pool: this.pool.options.max,
+			preparedStatements: this.preparedStatements,
 			retention: 'finished jobs stay in the table (done/failed) until purged',
 			leaseMs: 60_000,
 		};
@@ -48,7 +51,7 @@ export class OursEngine implements Engine {
 	async reset(): Promise<void> {
 		await dropSchema(this.pool, this.schema);
 		await migrate(this.pool, this.schema);
-		this.current = new JobStore(this.pool, { schema: this.schema });
+		this.current = new JobStore(this.pool, { schema: this.schema, preparedStatements: this.preparedStatements });
 	}
 
 	async close(): Promise<void> {

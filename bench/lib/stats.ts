@@ -80,7 +80,19 @@ export async function loadOurs(engine: OursEngine, retained: number, live: LiveR
 	return (now() - started) / 1000;
 }
 
-export async function measureOursStats(engine: OursEngine, iterations: number): Promise<{ calls: Summary; sample: QueueStats; allQueues: Summary; serverMs: Summary; plan: string[] }> {
+export interface OursStatsMeasurement {
+	calls: Summary;
+	sample: QueueStats;
+	allQueues: Summary;
+	/** EXPLAIN ANALYZE of the stats call: planning + execution, without the client round trip. */
+	serverMs: Summary;
+	/** Plans of the statements inside queue_stats, from auto_explain (empty when it cannot be loaded). */
+	plan: string[];
+	/** Whether any of those plans was JIT-compiled. null: plans not available. */
+	jit: boolean | null;
+}
+
+export async function measureOursStats(engine: OursEngine, iterations: number): Promise<OursStatsMeasurement> {
 	const store = engine.store;
 	for (let i = 0; i < 5; i++) await store.stats(QUEUE);
 	const samples: number[] = [];
@@ -100,15 +112,47 @@ export async function measureOursStats(engine: OursEngine, iterations: number): 
 	// Server-side time of the same statement, without the client round trip.
 	const query = statsQuery(quoteIdent(engine.schema), QUEUE);
 	const server: number[] = [];
-	let plan: string[] = [];
 	for (let i = 0; i < 10; i++) {
 		const { rows } = await engine.pool.query<{ 'QUERY PLAN': string }>(`EXPLAIN (ANALYZE, BUFFERS) ${query.text}`, query.values);
-		plan = rows.map((row) => row['QUERY PLAN']);
-		const planning = /Planning Time: ([\d.]+) ms/.exec(plan.join('\n'));
-		const execution = /Execution Time: ([\d.]+) ms/.exec(plan.join('\n'));
+		const text = rows.map((row) => row['QUERY PLAN']).join('\n');
+		const planning = /Planning Time: ([\d.]+) ms/.exec(text);
+		const execution = /Execution Time: ([\d.]+) ms/.exec(text);
 		server.push(Number(planning?.[1] ?? 0) + Number(execution?.[1] ?? 0));
 	}
-	return { calls: summarize(samples), sample: sample!, allQueues: summarize(all), serverMs: summarize(server), plan };
+	const { plan, jit } = await nestedPlans(engine, query.text, query.values);
+	return { calls: summarize(samples), sample: sample!, allQueues: summarize(all), serverMs: summarize(server), plan, jit };
+}
+
+/**
+ * The statements run inside queue_stats are not visible to EXPLAIN of the call. auto_explain
+ * (a contrib module; LOAD needs a superuser) logs them, and client_min_messages = log sends
+ * those log lines to this connection as notices.
+ */
+async function nestedPlans(engine: OursEngine, text: string, values: unknown[]): Promise<{ plan: string[]; jit: boolean | null }> {
+	const client = await engine.pool.connect();
+	const notices: string[] = [];
+	const onNotice = (message: { message?: string }) => {
+		if (message.message) notices.push(message.message);
+	};
+	client.on('notice', onNotice);
+	try {
+		await client.query(`LOAD 'auto_explain'`);
+		await client.query('SET auto_explain.log_min_duration = 0');
+		await client.query('SET auto_explain.log_nested_statements = on');
+		await client.query('SET auto_explain.log_analyze = on');
+		await client.query('SET auto_explain.log_buffers = on');
+		await client.query('SET client_min_messages = log');
+		await client.query(text, values);
+		await client.query('RESET client_min_messages');
+		const plan = notices.filter((notice) => !notice.includes(text.trim())).flatMap((notice) => notice.split('\n'));
+		return { plan, jit: plan.some((line) => /^\s*JIT:/.test(line)) };
+	} catch {
+		return { plan: [], jit: null };
+	} finally {
+		client.off('notice', onNotice);
+		// The session settings must not leak into the pool.
+		client.release(true);
+	}
 }
 
 /**

@@ -1,3 +1,4 @@
+import { MigrationsMissingError } from './errors';
 import { assertMigrated, migrate } from './migrate';
 import { DEFAULT_SCHEMA, validateSchemaName } from './identifiers';
 import { getPool, poolKey, type ConnectionConfig } from './pool';
@@ -7,6 +8,11 @@ export interface StoreConfig extends ConnectionConfig {
 	schema?: string;
 	/** Apply missing migrations on first use (default). Off: a missing schema is an error. */
 	autoMigrate?: boolean;
+	/**
+	 * Named prepared statements for the frequent statements (default true). Turn off behind
+	 * PgBouncer in transaction mode (before 1.21, or without max_prepared_statements).
+	 */
+	preparedStatements?: boolean;
 }
 
 /** Schemas known to be migrated, per pool; the check runs once per process and schema. */
@@ -22,12 +28,20 @@ export async function openStore(config: StoreConfig, options: Omit<StoreOptions,
 	const readyKey = `${poolKey(config)}:${schema}:${config.autoMigrate === false ? 'check' : 'migrate'}`;
 	let ready = readySchemas.get(readyKey);
 	if (!ready) {
-		ready = config.autoMigrate === false ? assertMigrated(pool, schema) : migrate(pool, schema).then(() => undefined);
+		// With auto-migrate on, an up-to-date schema is only read (a runtime role without DDL
+		// privileges can use it); migrations run only when something is missing.
+		ready =
+			config.autoMigrate === false
+				? assertMigrated(pool, schema)
+				: assertMigrated(pool, schema).catch(async (error: unknown) => {
+						if (!(error instanceof MigrationsMissingError)) throw error;
+						await migrate(pool, schema);
+					});
 		readySchemas.set(readyKey, ready);
 		ready.catch(() => readySchemas.delete(readyKey));
 	}
 	await ready;
-	return new JobStore(pool, { ...options, schema });
+	return new JobStore(pool, { ...options, schema, preparedStatements: config.preparedStatements ?? options.preparedStatements });
 }
 
 /** Forget which schemas were migrated (tests that drop schemas). */

@@ -105,9 +105,13 @@ export async function migrate(pool: pg.Pool, schemaName: string): Promise<Migrat
 			await client.query('BEGIN');
 			try {
 				await client.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [MIGRATION_LOCK_NAMESPACE, schema]);
-				await client.query(`CREATE SCHEMA IF NOT EXISTS ${s}`);
-				await client.query(migrationsTableSql(s));
-				const done = new Set((await appliedMigrationIds(client, schema)) ?? []);
+				// Only create what is missing: a migration role that owns a schema created by a DBA
+				// needs no CREATE privilege on the database.
+				const present = await client.query<{ schema_exists: boolean }>('SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1) AS schema_exists', [schema]);
+				if (!present.rows[0]?.schema_exists) await client.query(`CREATE SCHEMA ${s}`);
+				const appliedIds = await appliedMigrationIds(client, schema);
+				if (appliedIds === null) await client.query(migrationsTableSql(s));
+				const done = new Set(appliedIds ?? []);
 				const next = migrations.find((migration) => !done.has(migration.id));
 				if (!next) {
 					await client.query('COMMIT');

@@ -1,18 +1,19 @@
-import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
+import { createHash, createHmac, hash, timingSafeEqual } from 'node:crypto';
 import type pg from 'pg';
 import { v7 as uuidv7 } from 'uuid';
 
 import { DurableJobsError, IdempotencyConflictError, ValidationError, classifyDatabaseError } from './errors';
 import { DEFAULT_SCHEMA, quoteIdentifier, validateQueueName, validateSchemaName } from './identifiers';
 import { completeQuery, type CompleteRow } from './sql/complete';
-import { enqueueQuery, findByKeysQuery, type EnqueueRow } from './sql/enqueue';
+import { enqueueQuery, enqueueWithoutKeysQuery, findByKeysQuery, type EnqueueRow } from './sql/enqueue';
 import { claimQuery, guardQuery, readKeysQuery, releaseClaimsQuery, settleClaimsQuery, type ClaimRow, type GuardRow, type SettleRow } from './sql/idempotency';
-import { extendLeaseQuery, leaseQuery, runningCountQuery } from './sql/lease';
+import { extendLeaseQuery, leaseQuery, queueLockQuery, runningCountQuery } from './sql/lease';
 import { outboxInsertQuery, type OutboxRow } from './sql/outbox';
 import {
 	attemptsQuery,
 	cancelQuery,
-	jobsWithTokenQuery,
+	statusViewsQuery,
+	tokenHashesQuery,
 	jobsByIdQuery,
 	purgeIdempotencyQuery,
 	purgeJobsQuery,
@@ -63,6 +64,13 @@ export interface StoreOptions {
 	maxPayloadBytes?: number;
 	/** Queue that receives job-finished events for jobs with a callback URL. */
 	callbackQueue?: string;
+	/**
+	 * Send the frequent statements (enqueue, lease, heartbeat, complete, claim, settle, status,
+	 * stats) as named prepared statements, parsed once per connection (default true). Turn it
+	 * off behind a pooler that does not keep prepared statements across transactions, e.g.
+	 * PgBouncer in transaction mode before 1.21 (or without max_prepared_statements).
+	 */
+	preparedStatements?: boolean;
 }
 
 /** One entry per input item: the result, or the error that kept that item from being written. */
@@ -82,6 +90,21 @@ export function hashToken(token: string): Buffer {
 	return createHash('sha256').update(token, 'utf8').digest();
 }
 
+/** Prepared statement names by statement text (the text includes the schema). */
+const statementNames = new Map<string, string>();
+const MAX_STATEMENT_NAMES = 500;
+
+/** The name of a prepared statement: a hash of its text, so equal texts share a name and different texts never do. */
+export function statementName(text: string): string {
+	let name = statementNames.get(text);
+	if (name === undefined) {
+		name = `dj_${createHash('sha256').update(text).digest('hex').slice(0, 32)}`;
+		if (statementNames.size >= MAX_STATEMENT_NAMES) statementNames.clear();
+		statementNames.set(text, name);
+	}
+	return name;
+}
+
 /** Per pool and schema: the secret status tokens are derived from (see migration 0003). */
 const tokenSecrets = new WeakMap<pg.Pool, Map<string, Promise<Buffer>>>();
 
@@ -97,6 +120,7 @@ export class JobStore {
 	readonly schema: string;
 	readonly maxPayloadBytes: number;
 	readonly callbackQueue: string;
+	readonly preparedStatements: boolean;
 	private readonly s: string;
 
 	constructor(
@@ -107,6 +131,7 @@ export class JobStore {
 		this.s = quoteIdentifier(this.schema);
 		this.maxPayloadBytes = options.maxPayloadBytes ?? DEFAULT_MAX_PAYLOAD_BYTES;
 		this.callbackQueue = validateQueueName(options.callbackQueue ?? 'callbacks', 'callbackQueue');
+		this.preparedStatements = options.preparedStatements !== false;
 	}
 
 	private async tokenSecret(): Promise<Buffer> {
@@ -134,7 +159,9 @@ export class JobStore {
 
 	private async run<R extends pg.QueryResultRow>(query: SqlQuery, client?: pg.ClientBase): Promise<R[]> {
 		try {
-			const result = await (client ?? this.pool).query<R>(query.text, query.values);
+			const config: pg.QueryConfig =
+				query.prepare && this.preparedStatements ? { name: statementName(query.text), text: query.text, values: query.values } : { text: query.text, values: query.values };
+			const result = await (client ?? this.pool).query<R>(config);
 			return result.rows;
 		} catch (error) {
 			throw classifyDatabaseError(error);
@@ -172,20 +199,24 @@ export class JobStore {
 	async enqueue(items: EnqueueInput[], options: { allOrNothing?: boolean; onConflict?: 'error' | 'existing' } = {}): Promise<ItemResults<EnqueueResult>> {
 		const results: ItemResults<EnqueueResult> = new Array(items.length);
 		const rows: EnqueueRow[] = [];
+		/** The status token of each new job id, derived once. */
+		const tokens = new Map<string, string>();
+		let withKeys = false;
 		const secret = items.length > 0 ? await this.tokenSecret() : Buffer.alloc(0);
 		items.forEach((item, ord) => {
 			try {
 				const queue = validateQueueName(item.queue);
 				const payloadJson = serializePayload(item.payload, 'payload', this.maxPayloadBytes);
-				const id = uuidv7();
 				const runAt = optionalDate(item.runAt, 'runAt');
-				rows.push({
+				const idempotencyKey = optionalKey(item.idempotencyKey, 'idempotencyKey');
+				const row: EnqueueRow = {
 					ord,
-					id,
+					id: '',
 					queue,
 					payload: payloadJson,
-					idempotency_key: optionalKey(item.idempotencyKey, 'idempotencyKey'),
-					payload_fingerprint: fingerprint(item.payload),
+					idempotency_key: idempotencyKey,
+					// Only compared when a key is reused, so jobs without a key do not need one.
+					payload_fingerprint: idempotencyKey === null ? null : fingerprint(item.payload),
 					priority: integerInRange(item.priority, 'priority', -1000, 1000, 0),
 					run_at: runAt ? runAt.toISOString() : null,
 					delay_ms: integerInRange(item.delayMs, 'delayMs', 0, 365 * 24 * 3600_000, 0),
@@ -193,14 +224,34 @@ export class JobStore {
 					ordering_key: optionalKey(item.orderingKey, 'orderingKey'),
 					callback_url: optionalUrl(item.callbackUrl, 'callbackUrl'),
 					correlation_id: optionalText(item.correlationId, 'correlationId', 255),
-					status_token_hash: hashToken(this.statusToken(secret, id)).toString('hex'),
-				});
+					status_token_hash: null,
+				};
+				// Ids and tokens only for valid items, after validation.
+				row.id = uuidv7();
+				const token = this.statusToken(secret, row.id);
+				tokens.set(row.id, token);
+				row.status_token_hash = hash('sha256', token, 'base64');
+				if (idempotencyKey !== null) withKeys = true;
+				rows.push(row);
 			} catch (error) {
 				results[ord] = asItemError(error);
 			}
 		});
 		if (options.allOrNothing) throwFirst(results);
 		if (rows.length === 0) return results;
+
+		if (!withKeys) {
+			// Nothing can conflict: one INSERT, atomic on its own, so no transaction either.
+			const byId = new Map(rows.map((row) => [row.id, row]));
+			const inserted = await this.run<{ id: string; status: Job['status']; run_at: Date }>(enqueueWithoutKeysQuery(this.s, rows));
+			for (const row of inserted) {
+				results[byId.get(row.id)!.ord] = { jobId: row.id, status: row.status, runAt: row.run_at, deduplicated: false, conflict: false, statusToken: tokens.get(row.id)! };
+			}
+			for (const row of rows) {
+				results[row.ord] ??= new DurableJobsError('enqueue_unresolved', 'The job could not be stored or found; retry the request', { httpStatus: 503 });
+			}
+			return results;
+		}
 
 		const resolve = async (client?: pg.ClientBase) => {
 			const returned = await this.run<EnqueueReturnRow>(enqueueQuery(this.s, rows), client);
@@ -234,7 +285,7 @@ export class JobStore {
 						runAt: row.run_at,
 						deduplicated: row.deduplicated,
 						conflict: row.deduplicated && row.existing_fingerprint !== input.payload_fingerprint,
-						statusToken: row.deduplicated && row.existing_fingerprint !== input.payload_fingerprint ? null : this.statusToken(secret, row.id),
+						statusToken: row.deduplicated && row.existing_fingerprint !== input.payload_fingerprint ? null : (tokens.get(row.id) ?? this.statusToken(secret, row.id)),
 					};
 				}
 			}
@@ -279,7 +330,7 @@ export class JobStore {
 			// so the lock is taken in its own statement: a statement's snapshot is fixed when it
 			// starts, and a lock taken inside the lease statement would count with stale data.
 			rows = await this.transaction(async (client) => {
-				await client.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [QUEUE_LOCK_NAMESPACE, queue]);
+				await this.run(queueLockQuery(QUEUE_LOCK_NAMESPACE, queue), client);
 				const [{ running }] = await this.run<{ running: number }>(runningCountQuery(this.s, queue), client);
 				const slots = Math.min(limit, concurrencyLimit - running);
 				if (slots <= 0) return [];
@@ -330,11 +381,11 @@ export class JobStore {
 				if (item.errorClass && !ERROR_CLASSES.includes(item.errorClass)) {
 					throw new ValidationError('errorClass', `"${String(item.errorClass).slice(0, 40)}" is not a class`, `Use one of: ${ERROR_CLASSES.join(', ')}`);
 				}
-				let result: unknown = null;
+				let result: string | null = null;
 				if (item.outcome === 'succeeded' && item.result !== undefined) {
-					result = JSON.parse(serializePayload(item.result, 'result', this.maxPayloadBytes));
+					result = serializePayload(item.result, 'result', this.maxPayloadBytes);
 				}
-				rows.push({
+				const row: CompleteRow = {
 					ord,
 					job_id: validateUuid(item.jobId, 'jobId'),
 					attempt_id: validateUuid(item.attemptId, 'attemptId'),
@@ -349,7 +400,11 @@ export class JobStore {
 					delay_ms: item.delayMs === undefined || item.delayMs === null ? null : integerInRange(item.delayMs, 'delayMs', 0, 365 * 24 * 3600_000, 0),
 					backoff_base_ms: integerInRange(item.backoffBaseMs, 'backoffBaseMs', 0, 24 * 3600_000, DEFAULT_BACKOFF_BASE_MS),
 					backoff_max_ms: integerInRange(item.backoffMaxMs, 'backoffMaxMs', 0, 30 * 24 * 3600_000, DEFAULT_BACKOFF_MAX_MS),
-				});
+					jitter: null,
+				};
+				// The equal jitter of the retry backoff, drawn here so the statement has no random().
+				if (row.outcome === 'retry' && row.delay_ms === null) row.jitter = Math.random();
+				rows.push(row);
 			} catch (error) {
 				results[ord] = asItemError(error);
 			}
@@ -652,22 +707,24 @@ export class JobStore {
 	 */
 	async getStatusMany(lookups: Array<{ jobId: unknown; token: unknown }>): Promise<Array<JobStatusView | null>> {
 		const ids = lookups.map((lookup) => (typeof lookup.jobId === 'string' && UUID_TEXT.test(lookup.jobId) ? lookup.jobId.toLowerCase() : NIL_UUID));
-		const rows = await this.run<Job & { status_token_hash: Buffer | null }>(jobsWithTokenQuery(this.s, [...new Set(ids)]));
-		const byId = new Map(rows.map((row) => [row.id, row]));
-		const matched = lookups.map((lookup, index) => {
-			const row = byId.get(ids[index]);
-			const expected = row?.status_token_hash ?? DUMMY_TOKEN_HASH;
+		const hashes = await this.run<{ id: string; status_token_hash: Buffer | null }>(tokenHashesQuery(this.s, [...new Set(ids)]));
+		const hashById = new Map(hashes.map((row) => [row.id, row.status_token_hash]));
+		const matchedIds = lookups.map((lookup, index) => {
+			const stored = hashById.get(ids[index]);
+			const expected = stored && stored.length === DUMMY_TOKEN_HASH.length ? stored : DUMMY_TOKEN_HASH;
 			const given = hashToken(typeof lookup.token === 'string' ? lookup.token : '');
-			const equal = timingSafeEqual(expected, given);
-			return equal && row !== undefined && row.status_token_hash !== null ? row : null;
+			return timingSafeEqual(expected, given) && stored !== undefined && stored !== null ? ids[index] : null;
 		});
-		const found = matched.filter((row): row is NonNullable<typeof row> => row !== null);
-		const attempts = found.length > 0 ? await this.run<Attempt>(attemptsQuery(this.s, [...new Set(found.map((row) => row.id))])) : [];
-		return matched.map((row) => {
-			if (!row) return null;
-			const { status_token_hash: _hash, ...job } = row;
-			return { job, attempts: attempts.filter((attempt) => attempt.job_id === job.id) };
-		});
+		const wanted = [...new Set(matchedIds.filter((id): id is string => id !== null))];
+		if (wanted.length === 0) return matchedIds.map(() => null);
+		const rows = await this.run<Job & { attempt_rows: Array<Record<string, unknown>> }>(statusViewsQuery(this.s, wanted));
+		const views = new Map(
+			rows.map(({ attempt_rows: attemptRows, ...job }) => [
+				job.id,
+				{ job, attempts: attemptRows.map(attemptFromJson) },
+			]),
+		);
+		return matchedIds.map((id) => (id === null ? null : (views.get(id) ?? null)));
 	}
 
 	/** Operator view by id (no token): for Job Status in admin workflows. */
@@ -857,6 +914,23 @@ function claimResult(row: ClaimReturnRow, input: ClaimRow): ClaimResult {
 	if ((row.existing_fingerprint ?? null) !== (input.fingerprint ?? null)) return { ...base, route: 'conflict' };
 	if (row.existing_status === 'completed') return { ...base, route: 'duplicate', storedResult: row.existing_result };
 	return { ...base, route: 'in_progress' };
+}
+
+function attemptFromJson(row: Record<string, unknown>): Attempt {
+	const date = (value: unknown) => (value === null || value === undefined ? null : new Date(String(value)));
+	return {
+		attempt_id: String(row.attempt_id),
+		job_id: String(row.job_id),
+		attempt: Number(row.attempt),
+		workflow_id: (row.workflow_id as string | null) ?? null,
+		execution_id: (row.execution_id as string | null) ?? null,
+		started_at: new Date(String(row.started_at)),
+		lease_until: date(row.lease_until),
+		finished_at: date(row.finished_at),
+		outcome: (row.outcome as string | null) ?? null,
+		error_code: (row.error_code as string | null) ?? null,
+		error_message: (row.error_message as string | null) ?? null,
+	};
 }
 
 function leaseLostReason(row: CompleteReturnRow): string {

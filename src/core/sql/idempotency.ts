@@ -1,3 +1,4 @@
+import { jsonRows } from './json';
 import type { SqlQuery } from './types';
 
 export interface ClaimRow {
@@ -50,9 +51,15 @@ SELECT x.ord,
 	e.updated_at AS existing_updated_at, e.claims AS existing_claims
 FROM input x
 LEFT JOIN claimed c ON c.scope = x.scope AND c.key = x.key
-LEFT JOIN ${s}.idempotency_keys e ON c.scope IS NULL AND e.scope = x.scope AND e.key = x.key
+LEFT JOIN LATERAL (
+	SELECT e.status, e.fingerprint, e.result, e.claim_id, e.claim_until, e.created_at, e.updated_at, e.claims
+	FROM ${s}.idempotency_keys e
+	WHERE c.scope IS NULL AND e.scope = x.scope AND e.key = x.key
+	OFFSET 0
+) e ON true
 ORDER BY x.ord`,
-		values: [JSON.stringify(rows)],
+		values: [jsonRows(rows)],
+		prepare: true,
 	};
 }
 
@@ -64,7 +71,8 @@ SELECT x.ord, e.status AS existing_status, e.fingerprint AS existing_fingerprint
 	e.updated_at AS existing_updated_at, e.claims AS existing_claims
 FROM jsonb_to_recordset($1::jsonb) AS x(ord int, scope text, key text)
 JOIN ${s}.idempotency_keys e ON e.scope = x.scope AND e.key = x.key`,
-		values: [JSON.stringify(keys)],
+		values: [jsonRows(keys)],
+		prepare: true,
 	};
 }
 
@@ -113,9 +121,14 @@ SELECT x.ord, a.event_key IS NOT NULL AS applied,
 	cur.version AS current_version, cur.occurred_at AS current_occurred_at, cur.state AS current_state
 FROM input x
 LEFT JOIN applied a ON a.scope = x.scope AND a.entity_key = x.entity_key AND a.event_key = x.event_key
-LEFT JOIN ${s}.entity_versions cur ON a.scope IS NULL AND cur.scope = x.scope AND cur.entity_key = x.entity_key
+LEFT JOIN LATERAL (
+	SELECT cur.version, cur.occurred_at, cur.state FROM ${s}.entity_versions cur
+	WHERE a.scope IS NULL AND cur.scope = x.scope AND cur.entity_key = x.entity_key
+	OFFSET 0
+) cur ON true
 ORDER BY x.ord`,
-		values: [JSON.stringify(rows)],
+		values: [jsonRows(rows)],
+		prepare: true,
 	};
 }
 
@@ -126,7 +139,8 @@ export function releaseClaimsQuery(s: string, claims: Array<{ scope: string; key
 DELETE FROM ${s}.idempotency_keys k
 USING jsonb_to_recordset($1::jsonb) AS x(scope text, key text, claim_id uuid)
 WHERE k.scope = x.scope AND k.key = x.key AND k.claim_id = x.claim_id`,
-		values: [JSON.stringify(claims)],
+		values: [jsonRows(claims)],
+		prepare: true,
 	};
 }
 
@@ -165,8 +179,13 @@ WITH input AS (
 SELECT x.ord, s.ord IS NOT NULL AS applied, s.expires_at, cur.status AS current_status, cur.claim_id AS current_claim_id
 FROM input x
 LEFT JOIN settled s ON s.ord = x.ord
-LEFT JOIN ${s}.idempotency_keys cur ON s.ord IS NULL AND cur.scope = x.scope AND cur.key = x.key
+LEFT JOIN LATERAL (
+	SELECT cur.status, cur.claim_id FROM ${s}.idempotency_keys cur
+	WHERE s.ord IS NULL AND cur.scope = x.scope AND cur.key = x.key
+	OFFSET 0
+) cur ON true
 ORDER BY x.ord`,
-		values: [JSON.stringify(rows), status],
+		values: [jsonRows(rows), status],
+		prepare: true,
 	};
 }

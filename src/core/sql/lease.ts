@@ -1,3 +1,4 @@
+import { jsonRows } from './json';
 import { JOB_COLUMNS, type SqlQuery } from './types';
 
 export interface LeaseParams {
@@ -24,10 +25,35 @@ export interface LeaseParams {
  * statement instead of being leased again. The candidate CTE is MATERIALIZED so the planner
  * cannot re-run the LIMITed, locking subquery once per outer row.
  *
- * `$5` is how many jobs may still start under a per-queue concurrency limit (or the limit
+ * `$4` is how many jobs may still start under a per-queue concurrency limit (or the limit
  * itself when there is none); the caller computes it under an advisory lock.
+ *
+ * The limit of the two locking branches is written into the text for the first few distinct
+ * limits a process uses (`$7` after that). As a parameter, the planner has to assume it
+ * selects 10% of the rows when it plans the statement once for all values (a generic plan);
+ * that plan then looks far more expensive than one planned for the actual value, so
+ * PostgreSQL re-planned every lease of a prepared statement, about as costly as running it.
+ * With the limit in the text the generic plan is as good as a custom one, and is kept. Each
+ * distinct text is one more prepared statement per connection, hence the bound.
  */
+/** Lease limits that have a statement text of their own (see leaseQuery). */
+const literalLimits = new Set<number>();
+const MAX_LITERAL_LIMITS = 8;
+
+function literalLimit(limit: number): string | null {
+	if (!Number.isInteger(limit) || limit < 1) return null;
+	if (!literalLimits.has(limit)) {
+		if (literalLimits.size >= MAX_LITERAL_LIMITS) return null;
+		literalLimits.add(limit);
+	}
+	return String(limit);
+}
+
 export function leaseQuery(s: string, params: LeaseParams & { slots: number }): SqlQuery {
+	const literal = literalLimit(params.limit);
+	const limit = literal ?? '$7';
+	const values: unknown[] = [params.queue, params.leaseMs, params.attemptIds, params.slots, params.workflowId, params.executionId];
+	if (literal === null) values.push(params.limit);
 	return {
 		text: `
 WITH queued AS (
@@ -39,7 +65,7 @@ WITH queued AS (
 			WHERE p.queue = j.queue AND p.ordering_key = j.ordering_key
 				AND p.status IN ('queued', 'running') AND p.seq < j.seq))
 	ORDER BY j.priority DESC, j.run_at, j.seq
-	LIMIT $2
+	LIMIT ${limit}
 	FOR NO KEY UPDATE SKIP LOCKED
 ), expired AS (
 	SELECT j.id, j.priority, j.run_at, j.seq, j.attempt_id AS previous_attempt_id, true AS expired,
@@ -47,7 +73,7 @@ WITH queued AS (
 	FROM ${s}.jobs j
 	WHERE j.queue = $1 AND j.status = 'running' AND j.lease_until < now()
 	ORDER BY j.seq
-	LIMIT $2
+	LIMIT ${limit}
 	FOR NO KEY UPDATE SKIP LOCKED
 ), candidates AS MATERIALIZED (
 	SELECT id, priority, run_at, seq, previous_attempt_id, expired FROM (
@@ -56,9 +82,9 @@ WITH queued AS (
 		SELECT id, priority, run_at, seq, previous_attempt_id, expired FROM expired WHERE NOT exhausted
 	) c
 	ORDER BY expired DESC, priority DESC, run_at, seq
-	LIMIT $5
+	LIMIT $4
 ), numbered AS (
-	SELECT c.*, ($4::uuid[])[row_number() OVER (ORDER BY c.expired DESC, c.priority DESC, c.run_at, c.seq)] AS new_attempt_id
+	SELECT c.*, ($3::uuid[])[row_number() OVER (ORDER BY c.expired DESC, c.priority DESC, c.run_at, c.seq)] AS new_attempt_id
 	FROM candidates c
 ), exhausted_jobs AS (
 	UPDATE ${s}.jobs j
@@ -72,7 +98,7 @@ WITH queued AS (
 ), leased AS (
 	UPDATE ${s}.jobs j
 	SET status = 'running', attempts = j.attempts + 1, attempt_id = n.new_attempt_id,
-		lease_until = now() + $3 * interval '1 millisecond', started_at = coalesce(j.started_at, now()),
+		lease_until = now() + $2 * interval '1 millisecond', started_at = coalesce(j.started_at, now()),
 		updated_at = now()
 	FROM numbered n
 	WHERE j.id = n.id
@@ -81,20 +107,22 @@ WITH queued AS (
 ), closed_attempts AS (
 	UPDATE ${s}.job_attempts a
 	SET finished_at = now(), outcome = 'lease_expired'
-	WHERE a.attempt_id IN (
-		SELECT previous_attempt_id FROM leased WHERE expired
-		UNION ALL SELECT previous_attempt_id FROM exhausted_jobs
-	) AND a.outcome IS NULL
+	WHERE EXISTS (SELECT 1 FROM expired)
+		AND a.attempt_id IN (
+			SELECT previous_attempt_id FROM leased WHERE expired
+			UNION ALL SELECT previous_attempt_id FROM exhausted_jobs
+		) AND a.outcome IS NULL
 	RETURNING 1
 ), new_attempts AS (
 	INSERT INTO ${s}.job_attempts (attempt_id, job_id, attempt, workflow_id, execution_id, started_at, lease_until)
-	SELECT attempt_id, id, attempts, $6, $7, now(), lease_until FROM leased
+	SELECT attempt_id, id, attempts, $5, $6, now(), lease_until FROM leased
 	RETURNING 1
 )
 SELECT l.*, (SELECT count(*) FROM exhausted_jobs) AS exhausted_count
 FROM leased l
 ORDER BY l.expired DESC, l.lease_order_priority DESC, l.lease_order_run_at, l.lease_order_seq`,
-		values: [params.queue, params.limit, params.leaseMs, params.attemptIds, params.slots, params.workflowId, params.executionId],
+		values,
+		prepare: true,
 	};
 }
 
@@ -103,27 +131,43 @@ export function runningCountQuery(s: string, queue: string): SqlQuery {
 	return {
 		text: `SELECT count(*)::int AS running FROM ${s}.jobs WHERE queue = $1 AND status = 'running' AND lease_until >= now()`,
 		values: [queue],
+		prepare: true,
 	};
 }
 
+/**
+ * Heartbeat for a batch, fenced like complete (see completeQuery for the `id = ANY` filter,
+ * the fence as a join clause on a MATERIALIZED input, and the LATERAL lookup of lost items).
+ */
 export function extendLeaseQuery(s: string, rows: Array<{ ord: number; job_id: string; attempt_id: string; lease_ms: number }>): SqlQuery {
 	return {
 		text: `
-WITH input AS (
-	SELECT * FROM jsonb_to_recordset($1::jsonb) AS x(ord int, job_id uuid, attempt_id uuid, lease_ms bigint)
+WITH input AS MATERIALIZED (
+	SELECT x.*, 'running'::text AS fence
+	FROM jsonb_to_recordset($1::jsonb) AS x(ord int, job_id uuid, attempt_id uuid, lease_ms bigint)
 ), extended AS (
 	UPDATE ${s}.jobs j
 	SET lease_until = now() + x.lease_ms * interval '1 millisecond', updated_at = now()
 	FROM input x
-	WHERE j.id = x.job_id AND j.attempt_id = x.attempt_id AND j.status = 'running'
+	WHERE j.id = ANY($2::uuid[]) AND j.id = x.job_id AND j.attempt_id = x.attempt_id AND j.status = x.fence
 	RETURNING x.ord, j.id, j.attempt_id, j.lease_until
 )
 SELECT x.ord, e.id IS NOT NULL AS extended, e.lease_until,
 	cur.status AS current_status, cur.attempt_id AS current_attempt_id
 FROM input x
 LEFT JOIN extended e ON e.ord = x.ord
-LEFT JOIN ${s}.jobs cur ON e.ord IS NULL AND cur.id = x.job_id
+LEFT JOIN LATERAL (
+	SELECT cur.status, cur.attempt_id FROM ${s}.jobs cur
+	WHERE e.ord IS NULL AND cur.id = x.job_id
+	OFFSET 0
+) cur ON true
 ORDER BY x.ord`,
-		values: [JSON.stringify(rows)],
+		values: [jsonRows(rows), rows.map((row) => row.job_id)],
+		prepare: true,
 	};
+}
+
+/** Takes the per-queue lock under which a concurrency-limited lease counts and leases. */
+export function queueLockQuery(namespace: number, queue: string): SqlQuery {
+	return { text: 'SELECT pg_advisory_xact_lock($1, hashtext($2))', values: [namespace, queue], prepare: true };
 }

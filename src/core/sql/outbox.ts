@@ -1,3 +1,4 @@
+import { jsonRows } from './json';
 import type { SqlQuery } from './types';
 
 export interface OutboxRow {
@@ -37,8 +38,13 @@ WITH input AS (
 SELECT x.ord, coalesce(n.id, e.id) AS id, coalesce(n.status, e.status) AS status, n.id IS NULL AS deduplicated
 FROM input x
 LEFT JOIN inserted n ON n.id = x.id
-LEFT JOIN ${s}.jobs e ON n.id IS NULL AND e.queue = x.queue AND e.idempotency_key = x.event_id
+LEFT JOIN LATERAL (
+	SELECT e.id, e.status FROM ${s}.jobs e
+	WHERE n.id IS NULL AND e.queue = x.queue AND e.idempotency_key = x.event_id
+	OFFSET 0
+) e ON true
 ORDER BY x.ord`,
-		values: [JSON.stringify(rows)],
+		values: [jsonRows(rows)],
+		prepare: true,
 	};
 }

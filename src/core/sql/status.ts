@@ -1,9 +1,32 @@
 import { JOB_COLUMNS, type SqlQuery } from './types';
 
-export function jobsWithTokenQuery(s: string, jobIds: string[]): SqlQuery {
+/**
+ * Only the id and token hash: the status check reads the same few bytes whether the job
+ * exists or not, so answering a wrong token takes as long as answering an unknown id (reading
+ * the whole row, payload included, would make a known id measurably slower).
+ */
+export function tokenHashesQuery(s: string, jobIds: string[]): SqlQuery {
 	return {
-		text: `SELECT ${JOB_COLUMNS}, status_token_hash FROM ${s}.jobs WHERE id = ANY($1::uuid[])`,
+		text: `SELECT id, status_token_hash FROM ${s}.jobs WHERE id = ANY($1::uuid[])`,
 		values: [jobIds],
+		prepare: true,
+	};
+}
+
+/** Jobs with their attempt timelines, for lookups whose token matched. */
+export function statusViewsQuery(s: string, jobIds: string[]): SqlQuery {
+	return {
+		text: `
+SELECT ${JOB_COLUMNS.split(',').map((column) => `j.${column.trim()}`).join(', ')},
+	(SELECT coalesce(json_agg(json_build_object(
+		'attempt_id', a.attempt_id, 'job_id', a.job_id, 'attempt', a.attempt, 'workflow_id', a.workflow_id,
+		'execution_id', a.execution_id, 'started_at', a.started_at, 'lease_until', a.lease_until,
+		'finished_at', a.finished_at, 'outcome', a.outcome, 'error_code', a.error_code,
+		'error_message', a.error_message) ORDER BY a.attempt, a.started_at), '[]'::json)
+	 FROM ${s}.job_attempts a WHERE a.job_id = j.id) AS attempt_rows
+FROM ${s}.jobs j WHERE j.id = ANY($1::uuid[])`,
+		values: [jobIds],
+		prepare: true,
 	};
 }
 
@@ -11,6 +34,7 @@ export function jobsByIdQuery(s: string, jobIds: string[]): SqlQuery {
 	return {
 		text: `SELECT ${JOB_COLUMNS} FROM ${s}.jobs WHERE id = ANY($1::uuid[])`,
 		values: [jobIds],
+		prepare: true,
 	};
 }
 
@@ -21,39 +45,21 @@ SELECT attempt_id, job_id, attempt, workflow_id, execution_id, started_at, lease
 	error_code, error_message
 FROM ${s}.job_attempts WHERE job_id = ANY($1::uuid[]) ORDER BY job_id, attempt, started_at`,
 		values: [jobIds],
+		prepare: true,
 	};
 }
 
 /**
- * Queue health without counting finished rows: live counts come from the small partial
- * indexes (queued, running, failed), terminal totals from job_counts.
+ * Queue health without counting finished rows. The statement lives in the schema as the
+ * function queue_stats (migration 0004), declared `SET jit = off` so that it is never
+ * JIT-compiled: one queue reads that queue's queued and running rows once each, from their
+ * partial indexes, and sums the job_counts slots; NULL does the same for every queue, grouped.
  */
 export function statsQuery(s: string, queue: string | null): SqlQuery {
 	return {
-		text: `
-WITH queues AS (
-	SELECT DISTINCT queue FROM ${s}.job_counts WHERE $1::text IS NULL OR queue = $1
-	UNION
-	SELECT $1::text WHERE $1::text IS NOT NULL
-	UNION
-	SELECT q.queue FROM (
-		SELECT DISTINCT queue FROM ${s}.jobs WHERE status IN ('queued', 'running') AND $1::text IS NULL
-	) q
-)
-SELECT q.queue,
-	(SELECT count(*) FROM ${s}.jobs j WHERE j.queue = q.queue AND j.status = 'queued')::bigint AS queued,
-	(SELECT count(*) FROM ${s}.jobs j WHERE j.queue = q.queue AND j.status = 'queued' AND j.run_at <= now())::bigint AS ready,
-	(SELECT count(*) FROM ${s}.jobs j WHERE j.queue = q.queue AND j.status = 'queued' AND j.attempts > 0)::bigint AS retrying,
-	(SELECT count(*) FROM ${s}.jobs j WHERE j.queue = q.queue AND j.status = 'running')::bigint AS running,
-	(SELECT count(*) FROM ${s}.jobs j WHERE j.queue = q.queue AND j.status = 'running' AND j.lease_until < now())::bigint AS running_expired,
-	(SELECT extract(epoch FROM now() - min(j.run_at)) FROM ${s}.jobs j WHERE j.queue = q.queue AND j.status = 'queued' AND j.run_at <= now()) AS oldest_ready_age_seconds,
-	(SELECT extract(epoch FROM now() - min(j.created_at)) FROM ${s}.jobs j WHERE j.queue = q.queue AND j.status = 'queued') AS oldest_queued_age_seconds,
-	coalesce((SELECT sum(n) FROM ${s}.job_counts c WHERE c.queue = q.queue AND c.status = 'done'), 0)::bigint AS done,
-	coalesce((SELECT sum(n) FROM ${s}.job_counts c WHERE c.queue = q.queue AND c.status = 'failed'), 0)::bigint AS failed,
-	coalesce((SELECT sum(n) FROM ${s}.job_counts c WHERE c.queue = q.queue AND c.status = 'cancelled'), 0)::bigint AS cancelled
-FROM queues q
-ORDER BY q.queue`,
+		text: `SELECT * FROM ${s}.queue_stats($1::text)`,
 		values: [queue],
+		prepare: true,
 	};
 }
 

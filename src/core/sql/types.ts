@@ -1,6 +1,12 @@
 export interface SqlQuery {
 	text: string;
 	values: unknown[];
+	/**
+	 * Send as a named prepared statement (when the store allows it): the statement is parsed
+	 * once per connection, and PostgreSQL may keep its plan. Only for statements whose best
+	 * plan does not depend on the parameter values, i.e. no `$1 IS NULL OR …` filters.
+	 */
+	prepare?: boolean;
 }
 
 /** Columns every job-returning statement selects, so rows map the same way everywhere. */

@@ -1,0 +1,1454 @@
+/**
+ * Fault rehearsal: the failure story of SPEC §1 played against the real parts. Shared by
+ * `test/e2e/fault-rehearsal.test.ts` (a short rehearsal) and `npm run rehearsal` (the full one,
+ * which writes its figures to docs/RELIABILITY.md).
+ *
+ * Kill rehearsal — `runKillRehearsal(env, config)`:
+ *   A submitter keeps `inFlight` jobs of this run alive through the real receiver webhook (each
+ *   with its own Idempotency-Key, retried with the same key until it gets a 202). The stand-in
+ *   AI answers after `aiLatencyMs`, the stand-in CRM stores the record and answers after
+ *   `crmDelayMs`. The main n8n process is SIGKILLed `kills` times; each kill aims at one window
+ *   (T1…T4 in turn; T0 is always populated) at a random moment inside it, and catches whatever
+ *   else is in flight. One second after the kill (PostgreSQL has finished what it received),
+ *   every job of the run is classified from the database plus the AI/CRM journals:
+ *
+ *     T0  queued, not leased
+ *     T1  leased, worker not started: no request of this attempt reached the AI yet
+ *     T2  worker running before the CRM call: the AI got this attempt's request, the CRM did not
+ *     T3  the CRM got the request and stored the record, its answer is still delayed
+ *     T4  the CRM answered, Job Complete not committed (the job is still `running`)
+ *     R   the attempt died at an earlier kill and its lease has not been taken over yet
+ *
+ *   n8n is restarted (same folder, database and port) after every kill. After the last one the
+ *   submitter stops and the run continues until quiet; then the final state is checked.
+ *   Everything is returned as figures plus a list of violations (empty = every check held).
+ *
+ * Outage — `runOutageScenario`: the job database is cut with the environment's TCP proxy for a
+ * few seconds mid-run (n8n's own database stays up), then restored without restarting n8n.
+ * Slow worker — `runSlowWorkerScenario`: one job's AI call outlasts the lease.
+ */
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { cpus, totalmem } from 'node:os';
+import { join } from 'node:path';
+
+import pg from 'pg';
+
+import { startEnvironment, workflowNode, type Environment } from './environment';
+
+export const DISPATCHER_ID = 'DjDispatcher0001';
+export const WORKER_ID = 'DjWorker00000001';
+export const RECEIVER_ID = 'DjReceiver000001';
+const QUEUE = 'documents';
+
+export const WINDOWS = ['T0', 'T1', 'T2', 'T3', 'T4'] as const;
+export type Window = (typeof WINDOWS)[number];
+export const WINDOW_LABELS: Record<Window, string> = {
+	T0: 'queued, not leased',
+	T1: 'leased, worker not started (no request of the attempt reached the AI)',
+	T2: 'worker running, before the CRM call (AI request sent)',
+	T3: 'CRM request sent and record stored, answer not received (CRM delays it)',
+	T4: 'CRM answered, before Job Complete',
+};
+const TARGETS: Window[] = ['T1', 'T2', 'T3', 'T4'];
+
+type Log = (line: string) => void;
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** mulberry32: a small seeded generator, so a rehearsal's kill plan can be replayed. */
+export function seededRandom(seed: number): () => number {
+	let state = seed >>> 0;
+	return () => {
+		state = (state + 0x6d2b79f5) >>> 0;
+		let t = state;
+		t = Math.imul(t ^ (t >>> 15), t | 1);
+		t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+		return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+	};
+}
+
+// ---------------------------------------------------------------------------------------------
+// environment
+
+export interface RehearsalEnvironmentOptions {
+	databaseUrl: string;
+	schema: string;
+	/** Lease of the Dispatcher's Job Lease (the bundled workflow says 120 s). */
+	leaseSeconds: number;
+	pollSeconds?: number;
+	log?: Log;
+}
+
+/** Header the rehearsal adds to the Worker's AI and CRM requests, so journals name the attempt. */
+export const ATTEMPT_HEADER = 'X-Attempt-Id';
+
+/**
+ * The standard environment (real n8n, packed package, every bundled workflow) with two changes
+ * to the imported copies: the Dispatcher's lease is short, so jobs of a killed worker come back
+ * quickly, and the Worker's two HTTP requests carry an `X-Attempt-Id` header (observation only:
+ * the stand-ins journal it, nothing acts on it), so every AI and CRM request can be attributed
+ * to the attempt that sent it — including a stale attempt running next to its successor.
+ */
+export async function startRehearsalEnvironment(options: RehearsalEnvironmentOptions): Promise<Environment> {
+	return await startEnvironment({
+		databaseUrl: options.databaseUrl,
+		schema: options.schema,
+		pollSeconds: options.pollSeconds ?? 1,
+		log: options.log,
+		customize: (workflows) => {
+			const lease = workflowNode(workflows, DISPATCHER_ID, 'Job Lease');
+			if (typeof lease.parameters.leaseSeconds !== 'number') throw new Error('Dispatcher Job Lease has no numeric leaseSeconds to override');
+			lease.parameters.leaseSeconds = options.leaseSeconds;
+			for (const name of ['Call AI', 'Create CRM record']) {
+				const headers = workflowNode(workflows, WORKER_ID, name).parameters.headerParameters as { parameters: Array<{ name: string; value: string }> } | undefined;
+				if (!headers) throw new Error(`Worker node ${name} sends no headers`);
+				headers.parameters.push({ name: ATTEMPT_HEADER, value: "={{ $('Config').item.json.attempt_id }}" });
+			}
+		},
+	});
+}
+
+// ---------------------------------------------------------------------------------------------
+// database and journal views
+
+interface JobRow {
+	id: string;
+	status: string;
+	attempts: number;
+	max_attempts: number;
+	attempt_id: string | null;
+	lease_until: Date | null;
+	result: { crm_record_id?: string | null; fields?: { name?: string | null } | null } | null;
+	error_code: string | null;
+	doc_id: string;
+}
+
+interface AttemptRow {
+	attempt_id: string;
+	job_id: string;
+	attempt: number;
+	started_at: Date;
+	lease_until: Date | null;
+	finished_at: Date | null;
+	outcome: string | null;
+	error_code: string | null;
+}
+
+interface CallView {
+	at: number;
+	attemptId: string | null;
+}
+
+interface CrmView extends CallView {
+	key: string | null;
+	status: number | string;
+	createdRecordId: string | null;
+	recordId: string | null;
+	replayed: boolean;
+	responded: boolean;
+}
+
+interface Snapshot {
+	at: number;
+	jobs: JobRow[];
+	attempts: AttemptRow[];
+	/** AI requests by attempt id. */
+	ai: Map<string, CallView[]>;
+	/** CRM requests by Idempotency-Key (the job id). */
+	crm: Map<string, CrmView[]>;
+}
+
+function quoteSchema(schema: string): string {
+	if (!/^[a-z_][a-z0-9_]{0,49}$/.test(schema)) throw new Error(`unexpected schema name ${schema}`);
+	return `"${schema}"`;
+}
+
+function attemptHeader(headers: Record<string, string | string[] | undefined>): string | null {
+	const value = headers[ATTEMPT_HEADER.toLowerCase()];
+	return (Array.isArray(value) ? value[0] : value) ?? null;
+}
+
+async function readJobs(env: Environment, prefix: string): Promise<JobRow[]> {
+	const s = quoteSchema(env.schema);
+	const { rows } = await env.jobsDb.query<JobRow>(
+		`SELECT id, status, attempts, max_attempts, attempt_id, lease_until, result, error_code,
+			payload->'document'->>'id' AS doc_id
+		FROM ${s}.jobs WHERE queue = $1 AND payload->'document'->>'id' LIKE $2 || '%'`,
+		[QUEUE, prefix],
+	);
+	return rows;
+}
+
+async function readAttempts(env: Environment, prefix: string): Promise<AttemptRow[]> {
+	const s = quoteSchema(env.schema);
+	const { rows } = await env.jobsDb.query<AttemptRow>(
+		`SELECT a.attempt_id, a.job_id, a.attempt, a.started_at, a.lease_until, a.finished_at, a.outcome, a.error_code
+		FROM ${s}.job_attempts a JOIN ${s}.jobs j ON j.id = a.job_id
+		WHERE j.queue = $1 AND j.payload->'document'->>'id' LIKE $2 || '%'
+		ORDER BY a.job_id, a.attempt`,
+		[QUEUE, prefix],
+	);
+	return rows;
+}
+
+function aiView(env: Environment): Map<string, CallView[]> {
+	const byAttempt = new Map<string, CallView[]>();
+	for (const call of env.standins.ai.calls) {
+		const attemptId = attemptHeader(call.headers);
+		if (attemptId === null) continue;
+		const list = byAttempt.get(attemptId) ?? [];
+		list.push({ at: Date.parse(call.at), attemptId });
+		byAttempt.set(attemptId, list);
+	}
+	return byAttempt;
+}
+
+function crmView(env: Environment): Map<string, CrmView[]> {
+	const byKey = new Map<string, CrmView[]>();
+	for (const entry of env.standins.crm.journal) {
+		if (entry.method !== 'POST' || entry.path !== '/records' || entry.key === null) continue;
+		const list = byKey.get(entry.key) ?? [];
+		list.push({
+			at: Date.parse(entry.at),
+			attemptId: attemptHeader(entry.headers),
+			key: entry.key,
+			status: entry.status,
+			createdRecordId: entry.createdRecordId,
+			recordId: entry.recordId,
+			replayed: entry.replayed,
+			responded: entry.responded,
+		});
+		byKey.set(entry.key, list);
+	}
+	return byKey;
+}
+
+async function snapshot(env: Environment, prefix: string): Promise<Snapshot> {
+	const [jobs, attempts] = await Promise.all([readJobs(env, prefix), readAttempts(env, prefix)]);
+	return { at: Date.now(), jobs, attempts, ai: aiView(env), crm: crmView(env) };
+}
+
+// ---------------------------------------------------------------------------------------------
+// n8n execution data (what an operator sees in n8n)
+
+interface ExecutionRow {
+	id: string;
+	workflowId: string;
+	status: string;
+	startedAt: Date | null;
+	stoppedAt: Date | null;
+	data: string;
+}
+
+async function readExecutions(env: Environment, sql: string, values: unknown[]): Promise<ExecutionRow[]> {
+	const client = new pg.Client({ connectionString: env.n8n.databaseUrl });
+	await client.connect();
+	try {
+		const { rows } = await client.query<ExecutionRow>(sql, values);
+		return rows;
+	} finally {
+		await client.end();
+	}
+}
+
+interface RunError {
+	message?: string;
+	description?: string | null;
+	messages?: string[];
+}
+
+type RunData = Record<string, Array<{ data?: { main?: Array<Array<{ json: Record<string, unknown> }> | null> }; error?: RunError }>>;
+
+
+/** n8n stores run data with `flatted`; use n8n's own copy to read it. */
+function parseRunData(env: Environment, data: string): RunData {
+	const requireFromN8n = createRequire(join(env.n8n.install.installDir, 'node_modules', 'n8n', 'package.json'));
+	const flatted = requireFromN8n('flatted') as { parse(text: string): unknown };
+	const parsed = flatted.parse(data) as { resultData?: { runData?: RunData } };
+	return parsed.resultData?.runData ?? {};
+}
+
+/**
+ * State of the Worker executions n8n had not finished when it died: `new` (created by the
+ * Dispatcher's Execute Workflow, not started — n8n 2.x runs these again at boot) or `running`
+ * (n8n marks these crashed at boot). Keyed by the attempt id in their input.
+ */
+async function workerExecutionStates(env: Environment, attemptIds: string[]): Promise<Map<string, string>> {
+	const states = new Map<string, string>();
+	if (attemptIds.length === 0) return states;
+	const rows = await readExecutions(
+		env,
+		`SELECT e.id::text AS id, e."workflowId" AS "workflowId", e.status, e."startedAt" AS "startedAt", e."stoppedAt" AS "stoppedAt", d.data
+		FROM execution_entity e JOIN execution_data d ON d."executionId" = e.id
+		WHERE e."workflowId" = $1 AND e.status IN ('new', 'running')`,
+		[WORKER_ID],
+	);
+	for (const attemptId of attemptIds) {
+		const row = rows.find((candidate) => candidate.data.includes(attemptId));
+		if (row) states.set(attemptId, row.status);
+	}
+	return states;
+}
+
+// ---------------------------------------------------------------------------------------------
+// submitter: keeps jobs in flight through the real receiver
+
+interface Submission {
+	key: string;
+	docId: string;
+	body: { document: { id: string; text: string } };
+	jobId: string | null;
+	tries: number;
+	/** Tries that got no HTTP answer (connection refused/reset: n8n was down or died mid-request). */
+	unanswered: number;
+	answered503: number;
+	/** A retry after an unanswered try got 202 with deduplicated: true — the first try committed. */
+	recoveredLostAnswer: boolean;
+	otherAnswers: string[];
+}
+
+class Submitter {
+	readonly submissions = new Map<string, Submission>();
+	readonly violations: string[] = [];
+	private counter = 0;
+	private stopped = false;
+	private acceptingNew = true;
+	private loop: Promise<void> | undefined;
+
+	constructor(
+		private readonly env: Environment,
+		private readonly prefix: string,
+		private readonly inFlight: number,
+		private readonly concurrency: number,
+	) {}
+
+	start(): void {
+		this.loop = this.run();
+	}
+
+	/** Stops creating new jobs; keeps retrying submissions that have no 202 yet. */
+	stopNew(): void {
+		this.acceptingNew = false;
+	}
+
+	pending(): Submission[] {
+		return [...this.submissions.values()].filter((submission) => submission.jobId === null);
+	}
+
+	async stop(): Promise<void> {
+		this.stopped = true;
+		await this.loop;
+	}
+
+	private next(): Submission {
+		this.counter++;
+		const docId = `${this.prefix}${String(this.counter).padStart(5, '0')}`;
+		const submission: Submission = {
+			key: `key-${docId}`,
+			docId,
+			body: { document: { id: docId, text: `name: Rehearsal ${this.counter}, email r${this.counter}@example.com, amount: ${this.counter}.50` } },
+			jobId: null,
+			tries: 0,
+			unanswered: 0,
+			answered503: 0,
+			recoveredLostAnswer: false,
+			otherAnswers: [],
+		};
+		this.submissions.set(submission.key, submission);
+		return submission;
+	}
+
+	private async live(): Promise<number> {
+		const s = quoteSchema(this.env.schema);
+		const { rows } = await this.env.jobsDb.query<{ n: number }>(
+			`SELECT count(*)::int AS n FROM ${s}.jobs WHERE queue = $1 AND status IN ('queued', 'running') AND payload->'document'->>'id' LIKE $2 || '%'`,
+			[QUEUE, this.prefix],
+		);
+		return rows[0].n;
+	}
+
+	private async send(submission: Submission): Promise<boolean> {
+		submission.tries++;
+		let status: number;
+		let body: { job_id?: string; deduplicated?: boolean } = {};
+		try {
+			const response = await fetch(this.env.n8n.webhookUrl('jobs'), {
+				method: 'POST',
+				headers: { 'content-type': 'application/json', 'idempotency-key': submission.key },
+				body: JSON.stringify(submission.body),
+				signal: AbortSignal.timeout(30_000),
+			});
+			status = response.status;
+			const text = await response.text();
+			try {
+				body = JSON.parse(text) as typeof body;
+			} catch {
+				body = {};
+			}
+		} catch {
+			submission.unanswered++;
+			return false;
+		}
+		if (status === 202 && typeof body.job_id === 'string') {
+			if (submission.jobId !== null && submission.jobId !== body.job_id) {
+				this.violations.push(`key ${submission.key} answered two job ids: ${submission.jobId} and ${body.job_id}`);
+			}
+			if (submission.unanswered > 0 && body.deduplicated === true) submission.recoveredLostAnswer = true;
+			submission.jobId = body.job_id;
+			return true;
+		}
+		if (status === 503) submission.answered503++;
+		// n8n answers 404 "not registered" or 5xx while it is starting: try again.
+		else if (status !== 404 && status < 500) submission.otherAnswers.push(`${status}`);
+		return false;
+	}
+
+	private async run(): Promise<void> {
+		while (!this.stopped) {
+			let batch: Submission[] = this.pending().slice(0, this.concurrency);
+			if (this.acceptingNew && batch.length < this.concurrency) {
+				let live = 0;
+				try {
+					live = await this.live();
+				} catch {
+					live = this.inFlight;
+				}
+				const want = Math.min(this.concurrency - batch.length, this.inFlight - live - this.pending().length);
+				for (let i = 0; i < want; i++) batch = [...batch, this.next()];
+			}
+			if (batch.length === 0) {
+				await sleep(150);
+				continue;
+			}
+			const results = await Promise.all(batch.map((submission) => this.send(submission)));
+			if (!results.some(Boolean)) await sleep(400);
+		}
+	}
+}
+
+// ---------------------------------------------------------------------------------------------
+// classification at kill time
+
+interface Classified {
+	window: Window | 'R';
+	attemptId: string | null;
+}
+
+function classify(snap: Snapshot, dead: Set<string>): Map<string, Classified> {
+	const out = new Map<string, Classified>();
+	for (const job of snap.jobs) {
+		if (job.status === 'queued') {
+			out.set(job.id, { window: 'T0', attemptId: null });
+			continue;
+		}
+		if (job.status !== 'running' || job.attempt_id === null) continue;
+		const attemptId = job.attempt_id;
+		if (dead.has(attemptId)) {
+			out.set(job.id, { window: 'R', attemptId });
+			continue;
+		}
+		const crm = (snap.crm.get(job.id) ?? []).filter((entry) => entry.attemptId === attemptId);
+		const ai = snap.ai.get(attemptId) ?? [];
+		let window: Window;
+		if (crm.length > 0) window = crm.some((entry) => entry.responded) ? 'T4' : 'T3';
+		else if (ai.length > 0) window = 'T2';
+		else window = 'T1';
+		out.set(job.id, { window, attemptId });
+	}
+	return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// kill rehearsal
+
+export interface KillRehearsalConfig {
+	kills: number;
+	honourKeys: boolean;
+	leaseSeconds: number;
+	/** Jobs of the run kept queued or running (default 24). */
+	inFlight?: number;
+	/** Parallel receiver requests (default 4). */
+	submitConcurrency?: number;
+	aiLatencyMs?: number;
+	crmDelayMs?: number;
+	/** Random time n8n runs after a restart before the next kill is aimed (default 2–8 s). */
+	minUpMs?: number;
+	maxUpMs?: number;
+	/** How long a kill waits for its target window before it kills anyway (default 20 s). */
+	aimTimeoutMs?: number;
+	drainTimeoutMs?: number;
+	/** Prefix of this run's document ids (and keys); must be unique in the schema. */
+	runId: string;
+	/** Windows the kills aim at, in turn (default T1, T2, T3, T4). */
+	targets?: Window[];
+	seed?: number;
+	log?: Log;
+}
+
+export interface KillRecord {
+	n: number;
+	target: Window;
+	/** The target window was observed before the kill. */
+	aimed: boolean;
+	upMs: number;
+	restartMs: number;
+	windows: Record<Window, number>;
+	/** T1 attempts by the state of their Worker execution in n8n: new (queued), running, none. */
+	t1Workers: Record<string, number>;
+	recovering: number;
+}
+
+/**
+ * Why an attempt created a side effect (a CRM request) without its job recording that
+ * attempt's result: it was killed in T3/T4, it was killed in T1 and n8n ran it again at boot
+ * after its lease had been taken over, or it outlived its lease while alive.
+ */
+export type OrphanCause = 'T3' | 'T4' | 'T1 re-run at boot' | 'slow';
+const CAUSES: OrphanCause[] = ['T3', 'T4', 'T1 re-run at boot', 'slow'];
+
+export interface WindowFigures {
+	/** (kill, job) pairs in this window. */
+	pairs: number;
+	/** Distinct jobs ever caught in this window. */
+	jobs: number;
+	/** Kills that caught at least one job in this window. */
+	kills: number;
+	/** Killed attempts n8n ran again at boot (a queued Worker execution): finished while holding the lease / after losing it. */
+	rerunHeld: number;
+	rerunSuperseded: number;
+	/** Killed attempts whose CRM request exists (made before the kill, or by the re-run). */
+	withCrmRequest: number;
+}
+
+export interface KillRehearsalResult {
+	config: Required<Omit<KillRehearsalConfig, 'log' | 'seed'>> & { seed: number };
+	startedAt: Date;
+	durationMs: number;
+	drainMs: number;
+	kills: KillRecord[];
+	windows: Record<Window, WindowFigures>;
+	t1Workers: Record<string, number>;
+	jobs: { submitted: number; accepted: number; inDb: number; done: number; failed: number; failedByCode: Record<string, number>; other: number; maxAttempts: number; killedMoreThanOnce: number };
+	submissions: { unansweredTries: number; answered503: number; lostAnswersRecovered: number };
+	crm: {
+		requests: number;
+		created: number;
+		replayed: number;
+		jobsWithMoreThanOneRecord: number;
+		extraRecords: number;
+		/** Attempts whose CRM request has no recorded result, by cause. */
+		orphans: Record<OrphanCause, number>;
+		/** Honouring CRM: replays answered to a later attempt; ignoring CRM: extra records — by cause. */
+		duplicatesByCause: Record<OrphanCause, number>;
+		replaysByCause: Record<OrphanCause, number>;
+	};
+	report: {
+		rows: number;
+		jobs: number;
+		leaseExpiredAttempts: number;
+		/** The report lists exactly the attempts that ended lease_expired. */
+		exact: boolean;
+		/** Attempts listed, by what they did: a side effect may exist (T3/T4, re-run, slow) / none (died in T1/T2). */
+		withSideEffect: number;
+		withoutSideEffect: number;
+		jobsWithSideEffect: number;
+		/** Every attempt with a side effect but no recorded result is listed. */
+		coversEveryOrphan: boolean;
+	};
+	attempts: { total: number; killed: number; rerunAtBoot: number; slow: number; leaseExpired: number; staleApplied: number };
+	/** Jobs running with an expired lease seen at kill time (awaiting recovery), max age in ms. */
+	maxExpiredLeaseAgeMs: number;
+	stuck: number;
+	lost: number;
+	violations: string[];
+}
+
+function emptyWindows(): Record<Window, number> {
+	return { T0: 0, T1: 0, T2: 0, T3: 0, T4: 0 };
+}
+
+function byCause(): Record<OrphanCause, number> {
+	return { T3: 0, T4: 0, 'T1 re-run at boot': 0, slow: 0 };
+}
+
+async function aimAt(env: Environment, target: Window, config: { aiLatencyMs: number; crmDelayMs: number; prefix: string; timeoutMs: number }, random: () => number): Promise<boolean> {
+	const armedAt = Date.now();
+	const deadline = armedAt + config.timeoutMs;
+	const s = quoteSchema(env.schema);
+	if (target === 'T0') {
+		await sleep(random() * 1_000);
+		return true;
+	}
+	if (target === 'T1') {
+		while (Date.now() < deadline) {
+			const { rows } = await env.jobsDb.query<{ attempt_id: string }>(
+				`SELECT j.attempt_id
+				FROM ${s}.jobs j JOIN ${s}.job_attempts a ON a.attempt_id = j.attempt_id
+				WHERE j.queue = $1 AND j.status = 'running' AND a.started_at > now() - interval '3 seconds'
+					AND j.payload->'document'->>'id' LIKE $2 || '%'`,
+				[QUEUE, config.prefix],
+			);
+			const calls = aiView(env);
+			if (rows.some((row) => !calls.has(row.attempt_id))) {
+				await sleep(random() * 30);
+				return true;
+			}
+			await sleep(15);
+		}
+		return false;
+	}
+	if (target === 'T2') {
+		while (Date.now() < deadline) {
+			const call = env.standins.ai.calls.find((candidate) => Date.parse(candidate.at) >= armedAt);
+			if (call) {
+				const inside = Date.parse(call.at) + random() * 0.85 * config.aiLatencyMs;
+				await sleep(Math.max(0, inside - Date.now()));
+				return true;
+			}
+			await sleep(10);
+		}
+		return false;
+	}
+	const journal = env.standins.crm.journal;
+	const from = journal.length;
+	if (target === 'T3') {
+		while (Date.now() < deadline) {
+			const entry = journal.slice(from).find((candidate) => candidate.path === '/records' && !candidate.responded);
+			if (entry) {
+				const inside = Date.parse(entry.at) + random() * 0.85 * config.crmDelayMs;
+				await sleep(Math.max(0, inside - Date.now()));
+				return true;
+			}
+			await sleep(10);
+		}
+		return false;
+	}
+	// T4: the moment a delayed CRM answer goes out, Job Complete is milliseconds away.
+	const waiting = new Set(journal.filter((entry) => entry.path === '/records' && !entry.responded));
+	while (Date.now() < deadline) {
+		for (const entry of journal.slice(from)) if (entry.path === '/records' && !entry.responded) waiting.add(entry);
+		for (const entry of waiting) {
+			if (entry.responded) {
+				await sleep(random() * 25);
+				return true;
+			}
+		}
+		await sleep(2);
+	}
+	return false;
+}
+
+async function restartN8n(env: Environment, log: Log): Promise<void> {
+	for (let attempt = 1; ; attempt++) {
+		try {
+			await env.n8n.restart();
+			return;
+		} catch (error) {
+			if (attempt >= 3) throw error;
+			log(`restart failed (${error instanceof Error ? error.message.split('\n')[0] : String(error)}); trying again`);
+			await sleep(2_000);
+		}
+	}
+}
+
+interface ReportRow {
+	job_id: string;
+	stable_key: string;
+	attempt_id: string;
+	outcome: string;
+}
+
+/** The reconciliation report, through the bundled workflow (GET /webhook/jobs/unknown-outcomes). */
+export async function fetchUnknownOutcomes(env: Environment): Promise<ReportRow[]> {
+	const answer = await env.request(`jobs/unknown-outcomes?queue=${QUEUE}&limit=10000`);
+	if (answer.status !== 200) throw new Error(`unknown-outcomes answered ${answer.status}: ${answer.text.slice(0, 300)}`);
+	return (answer.body as { unknown_outcomes: ReportRow[] }).unknown_outcomes;
+}
+
+async function waitQuiet(env: Environment, prefix: string, submitter: Submitter | undefined, timeoutMs: number): Promise<boolean> {
+	const deadline = Date.now() + timeoutMs;
+	const s = quoteSchema(env.schema);
+	let lastCalls = -1;
+	let stableSince = Date.now();
+	while (Date.now() < deadline) {
+		const { rows } = await env.jobsDb.query<{ n: number }>(
+			`SELECT count(*)::int AS n FROM ${s}.jobs WHERE queue = $1 AND status IN ('queued', 'running') AND payload->'document'->>'id' LIKE $2 || '%'`,
+			[QUEUE, prefix],
+		);
+		const calls = env.standins.crm.journal.length + env.standins.ai.calls.length;
+		if (calls !== lastCalls) {
+			lastCalls = calls;
+			stableSince = Date.now();
+		}
+		// Quiet: nothing left to do and neither the AI nor the CRM has seen a request for 3 s
+		// (a stale worker may still be running after its job finished).
+		if (rows[0].n === 0 && (submitter?.pending().length ?? 0) === 0 && Date.now() - stableSince > 3_000) return true;
+		await sleep(500);
+	}
+	return false;
+}
+
+interface KilledAttempt {
+	kill: number;
+	window: Window;
+	jobId: string;
+	snapshotAt: number;
+	worker: string;
+}
+
+export async function runKillRehearsal(env: Environment, input: KillRehearsalConfig): Promise<KillRehearsalResult> {
+	const log = input.log ?? (() => undefined);
+	const seed = input.seed ?? Math.floor(Math.random() * 2 ** 31);
+	const config = {
+		kills: input.kills,
+		honourKeys: input.honourKeys,
+		leaseSeconds: input.leaseSeconds,
+		inFlight: input.inFlight ?? 24,
+		submitConcurrency: input.submitConcurrency ?? 4,
+		aiLatencyMs: input.aiLatencyMs ?? 1_500,
+		crmDelayMs: input.crmDelayMs ?? 2_000,
+		minUpMs: input.minUpMs ?? 2_000,
+		maxUpMs: input.maxUpMs ?? 8_000,
+		aimTimeoutMs: input.aimTimeoutMs ?? 20_000,
+		drainTimeoutMs: input.drainTimeoutMs ?? 10 * 60_000,
+		runId: input.runId,
+		targets: input.targets && input.targets.length > 0 ? input.targets : TARGETS,
+		seed,
+	};
+	const prefix = `${config.runId}-`;
+	const random = seededRandom(seed);
+	const violations: string[] = [];
+	const startedAt = new Date();
+	const started = Date.now();
+
+	env.standins.crm.honourKeys = config.honourKeys;
+	env.standins.crm.delayMs = config.crmDelayMs;
+	env.standins.ai.latencyMs = config.aiLatencyMs;
+
+	const submitter = new Submitter(env, prefix, config.inFlight, config.submitConcurrency);
+	submitter.start();
+
+	const kills: KillRecord[] = [];
+	const killed = new Map<string, KilledAttempt>();
+	const caught = new Map<string, Set<Window>>();
+	const t1Workers: Record<string, number> = { new: 0, running: 0, none: 0 };
+	let maxExpiredLeaseAgeMs = 0;
+	let upSince = Date.now();
+	let drainMs = 0;
+
+	try {
+		for (let n = 1; n <= config.kills; n++) {
+			const target = config.targets[(n - 1) % config.targets.length];
+			await sleep(config.minUpMs + random() * (config.maxUpMs - config.minUpMs));
+			const aimed = await aimAt(env, target, { aiLatencyMs: config.aiLatencyMs, crmDelayMs: config.crmDelayMs, prefix, timeoutMs: config.aimTimeoutMs }, random);
+			const upMs = Date.now() - upSince;
+			await env.n8n.kill('SIGKILL');
+			// Statements PostgreSQL had fully received still run to completion (and commit), and
+			// requests already on the wire still reach the stand-ins; give them a moment so the
+			// snapshot is the state the crash left behind.
+			await sleep(1_000);
+			const snap = await snapshot(env, prefix);
+			const classes = classify(snap, new Set(killed.keys()));
+			const t1Attempts = [...classes.values()].filter((entry) => entry.window === 'T1' && entry.attemptId).map((entry) => entry.attemptId as string);
+			const workers = await workerExecutionStates(env, t1Attempts);
+			const windows = emptyWindows();
+			const t1Here: Record<string, number> = { new: 0, running: 0, none: 0 };
+			let recovering = 0;
+			for (const [jobId, entry] of classes) {
+				if (entry.window === 'R') {
+					recovering++;
+					continue;
+				}
+				windows[entry.window]++;
+				if (!caught.has(jobId)) caught.set(jobId, new Set());
+				caught.get(jobId)!.add(entry.window);
+				if (entry.attemptId) {
+					const worker = entry.window === 'T1' ? (workers.get(entry.attemptId) ?? 'none') : 'started';
+					if (entry.window === 'T1') {
+						t1Here[worker] = (t1Here[worker] ?? 0) + 1;
+						t1Workers[worker] = (t1Workers[worker] ?? 0) + 1;
+					}
+					killed.set(entry.attemptId, { kill: n, window: entry.window, jobId, snapshotAt: snap.at, worker });
+				}
+			}
+			for (const job of snap.jobs) {
+				if (job.status === 'running' && job.lease_until && job.lease_until.getTime() < snap.at - 1_000) {
+					maxExpiredLeaseAgeMs = Math.max(maxExpiredLeaseAgeMs, snap.at - job.lease_until.getTime());
+				}
+			}
+			const restartStarted = Date.now();
+			await restartN8n(env, log);
+			upSince = Date.now();
+			const record: KillRecord = { n, target, aimed, upMs, restartMs: upSince - restartStarted, windows, t1Workers: t1Here, recovering };
+			kills.push(record);
+			log(
+				`kill ${n}/${config.kills} aimed at ${target}${aimed ? '' : ' (not seen, killed anyway)'} after ${(upMs / 1000).toFixed(1)} s up: ` +
+					WINDOWS.map((w) => `${w}=${windows[w]}`).join(' ') +
+					` (T1 workers queued/started/none ${t1Here.new}/${t1Here.running}/${t1Here.none}) R=${recovering}; restart ${(record.restartMs / 1000).toFixed(1)} s`,
+			);
+		}
+		submitter.stopNew();
+		const drainStarted = Date.now();
+		const quiet = await waitQuiet(env, prefix, submitter, config.drainTimeoutMs);
+		drainMs = Date.now() - drainStarted;
+		if (!quiet) violations.push(`the run did not get quiet within ${config.drainTimeoutMs / 1000} s after the last kill`);
+	} finally {
+		await submitter.stop();
+	}
+	violations.push(...submitter.violations);
+
+	// ------------------------------------------------------------------------------ final state
+	const final = await snapshot(env, prefix);
+	const report = await fetchUnknownOutcomes(env);
+	const jobById = new Map(final.jobs.map((job) => [job.id, job]));
+	const attemptById = new Map(final.attempts.map((attempt) => [attempt.attempt_id, attempt]));
+	const attemptsByJob = new Map<string, AttemptRow[]>();
+	for (const attempt of final.attempts) {
+		const list = attemptsByJob.get(attempt.job_id) ?? [];
+		list.push(attempt);
+		attemptsByJob.set(attempt.job_id, list);
+	}
+
+	// None lost: every key got a 202, every 202 names a stored job, every stored job has a key.
+	const submissions = [...submitter.submissions.values()];
+	let lost = 0;
+	const acceptedIds = new Set<string>();
+	for (const submission of submissions) {
+		if (submission.jobId === null) {
+			lost++;
+			violations.push(`submission ${submission.key} never got a 202`);
+			continue;
+		}
+		acceptedIds.add(submission.jobId);
+		if (!jobById.has(submission.jobId)) {
+			lost++;
+			violations.push(`job ${submission.jobId} (202 for ${submission.key}) is not in the database`);
+		}
+		if (submission.otherAnswers.length > 0) violations.push(`submission ${submission.key} got unexpected answers ${submission.otherAnswers.join(', ')}`);
+	}
+	for (const job of final.jobs) if (!acceptedIds.has(job.id)) violations.push(`job ${job.id} (${job.doc_id}) exists but no client got its id`);
+
+	// Every job terminal, none stuck.
+	let stuck = 0;
+	const failedByCode: Record<string, number> = {};
+	let done = 0;
+	let failed = 0;
+	let other = 0;
+	for (const job of final.jobs) {
+		if (job.status === 'done') done++;
+		else if (job.status === 'failed') {
+			failed++;
+			failedByCode[job.error_code ?? 'none'] = (failedByCode[job.error_code ?? 'none'] ?? 0) + 1;
+		} else {
+			other++;
+			if (job.status === 'running' || job.status === 'queued') stuck++;
+			violations.push(`job ${job.id} ended ${job.status}, not done or failed`);
+		}
+	}
+
+	// Requests of each attempt, from the journals (the attempt id travels in a header).
+	const aiOf = (attemptId: string) => final.ai.get(attemptId) ?? [];
+	const crmByAttempt = new Map<string, CrmView[]>();
+	for (const [key, entries] of final.crm) {
+		if (!jobById.has(key)) continue;
+		for (const entry of entries) {
+			if (entry.attemptId === null) {
+				violations.push(`CRM request for job ${key} without ${ATTEMPT_HEADER}`);
+				continue;
+			}
+			const owner = attemptById.get(entry.attemptId);
+			if (!owner || owner.job_id !== key) violations.push(`CRM request for job ${key} names attempt ${entry.attemptId} of another job`);
+			const list = crmByAttempt.get(entry.attemptId) ?? [];
+			list.push(entry);
+			crmByAttempt.set(entry.attemptId, list);
+		}
+	}
+	const crmOf = (attemptId: string) => crmByAttempt.get(attemptId) ?? [];
+
+	// Killed attempts: dead for good (lease_expired, no request after the crash), or run again by
+	// n8n at boot (n8n 2.x restarts Worker executions that were queued but not started).
+	const rerun = new Set<string>();
+	let staleApplied = 0;
+	const windows: Record<Window, WindowFigures> = Object.fromEntries(
+		WINDOWS.map((w) => [w, { pairs: 0, jobs: 0, kills: 0, rerunHeld: 0, rerunSuperseded: 0, withCrmRequest: 0 }]),
+	) as Record<Window, WindowFigures>;
+	for (const kill of kills) {
+		for (const w of WINDOWS) {
+			windows[w].pairs += kill.windows[w];
+			if (kill.windows[w] > 0) windows[w].kills++;
+		}
+	}
+	for (const set of caught.values()) for (const w of set) windows[w].jobs++;
+	for (const [attemptId, info] of killed) {
+		const attempt = attemptById.get(attemptId);
+		const after = [...aiOf(attemptId), ...crmOf(attemptId)].some((call) => call.at > info.snapshotAt);
+		const outcome = attempt?.outcome ?? null;
+		const ranAgain = after || outcome !== 'lease_expired';
+		if (crmOf(attemptId).length > 0) windows[info.window].withCrmRequest++;
+		if (!ranAgain) continue;
+		rerun.add(attemptId);
+		if (outcome === 'lease_expired') windows[info.window].rerunSuperseded++;
+		else windows[info.window].rerunHeld++;
+		if (info.window !== 'T1' || info.worker !== 'new') {
+			staleApplied += outcome === 'lease_expired' ? 0 : 1;
+			violations.push(`attempt ${attemptId} of job ${info.jobId}, killed in ${info.window} (worker ${info.worker}) at kill ${info.kill}, ran again after the crash (outcome ${outcome})`);
+		}
+		if ((info.window === 'T1' || info.window === 'T2') && !after && crmOf(attemptId).length > 0) {
+			violations.push(`attempt ${attemptId} killed in ${info.window} has a CRM request from before the crash — misclassified`);
+		}
+	}
+
+	// Attempt history: one outcome per attempt; only the attempt holding the lease wrote a result.
+	let leaseExpired = 0;
+	const slow = new Set<string>();
+	for (const job of final.jobs) {
+		const attempts = attemptsByJob.get(job.id) ?? [];
+		if (attempts.length !== job.attempts) violations.push(`job ${job.id}: ${attempts.length} attempt rows for attempts = ${job.attempts}`);
+		attempts.forEach((attempt, index) => {
+			if (attempt.outcome === 'lease_expired') {
+				leaseExpired++;
+				if (!killed.has(attempt.attempt_id)) slow.add(attempt.attempt_id);
+			}
+			if (attempt.outcome === null) violations.push(`job ${job.id} attempt ${attempt.attempt} has no outcome`);
+			const last = index === attempts.length - 1;
+			if (!last && !['lease_expired', 'retry', 'released'].includes(attempt.outcome ?? '')) {
+				staleApplied++;
+				violations.push(`job ${job.id}: attempt ${attempt.attempt} of ${attempts.length} recorded ${attempt.outcome}, an outcome only the current attempt may write`);
+			}
+			if (last) {
+				const fits = job.status === 'done' ? attempt.outcome === 'succeeded' : job.status === 'failed' ? ['failed', 'retry', 'lease_expired'].includes(attempt.outcome ?? '') : false;
+				if (!fits) violations.push(`job ${job.id} is ${job.status} but its last attempt recorded ${attempt.outcome}`);
+			}
+		});
+	}
+
+	// CRM side effects. An "orphan" is an attempt that reached the CRM but whose result the job
+	// does not hold: its record may exist without anyone having recorded it.
+	const causeOf = (attemptId: string): OrphanCause | null => {
+		const info = killed.get(attemptId);
+		if (info && (info.window === 'T3' || info.window === 'T4') && !rerun.has(attemptId)) return info.window;
+		if (info && rerun.has(attemptId)) return 'T1 re-run at boot';
+		if (slow.has(attemptId)) return 'slow';
+		return null;
+	};
+	let requests = 0;
+	let created = 0;
+	let replayed = 0;
+	let jobsWithMoreThanOneRecord = 0;
+	let extraRecords = 0;
+	const orphans = byCause();
+	const duplicatesByCause = byCause();
+	const replaysByCause = byCause();
+	const orphanAttempts = new Set<string>();
+	for (const job of final.jobs) {
+		const attempts = attemptsByJob.get(job.id) ?? [];
+		const entries = final.crm.get(job.id) ?? [];
+		requests += entries.length;
+		const records = entries.filter((entry) => entry.createdRecordId !== null);
+		created += records.length;
+		replayed += entries.filter((entry) => entry.replayed).length;
+		for (const attempt of attempts) if (crmOf(attempt.attempt_id).length > 1) violations.push(`job ${job.id}: attempt ${attempt.attempt} sent ${crmOf(attempt.attempt_id).length} CRM requests`);
+		const lastAttempt = attempts[attempts.length - 1];
+		const applied = job.status === 'done' ? lastAttempt?.attempt_id : undefined;
+		// The applied result comes from the attempt that held the lease: the last one.
+		if (applied) {
+			const answer = crmOf(applied)[0];
+			if (!answer) violations.push(`job ${job.id} is done but its last attempt sent no CRM request`);
+			else if (job.result?.crm_record_id !== answer.recordId) {
+				staleApplied++;
+				violations.push(`job ${job.id}: result names CRM record ${job.result?.crm_record_id}, but the attempt holding the lease got ${answer.recordId}`);
+			}
+		}
+		const requesters = attempts.filter((attempt) => crmOf(attempt.attempt_id).length > 0);
+		for (const attempt of requesters) {
+			if (attempt.attempt_id === applied) continue;
+			orphanAttempts.add(attempt.attempt_id);
+			const cause = causeOf(attempt.attempt_id);
+			if (cause === null) {
+				violations.push(`job ${job.id}: attempt ${attempt.attempt} (${attempt.outcome}) reached the CRM without its result being kept, and was neither killed in T3/T4, re-run at boot, nor slow`);
+				continue;
+			}
+			orphans[cause]++;
+			if (!config.honourKeys && crmOf(attempt.attempt_id).some((entry) => entry.createdRecordId !== null) && applied) duplicatesByCause[cause]++;
+		}
+		if (records.length > 1) {
+			jobsWithMoreThanOneRecord++;
+			extraRecords += records.length - 1;
+			if (config.honourKeys) violations.push(`job ${job.id}: ${records.length} CRM records although the CRM honours the key`);
+		}
+		if (config.honourKeys) {
+			if (job.status === 'done' && records.length !== 1) violations.push(`job ${job.id} is done with ${records.length} CRM records`);
+			if (entries.some((entry) => entry.replayed)) {
+				const first = requesters[0];
+				const cause = first ? causeOf(first.attempt_id) : null;
+				if (cause) replaysByCause[cause] += entries.filter((entry) => entry.replayed).length;
+			}
+		} else if (records.length !== entries.length) {
+			violations.push(`job ${job.id}: the CRM created ${records.length} records for ${entries.length} requests`);
+		}
+	}
+
+	// Reconciliation report: exactly the attempts that ended without a recorded outcome.
+	const reportAttempts = new Set<string>();
+	const reportJobs = new Set<string>();
+	for (const row of report) {
+		if (!jobById.has(row.job_id)) continue;
+		reportAttempts.add(row.attempt_id);
+		reportJobs.add(row.job_id);
+		if (row.stable_key !== row.job_id) violations.push(`report row for ${row.job_id} has stable_key ${row.stable_key}`);
+		if (row.outcome !== 'lease_expired') violations.push(`report row for ${row.job_id} has outcome ${row.outcome}`);
+	}
+	const leaseExpiredIds = new Set(final.attempts.filter((attempt) => attempt.outcome === 'lease_expired').map((attempt) => attempt.attempt_id));
+	let exact = reportAttempts.size === leaseExpiredIds.size;
+	for (const attemptId of leaseExpiredIds) {
+		if (!reportAttempts.has(attemptId)) {
+			exact = false;
+			violations.push(`attempt ${attemptId} ended lease_expired but is missing from the unknown-outcomes report`);
+		}
+	}
+	for (const attemptId of reportAttempts) {
+		if (!leaseExpiredIds.has(attemptId)) exact = false;
+		if (!killed.has(attemptId) && !slow.has(attemptId)) violations.push(`the unknown-outcomes report lists attempt ${attemptId}, which was neither in flight at a kill nor slower than its lease`);
+	}
+	let coversEveryOrphan = true;
+	for (const attemptId of orphanAttempts) {
+		if (!reportAttempts.has(attemptId)) {
+			coversEveryOrphan = false;
+			violations.push(`attempt ${attemptId} reached the CRM without a kept result but is not in the unknown-outcomes report`);
+		}
+	}
+	const withSideEffect = [...reportAttempts].filter((attemptId) => crmOf(attemptId).length > 0);
+	for (const [attemptId, info] of killed) {
+		if (attemptById.get(attemptId)?.outcome === 'lease_expired' && !reportAttempts.has(attemptId)) {
+			violations.push(`attempt ${attemptId} killed in ${info.window} is not in the report`);
+		}
+	}
+
+	const killCounts = new Map<string, number>();
+	for (const info of killed.values()) killCounts.set(info.jobId, (killCounts.get(info.jobId) ?? 0) + 1);
+
+	return {
+		config,
+		startedAt,
+		durationMs: Date.now() - started,
+		drainMs,
+		kills,
+		windows,
+		t1Workers,
+		jobs: {
+			submitted: submissions.length,
+			accepted: acceptedIds.size,
+			inDb: final.jobs.length,
+			done,
+			failed,
+			failedByCode,
+			other,
+			maxAttempts: Math.max(0, ...final.jobs.map((job) => job.attempts)),
+			killedMoreThanOnce: [...killCounts.values()].filter((count) => count > 1).length,
+		},
+		submissions: {
+			unansweredTries: submissions.reduce((sum, submission) => sum + submission.unanswered, 0),
+			answered503: submissions.reduce((sum, submission) => sum + submission.answered503, 0),
+			lostAnswersRecovered: submissions.filter((submission) => submission.recoveredLostAnswer).length,
+		},
+		crm: { requests, created, replayed, jobsWithMoreThanOneRecord, extraRecords, orphans, duplicatesByCause, replaysByCause },
+		report: {
+			rows: reportAttempts.size,
+			jobs: reportJobs.size,
+			leaseExpiredAttempts: leaseExpiredIds.size,
+			exact,
+			withSideEffect: withSideEffect.length,
+			withoutSideEffect: reportAttempts.size - withSideEffect.length,
+			jobsWithSideEffect: new Set(withSideEffect.map((attemptId) => attemptById.get(attemptId)?.job_id)).size,
+			coversEveryOrphan,
+		},
+		attempts: { total: final.attempts.length, killed: killed.size, rerunAtBoot: rerun.size, slow: slow.size, leaseExpired, staleApplied },
+		maxExpiredLeaseAgeMs,
+		stuck,
+		lost,
+		violations,
+	};
+}
+
+
+
+// ---------------------------------------------------------------------------------------------
+// job database outage
+
+export interface OutageResult {
+	cutMs: number;
+	jobs: number;
+	done: number;
+	failed: number;
+	/** Receiver answers while the job database was cut. */
+	receiverAnswers: Array<{ status: number; detail: string }>;
+	/** n8n executions that failed while it was cut, by workflow, with their error messages. */
+	failedExecutions: Record<string, number>;
+	errorMessages: string[];
+	pidBefore: number | undefined;
+	pidAfter: number | undefined;
+	recoveryMs: number;
+	crmRecordsPerDoneJob: number[];
+	reLeasedJobs: number;
+	violations: string[];
+}
+
+export async function runOutageScenario(env: Environment, options: { cutMs?: number; jobs?: number; runId: string; log?: Log; leaseSeconds: number }): Promise<OutageResult> {
+	const log = options.log ?? (() => undefined);
+	const cutMs = options.cutMs ?? 8_000;
+	const prefix = `${options.runId}-`;
+	const violations: string[] = [];
+	env.standins.crm.honourKeys = true;
+	env.standins.crm.delayMs = 1_500;
+	env.standins.ai.latencyMs = 1_500;
+
+	const submit = async (docId: string) =>
+		await env.request('jobs', { method: 'POST', body: { document: { id: docId, text: `name: Outage ${docId}, amount: 1` } }, headers: { 'Idempotency-Key': `key-${docId}` } });
+	const count = options.jobs ?? 10;
+	for (let i = 1; i <= count; i++) {
+		const answer = await submit(`${prefix}${i}`);
+		if (answer.status !== 202) violations.push(`before the outage the receiver answered ${answer.status}`);
+	}
+	// Cut while work is under way: some workers between the AI and the CRM, some about to complete.
+	const firstAi = Date.now();
+	while (Date.now() - firstAi < 30_000 && !env.standins.ai.calls.some((call) => call.key.startsWith(prefix))) await sleep(50);
+	await sleep(1_200);
+	const pidBefore = env.n8n.pid;
+	const cutAt = new Date();
+	log(`cutting the job database for ${cutMs / 1000} s`);
+	await env.proxy.cut();
+	const receiverAnswers: Array<{ status: number; detail: string }> = [];
+	const refused: string[] = [];
+	try {
+		const until = Date.now() + cutMs;
+		let i = 0;
+		while (Date.now() < until) {
+			i++;
+			const docId = `${prefix}cut-${i}`;
+			const answer = await submit(docId);
+			receiverAnswers.push({ status: answer.status, detail: String((answer.body as { detail?: unknown }).detail ?? answer.text.slice(0, 200)) });
+			if (answer.status === 202) violations.push('the receiver answered 202 while the job database was unreachable');
+			else refused.push(docId);
+			await sleep(Math.max(0, Math.min(1_500, until - Date.now())));
+		}
+	} finally {
+		await env.proxy.restore();
+	}
+	const restoredAt = new Date();
+	log('job database reachable again');
+	// The refused requests are retried (same key) until the receiver takes them again.
+	const recoveryStarted = Date.now();
+	let recoveryMs = -1;
+	for (const docId of refused) {
+		for (;;) {
+			const answer = await submit(docId);
+			if (answer.status === 202) {
+				if (recoveryMs < 0) recoveryMs = Date.now() - recoveryStarted;
+				break;
+			}
+			if (Date.now() - recoveryStarted > 60_000) {
+				violations.push(`the receiver did not recover within 60 s (last answer ${answer.status})`);
+				break;
+			}
+			await sleep(500);
+		}
+	}
+	const quiet = await waitQuiet(env, prefix, undefined, options.leaseSeconds * 1000 + 120_000);
+	if (!quiet) violations.push('jobs of the outage run did not all finish');
+	const pidAfter = env.n8n.pid;
+	if (pidBefore === undefined || pidBefore !== pidAfter) violations.push(`n8n was restarted during the outage (pid ${pidBefore} → ${pidAfter})`);
+
+	for (const answer of receiverAnswers) {
+		if (answer.status !== 503) violations.push(`receiver answered ${answer.status} during the outage (expected 503)`);
+		else if (!/PostgreSQL is unreachable/i.test(answer.detail)) violations.push(`receiver's 503 does not say the database is unreachable: ${answer.detail}`);
+	}
+	const executions = await readExecutions(
+		env,
+		`SELECT e.id::text AS id, e."workflowId" AS "workflowId", e.status, e."startedAt" AS "startedAt", e."stoppedAt" AS "stoppedAt", d.data
+		FROM execution_entity e JOIN execution_data d ON d."executionId" = e.id
+		WHERE e.status = 'error' AND e."stoppedAt" >= $1 AND e."startedAt" <= $2`,
+		[cutAt, restoredAt],
+	);
+	const failedExecutions: Record<string, number> = {};
+	const messages = new Set<string>();
+	for (const execution of executions) {
+		failedExecutions[execution.workflowId] = (failedExecutions[execution.workflowId] ?? 0) + 1;
+		const runData = parseRunData(env, execution.data);
+		for (const [node, runs] of Object.entries(runData)) {
+			for (const run of runs) {
+				const error = run.error;
+				if (!error?.message) continue;
+				const original = (error.messages ?? []).filter((message) => message !== error.message);
+				messages.add(`${node}: "${error.message}"${error.description ? ` — description: "${error.description}"` : ''}${original.length ? ` — original message: "${original.join('", "')}"` : ''}`);
+			}
+		}
+	}
+	if ((failedExecutions[DISPATCHER_ID] ?? 0) === 0) violations.push('no Dispatcher execution failed while the job database was cut');
+	if (messages.size === 0) violations.push('no node error recorded in n8n while the job database was cut');
+	// Clear = says the connection failed and names PostgreSQL (in the message, its description
+	// or the original message n8n keeps next to it).
+	for (const message of messages) {
+		if (!/refused|unreachable|connection|offline/i.test(message) || !/PostgreSQL/.test(message)) violations.push(`unclear node error during the outage: ${message}`);
+	}
+
+	const jobs = await readJobs(env, prefix);
+	const attempts = await readAttempts(env, prefix);
+	const crm = crmView(env);
+	const crmRecordsPerDoneJob: number[] = [];
+	for (const job of jobs) {
+		if (job.status !== 'done' && job.status !== 'failed') violations.push(`outage job ${job.id} ended ${job.status}`);
+		const records = (crm.get(job.id) ?? []).filter((entry) => entry.createdRecordId !== null);
+		if (job.status === 'done') {
+			crmRecordsPerDoneJob.push(records.length);
+			if (records.length !== 1) violations.push(`outage job ${job.id} has ${records.length} CRM records`);
+			if (job.result?.crm_record_id !== records[0]?.createdRecordId) violations.push(`outage job ${job.id} result names ${job.result?.crm_record_id}, CRM created ${records[0]?.createdRecordId}`);
+		}
+	}
+	const reLeasedJobs = new Set(attempts.filter((attempt) => attempt.outcome === 'lease_expired').map((attempt) => attempt.job_id)).size;
+	return {
+		cutMs,
+		jobs: jobs.length,
+		done: jobs.filter((job) => job.status === 'done').length,
+		failed: jobs.filter((job) => job.status === 'failed').length,
+		receiverAnswers,
+		failedExecutions,
+		errorMessages: [...messages],
+		pidBefore,
+		pidAfter,
+		recoveryMs,
+		crmRecordsPerDoneJob,
+		reLeasedJobs,
+		violations,
+	};
+}
+
+// ---------------------------------------------------------------------------------------------
+// a worker slower than its lease
+
+export interface SlowWorkerResult {
+	jobId: string;
+	leaseSeconds: number;
+	aiDelayMs: number;
+	attempts: Array<{ attempt: number; outcome: string | null }>;
+	crmRecords: string[];
+	resultRecordId: string | null;
+	resultName: string | null;
+	leaseLostOutput: Record<string, unknown> | null;
+	jobUnchangedAfterStaleCompletion: boolean;
+	inReport: boolean;
+	violations: string[];
+}
+
+export async function runSlowWorkerScenario(env: Environment, options: { leaseSeconds: number; runId: string; log?: Log }): Promise<SlowWorkerResult> {
+	const log = options.log ?? (() => undefined);
+	const violations: string[] = [];
+	const s = quoteSchema(env.schema);
+	// A CRM that does not honour keys makes the slow attempt's side effect visible: if its
+	// completion were applied, the job's result would name its record.
+	env.standins.crm.honourKeys = false;
+	env.standins.crm.delayMs = 0;
+	env.standins.ai.latencyMs = 0;
+	const docId = `${options.runId}-slow`;
+	const aiDelayMs = (options.leaseSeconds + 12) * 1000;
+	env.standins.ai.script(docId, [
+		{ status: 200, delayMs: aiDelayMs, body: { fields: { name: 'stale attempt', email: null, amount: -1 }, model: 'stand-in', source_document_id: docId } },
+	]);
+	const started = new Date();
+	const accepted = await env.request('jobs', { method: 'POST', body: { document: { id: docId, text: 'name: Fresh Attempt, email fresh@example.com, amount: 7' } }, headers: { 'Idempotency-Key': `key-${docId}` } });
+	if (accepted.status !== 202) throw new Error(`receiver answered ${accepted.status}: ${accepted.text}`);
+	const jobId = (accepted.body as { job_id: string }).job_id;
+	log(`slow job ${jobId}: AI answers attempt 1 after ${aiDelayMs / 1000} s, lease ${options.leaseSeconds} s`);
+
+	const readJob = async () =>
+		(await env.jobsDb.query<{ status: string; attempts: number; attempt_id: string; result: JobRow['result']; finished_at: Date | null; updated_at: Date }>(`SELECT status, attempts, attempt_id, result, finished_at, updated_at FROM ${s}.jobs WHERE id = $1`, [jobId])).rows[0];
+	const readJobAttempts = async () =>
+		(await env.jobsDb.query<AttemptRow>(`SELECT attempt_id, job_id, attempt, started_at, lease_until, finished_at, outcome, error_code FROM ${s}.job_attempts WHERE job_id = $1 ORDER BY attempt`, [jobId])).rows;
+
+	const deadline = Date.now() + aiDelayMs + 90_000;
+	let job = await readJob();
+	while (job.status !== 'done' && job.status !== 'failed' && Date.now() < deadline) {
+		await sleep(250);
+		job = await readJob();
+	}
+	const afterNewAttempt = { job: await readJob(), attempts: await readJobAttempts() };
+	log(`slow job: ${afterNewAttempt.job.status} after attempt ${afterNewAttempt.job.attempts}; waiting for the slow attempt to finish`);
+	// The slow attempt now gets its AI answer, calls the CRM and reaches Job Complete.
+	const firstAttempt = afterNewAttempt.attempts[0];
+	let leaseLostOutput: Record<string, unknown> | null = null;
+	while (Date.now() < deadline && leaseLostOutput === null) {
+		const executions = await readExecutions(
+			env,
+			`SELECT e.id::text AS id, e."workflowId" AS "workflowId", e.status, e."startedAt" AS "startedAt", e."stoppedAt" AS "stoppedAt", d.data
+			FROM execution_entity e JOIN execution_data d ON d."executionId" = e.id
+			WHERE e."workflowId" = $1 AND e."startedAt" >= $2 AND e."stoppedAt" IS NOT NULL`,
+			[WORKER_ID, started],
+		);
+		for (const execution of executions) {
+			if (!firstAttempt || !execution.data.includes(firstAttempt.attempt_id)) continue;
+			const runs = parseRunData(env, execution.data)['Finish job'] ?? [];
+			const lost = runs[0]?.data?.main?.[1]?.[0]?.json;
+			const completed = runs[0]?.data?.main?.[0]?.[0]?.json;
+			if (completed && completed.attempt_id === firstAttempt.attempt_id) violations.push('the slow attempt\'s Job Complete was applied');
+			if (lost) leaseLostOutput = lost;
+		}
+		if (leaseLostOutput === null) await sleep(1_000);
+	}
+	await sleep(1_000);
+	const after = { job: await readJob(), attempts: await readJobAttempts() };
+	const unchanged = JSON.stringify(after) === JSON.stringify(afterNewAttempt);
+	const records = (crmView(env).get(jobId) ?? []).filter((entry) => entry.createdRecordId !== null);
+	const report = await fetchUnknownOutcomes(env);
+	const inReport = report.some((row) => row.job_id === jobId && row.attempt_id === firstAttempt?.attempt_id);
+
+	if (after.job.status !== 'done') violations.push(`slow job ended ${after.job.status}`);
+	if (after.attempts.length !== 2 || after.attempts[0].outcome !== 'lease_expired' || after.attempts[1].outcome !== 'succeeded') {
+		violations.push(`slow job attempts: ${after.attempts.map((attempt) => `${attempt.attempt}:${attempt.outcome}`).join(', ')} (expected 1:lease_expired, 2:succeeded)`);
+	}
+	const lost = leaseLostOutput as Record<string, unknown> | null;
+	if (!lost) violations.push('the slow attempt\'s Job Complete did not come out on Lease Lost');
+	else if (lost.lease_lost !== true || lost.attempt_id !== firstAttempt?.attempt_id) violations.push(`unexpected Lease Lost item ${JSON.stringify(lost)}`);
+	if (!unchanged) violations.push('the job or its attempts changed after the slow attempt completed');
+	if (records.length !== 2) violations.push(`expected 2 CRM records (one per attempt, the CRM ignores keys), got ${records.length}`);
+	const newAttemptRecord = records[0]?.createdRecordId ?? null;
+	if (after.job.result?.crm_record_id !== newAttemptRecord) violations.push(`result names ${after.job.result?.crm_record_id}, the new attempt created ${newAttemptRecord}`);
+	if (after.job.result?.fields?.name === 'stale attempt') violations.push('the result holds the slow attempt\'s AI fields');
+	if (!inReport) violations.push('the slow attempt is not in the unknown-outcomes report');
+	env.standins.crm.honourKeys = true;
+	return {
+		jobId,
+		leaseSeconds: options.leaseSeconds,
+		aiDelayMs,
+		attempts: after.attempts.map((attempt) => ({ attempt: attempt.attempt, outcome: attempt.outcome })),
+		crmRecords: records.map((entry) => entry.createdRecordId ?? ''),
+		resultRecordId: after.job.result?.crm_record_id ?? null,
+		resultName: after.job.result?.fields?.name ?? null,
+		leaseLostOutput,
+		jobUnchangedAfterStaleCompletion: unchanged,
+		inReport,
+		violations,
+	};
+}
+
+// ---------------------------------------------------------------------------------------------
+// docs/RELIABILITY.md
+
+export interface RunInfo {
+	command: string;
+	date: Date;
+	n8nVersion: string;
+	postgres: string;
+	totalMs: number;
+	/** What the packed package was built from (commit, uncommitted changes). */
+	source?: string;
+}
+
+export function machineDescription(): string {
+	const list = cpus();
+	return `${list.length} × ${list[0]?.model?.trim() ?? 'CPU'}, ${Math.round(totalmem() / 2 ** 30)} GB RAM, Node ${process.version} (harness), ${process.platform}`;
+}
+
+const seconds = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
+function median(values: number[]): number {
+	if (values.length === 0) return 0;
+	const sorted = [...values].sort((a, b) => a - b);
+	return sorted[Math.floor(sorted.length / 2)];
+}
+
+export function renderKillSection(result: KillRehearsalResult, info: RunInfo): string {
+	const { config } = result;
+	const restart = result.kills.map((kill) => kill.restartMs);
+	const windowsPerKill = result.kills.map((kill) => WINDOWS.filter((w) => kill.windows[w] > 0).length);
+	const aimed = result.kills.filter((kill) => kill.aimed).length;
+	const causes = (counts: Record<OrphanCause, number>) => CAUSES.filter((cause) => counts[cause] > 0).map((cause) => `${cause}: ${counts[cause]}`).join(', ') || 'none';
+	const lines = [
+		`### ${config.honourKeys ? 'CRM honours Idempotency-Key' : 'CRM ignores Idempotency-Key'} — ${result.kills.length} kills`,
+		'',
+		`- Command: \`${info.command}\``,
+		`- Date: ${info.date.toISOString()}; rehearsal ${seconds(result.durationMs)} (drain after the last kill ${seconds(result.drainMs)}), whole command so far ${seconds(info.totalMs)}`,
+		`- Environment: ${machineDescription()}; n8n ${info.n8nVersion} (regular mode, one main process) with the package packed from ${info.source ?? 'this checkout'}; ${info.postgres}; machine shared with other test runs`,
+		`- Settings: Dispatcher lease ${config.leaseSeconds} s (bundled: 120 s), poll 1 s; ${config.inFlight} jobs kept in flight; AI answers after ${config.aiLatencyMs} ms, CRM after ${config.crmDelayMs} ms; n8n up ${seconds(config.minUpMs)}–${seconds(config.maxUpMs)} before each kill is aimed; seed ${config.seed}`,
+		`- Restart after SIGKILL until every workflow is published and the webhooks answer: median ${seconds(median(restart))}, max ${seconds(Math.max(0, ...restart))}`,
+		'',
+		'| window | meaning | (kill, job) pairs | distinct jobs | kills that caught it | killed attempts n8n ran again at boot (kept the lease / superseded) | killed attempts with a CRM request |',
+		'|---|---|---:|---:|---:|---:|---:|',
+		...WINDOWS.map((w) => {
+			const f = result.windows[w];
+			return `| ${w} | ${WINDOW_LABELS[w]} | ${f.pairs} | ${f.jobs} | ${f.kills} of ${result.kills.length} | ${w === 'T0' ? '—' : `${f.rerunHeld} / ${f.rerunSuperseded}`} | ${w === 'T0' ? '—' : f.withCrmRequest} |`;
+		}),
+		'',
+		`Kills were aimed in turn at ${config.targets.join(', ')} (at a random moment inside the window once it was seen; ${aimed} of ${result.kills.length} saw their target) and caught whatever else was in flight: on average ${(windowsPerKill.reduce((a, b) => a + b, 0) / Math.max(1, windowsPerKill.length)).toFixed(1)} windows per kill, ${windowsPerKill.filter((n) => n >= 3).length} kills caught three or more. ` +
+			`T1 attempts by the state of their Worker execution at the kill: ${result.t1Workers.new ?? 0} queued in n8n (\`new\`: n8n runs these again at boot), ${result.t1Workers.running ?? 0} started, ${result.t1Workers.none ?? 0} not created yet (the Dispatcher died between lease and hand-off).`,
+		'',
+		'| outcome | figure |',
+		'|---|---:|',
+		`| jobs submitted through the receiver / answered 202 / stored | ${result.jobs.submitted} / ${result.jobs.accepted} / ${result.jobs.inDb} |`,
+		`| receiver requests cut off by a kill or refused while n8n restarted (retried with the same key) | ${result.submissions.unansweredTries} |`,
+		`| … requests whose job had committed before the kill: the retry got the same job (\`deduplicated: true\`) | ${result.submissions.lostAnswersRecovered} |`,
+		`| jobs done / failed | ${result.jobs.done} / ${result.jobs.failed}${result.jobs.failed > 0 ? ` (${Object.entries(result.jobs.failedByCode).map(([code, n]) => `${code}: ${n}`).join(', ')})` : ''} |`,
+		`| **lost jobs** (202 without a stored job, or never answered) | **${result.lost}** |`,
+		`| **stuck jobs** (not done or failed when the run got quiet) | **${result.stuck}** |`,
+		`| jobs killed in flight more than once | ${result.jobs.killedMoreThanOnce} (most attempts used by one job: ${result.jobs.maxAttempts}) |`,
+		`| attempts: total / killed in flight / run again by n8n at boot / outlived their lease while alive | ${result.attempts.total} / ${result.attempts.killed} / ${result.attempts.rerunAtBoot} / ${result.attempts.slow} |`,
+		`| **results applied from an attempt that did not hold the lease** | **${result.attempts.staleApplied}** |`,
+		`| CRM requests / records created / answered as replay | ${result.crm.requests} / ${result.crm.created} / ${result.crm.replayed} |`,
+		`| attempts that reached the CRM but whose result the job does not hold, by cause | ${causes(result.crm.orphans)} |`,
+		config.honourKeys
+			? `| **job ids with more than one CRM record** | **${result.crm.jobsWithMoreThanOneRecord}** (the CRM answered ${result.crm.replayed} repeats as replays — ${causes(result.crm.replaysByCause)}) |`
+			: `| job ids with more than one CRM record (extra records) | ${result.crm.jobsWithMoreThanOneRecord} (${result.crm.extraRecords}) — extra records by cause: ${causes(result.crm.duplicatesByCause)} |`,
+		`| unknown-outcomes report: attempts / jobs listed | ${result.report.rows} / ${result.report.jobs} (${result.report.exact ? `exactly the ${result.report.leaseExpiredAttempts} attempts that ended \`lease_expired\`` : 'MISMATCH'}) |`,
+		`| … attempts listed that reached the CRM (record may exist) / that died before the CRM call | ${result.report.withSideEffect} (${result.report.jobsWithSideEffect} jobs) / ${result.report.withoutSideEffect} |`,
+		`| every attempt with a CRM request but no kept result is listed | ${result.report.coversEveryOrphan ? 'yes' : '**NO**'} |`,
+		`| longest a dead attempt's job stayed \`running\` past its lease, seen at a kill (n8n was down meanwhile) | ${seconds(result.maxExpiredLeaseAgeMs)} |`,
+		`| **violations of the checks** | **${result.violations.length}** |`,
+		'',
+	];
+	if (result.violations.length > 0) lines.push('Violations:', '', ...result.violations.slice(0, 40).map((v) => `- ${v}`), '');
+	return lines.join('\n');
+}
+
+export function renderOutageSection(result: OutageResult, info: RunInfo): string {
+	return [
+		`### Job database unreachable for ${seconds(result.cutMs)} mid-run`,
+		'',
+		`- Command: \`${info.command}\`; date ${info.date.toISOString()}`,
+		`- ${result.jobs} jobs in flight (AI 1.5 s, CRM 1.5 s, CRM honours keys); the TCP proxy in front of the job database dropped every connection and refused new ones; n8n's own database stayed up.`,
+		`- Receiver while cut: ${result.receiverAnswers.length} requests, answers ${[...new Set(result.receiverAnswers.map((answer) => answer.status))].join(', ')}; detail: "${result.receiverAnswers[0]?.detail ?? '—'}"`,
+		`- n8n executions that failed while cut: ${Object.entries(result.failedExecutions).map(([id, n]) => `${id} × ${n}`).join(', ') || 'none'}`,
+		`- Node errors recorded by n8n: ${result.errorMessages.join('; ') || 'none'}`,
+		`- n8n not restarted (pid ${result.pidBefore} before and ${result.pidAfter} after); the receiver took jobs again ${result.recoveryMs >= 0 ? seconds(result.recoveryMs) : '—'} after the proxy was restored.`,
+		`- End state: ${result.done} done, ${result.failed} failed, ${result.jobs - result.done - result.failed} other; ${result.reLeasedJobs} jobs were re-leased after a worker's Job Complete failed during the cut; CRM records per done job: ${[...new Set(result.crmRecordsPerDoneJob)].join(', ') || '—'}.`,
+		`- Violations: ${result.violations.length}${result.violations.length ? ` — ${result.violations.join('; ')}` : ''}`,
+		'',
+	].join('\n');
+}
+
+export function renderSlowWorkerSection(result: SlowWorkerResult, info: RunInfo): string {
+	return [
+		`### A worker slower than its lease`,
+		'',
+		`- Command: \`${info.command}\`; date ${info.date.toISOString()}`,
+		`- Lease ${result.leaseSeconds} s; the AI answers the first attempt after ${seconds(result.aiDelayMs)} (with fields naming "stale attempt"); the CRM ignores keys, so each attempt creates its own record.`,
+		`- Attempts: ${result.attempts.map((attempt) => `${attempt.attempt} → ${attempt.outcome}`).join(', ')}; CRM records ${result.crmRecords.join(', ')}; the job's result names ${result.resultRecordId} (fields name "${result.resultName}").`,
+		`- The slow attempt's Job Complete came out on **Lease Lost**: \`${JSON.stringify(result.leaseLostOutput)}\`; job row and attempts unchanged afterwards: ${result.jobUnchangedAfterStaleCompletion ? 'yes' : 'NO'}; listed in the unknown-outcomes report: ${result.inReport ? 'yes' : 'no'}.`,
+		`- Violations: ${result.violations.length}${result.violations.length ? ` — ${result.violations.join('; ')}` : ''}`,
+		'',
+	].join('\n');
+}
+
+/** Replaces (or appends) the block between `<!-- rehearsal:<id>:begin -->` and `:end -->`. */
+export function updateReliabilityDoc(path: string, id: string, markdown: string): void {
+	const begin = `<!-- rehearsal:${id}:begin -->`;
+	const end = `<!-- rehearsal:${id}:end -->`;
+	const block = `${begin}\n${markdown.trimEnd()}\n${end}`;
+	const text = existsSync(path) ? readFileSync(path, 'utf8') : '# Reliability\n';
+	const from = text.indexOf(begin);
+	const to = text.indexOf(end);
+	let next: string;
+	if (from >= 0 && to > from) next = text.slice(0, from) + block + text.slice(to + end.length);
+	else {
+		const anchor = '<!-- rehearsal:results:end -->';
+		const at = text.indexOf(anchor);
+		next = at >= 0 ? `${text.slice(0, at)}${block}\n\n${text.slice(at)}` : `${text.trimEnd()}\n\n${block}\n`;
+	}
+	writeFileSync(path, next);
+}

@@ -1,0 +1,218 @@
+/**
+ * `npm run rehearsal`: the full fault rehearsal. Starts PostgreSQL (yours from DATABASE_URL,
+ * otherwise an embedded one), the stand-in AI and CRM, and a real n8n with this package and
+ * every bundled workflow (the Dispatcher's lease shortened), then:
+ *
+ *   1. SIGKILLs n8n `--kills` times while jobs are in flight, with a CRM that honours
+ *      Idempotency-Key and/or one that ignores it (`--honour-keys true|false|both`);
+ *   2. cuts the job database for a few seconds mid-run (n8n's own database stays up);
+ *   3. lets one worker outlive its lease.
+ *
+ * Every run checks its guarantees (see scripts/lib/rehearsal.ts) and writes its figures into
+ * docs/RELIABILITY.md (`--no-doc` to skip). Exits 1 when any check failed.
+ *
+ *   npm run rehearsal -- --kills 100 --honour-keys both
+ *   DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres npm run rehearsal -- --kills 20 --honour-keys false
+ *
+ * Options: --kills N (per CRM mode, default 100), --honour-keys true|false|both (default both),
+ * --lease-seconds S (default 15), --in-flight N (default 24), --seed N, --no-outage,
+ * --no-slow-worker, --doc PATH (default docs/RELIABILITY.md), --no-doc, --quiet.
+ */
+import { execFileSync } from 'node:child_process';
+import { join } from 'node:path';
+
+import pg from 'pg';
+
+import { REPO_DIR, type Environment } from './lib/environment';
+import { DEFAULT_N8N_VERSION } from './lib/n8n';
+import { startPostgres, type RunningPostgres } from './lib/postgres';
+import {
+	renderKillSection,
+	renderOutageSection,
+	renderSlowWorkerSection,
+	runKillRehearsal,
+	runOutageScenario,
+	runSlowWorkerScenario,
+	startRehearsalEnvironment,
+	updateReliabilityDoc,
+	type RunInfo,
+} from './lib/rehearsal';
+
+interface Args {
+	kills: number;
+	honourKeys: boolean[];
+	leaseSeconds: number;
+	inFlight: number;
+	seed: number;
+	outage: boolean;
+	slowWorker: boolean;
+	doc: string | null;
+	quiet: boolean;
+}
+
+function usage(message: string): never {
+	process.stderr.write(`${message}\nusage: npm run rehearsal -- [--kills N] [--honour-keys true|false|both] [--lease-seconds S] [--in-flight N] [--seed N] [--no-outage] [--no-slow-worker] [--doc PATH | --no-doc] [--quiet]\n`);
+	process.exit(2);
+}
+
+function parseArgs(argv: string[]): Args {
+	const args: Args = {
+		kills: 100,
+		honourKeys: [true, false],
+		leaseSeconds: 15,
+		inFlight: 24,
+		seed: Math.floor(Math.random() * 2 ** 31),
+		outage: true,
+		slowWorker: true,
+		doc: join(REPO_DIR, 'docs', 'RELIABILITY.md'),
+		quiet: false,
+	};
+	for (let i = 0; i < argv.length; i++) {
+		const [flag, inline] = argv[i].split('=', 2);
+		const value = () => {
+			const v = inline ?? argv[++i];
+			if (v === undefined) usage(`${flag} needs a value`);
+			return v;
+		};
+		const int = (min: number) => {
+			const v = Number(value());
+			if (!Number.isInteger(v) || v < min) usage(`${flag} must be an integer ≥ ${min}`);
+			return v;
+		};
+		switch (flag) {
+			case '--kills':
+				args.kills = int(0);
+				break;
+			case '--honour-keys': {
+				const v = value();
+				if (v === 'true') args.honourKeys = [true];
+				else if (v === 'false') args.honourKeys = [false];
+				else if (v === 'both') args.honourKeys = [true, false];
+				else usage('--honour-keys must be true, false or both');
+				break;
+			}
+			case '--lease-seconds':
+				args.leaseSeconds = int(5);
+				break;
+			case '--in-flight':
+				args.inFlight = int(1);
+				break;
+			case '--seed':
+				args.seed = int(0);
+				break;
+			case '--no-outage':
+				args.outage = false;
+				break;
+			case '--no-slow-worker':
+				args.slowWorker = false;
+				break;
+			case '--doc':
+				args.doc = value();
+				break;
+			case '--no-doc':
+				args.doc = null;
+				break;
+			case '--quiet':
+				args.quiet = true;
+				break;
+			default:
+				usage(`unknown option ${argv[i]}`);
+		}
+	}
+	return args;
+}
+
+function maskedUrl(url: string): string {
+	try {
+		const parsed = new URL(url);
+		if (parsed.password) parsed.password = '…';
+		return parsed.toString();
+	} catch {
+		return 'DATABASE_URL';
+	}
+}
+
+/** The commit the packed package was built from, and whether the working tree differed. */
+function sourceDescription(): string {
+	try {
+		const commit = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: REPO_DIR }).toString().trim();
+		const dirty = execFileSync('git', ['status', '--porcelain', '--', 'src', 'nodes', 'credentials', 'migrations', 'workflows'], { cwd: REPO_DIR }).toString().trim() !== '';
+		return `commit ${commit}${dirty ? ' plus uncommitted changes' : ''}`;
+	} catch {
+		return 'a source tree without git';
+	}
+}
+
+async function main(): Promise<void> {
+	const argv = process.argv.slice(2);
+	const args = parseArgs(argv);
+	const began = Date.now();
+	const log = (line: string) => {
+		if (!args.quiet) process.stdout.write(`[${new Date().toISOString().slice(11, 19)}] ${line}\n`);
+	};
+	const command = `${process.env.DATABASE_URL ? `DATABASE_URL=${maskedUrl(process.env.DATABASE_URL)} ` : ''}npm run rehearsal${argv.length ? ` -- ${argv.join(' ')}` : ''}`;
+
+	let postgres: RunningPostgres | undefined;
+	let env: Environment | undefined;
+	let failures = 0;
+	const stop = async () => {
+		await env?.stop().catch(() => undefined);
+		await postgres?.stop().catch(() => undefined);
+	};
+	process.once('SIGINT', () => void stop().then(() => process.exit(130)));
+	try {
+		postgres = await startPostgres(log);
+		const client = new pg.Client({ connectionString: postgres.url });
+		await client.connect();
+		const version = (await client.query<{ server_version: string }>('SHOW server_version')).rows[0].server_version;
+		await client.end();
+		const postgresText = `PostgreSQL ${version.split(' ')[0]} (${postgres.embedded ? 'embedded, from npm' : 'DATABASE_URL'}) for both n8n and the job database`;
+		const source = sourceDescription();
+		log(`starting the environment (lease ${args.leaseSeconds} s; package built from ${source})`);
+		env = await startRehearsalEnvironment({ databaseUrl: postgres.url, schema: 'dj_rehearsal', leaseSeconds: args.leaseSeconds, log });
+		const info = (): RunInfo => ({ command, date: new Date(), n8nVersion: DEFAULT_N8N_VERSION, postgres: postgresText, totalMs: Date.now() - began, source });
+
+		for (const [index, honourKeys] of args.honourKeys.entries()) {
+			if (args.kills === 0) break;
+			log(`kill rehearsal: ${args.kills} kills, CRM ${honourKeys ? 'honours' : 'ignores'} Idempotency-Key`);
+			const result = await runKillRehearsal(env, {
+				kills: args.kills,
+				honourKeys,
+				leaseSeconds: args.leaseSeconds,
+				inFlight: args.inFlight,
+				runId: `r${Date.now().toString(36)}${honourKeys ? 'h' : 'n'}`,
+				seed: args.seed + index,
+				log,
+			});
+			failures += result.violations.length;
+			const section = renderKillSection(result, info());
+			process.stdout.write(`\n${section}\n`);
+			if (args.doc) updateReliabilityDoc(args.doc, `kills-honour-keys-${honourKeys}`, section);
+		}
+		if (args.outage) {
+			log('outage: cutting the job database mid-run');
+			const result = await runOutageScenario(env, { runId: `o${Date.now().toString(36)}`, leaseSeconds: args.leaseSeconds, log });
+			failures += result.violations.length;
+			const section = renderOutageSection(result, info());
+			process.stdout.write(`\n${section}\n`);
+			if (args.doc) updateReliabilityDoc(args.doc, 'outage', section);
+		}
+		if (args.slowWorker) {
+			log('slow worker: one AI call outlasts the lease');
+			const result = await runSlowWorkerScenario(env, { runId: `s${Date.now().toString(36)}`, leaseSeconds: args.leaseSeconds, log });
+			failures += result.violations.length;
+			const section = renderSlowWorkerSection(result, info());
+			process.stdout.write(`\n${section}\n`);
+			if (args.doc) updateReliabilityDoc(args.doc, 'slow-worker', section);
+		}
+		log(`done in ${((Date.now() - began) / 60_000).toFixed(1)} min; ${failures} violation(s)${args.doc ? `; figures in ${args.doc}` : ''}`);
+	} finally {
+		await stop();
+	}
+	process.exit(failures === 0 ? 0 : 1);
+}
+
+main().catch((error: unknown) => {
+	process.stderr.write(`${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+	process.exit(1);
+});

@@ -1,0 +1,126 @@
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+
+import type { Environment } from '../../scripts/lib/environment';
+import {
+	fetchUnknownOutcomes,
+	runKillRehearsal,
+	runOutageScenario,
+	runSlowWorkerScenario,
+	startRehearsalEnvironment,
+	WINDOWS,
+	type KillRehearsalResult,
+} from '../../scripts/lib/rehearsal';
+
+/**
+ * A short fault rehearsal (the full one is `npm run rehearsal`, figures in docs/RELIABILITY.md):
+ * a real n8n 2.x with the packed package and the bundled workflows (Dispatcher lease shortened
+ * to 15 s), SIGKILLed while jobs are in flight, its job database cut mid-run, and a worker that
+ * outlives its lease. Every check lives in scripts/lib/rehearsal.ts and comes back as a list of
+ * violations; the tests assert that list is empty and pin the headline figures.
+ */
+const LEASE_SECONDS = 15;
+let env: Environment;
+const log = (line: string) => {
+	if (process.env.DEBUG_E2E) console.log(`[rehearsal] ${line}`);
+};
+
+beforeAll(async () => {
+	env = await startRehearsalEnvironment({ databaseUrl: inject('databaseUrl'), schema: 'dj_e2e_fault_rehearsal', leaseSeconds: LEASE_SECONDS, log });
+});
+
+afterAll(async () => {
+	await env?.stop();
+});
+
+function expectCommonGuarantees(result: KillRehearsalResult): void {
+	expect(result.violations).toEqual([]);
+	// Nothing lost: every client got a 202 naming a stored job, and no job exists unanswered.
+	expect(result.lost).toBe(0);
+	expect(result.jobs.accepted).toBe(result.jobs.submitted);
+	expect(result.jobs.inDb).toBe(result.jobs.submitted);
+	// Nothing stuck: every job ended done or failed.
+	expect(result.stuck).toBe(0);
+	expect(result.jobs.done + result.jobs.failed).toBe(result.jobs.inDb);
+	// No result from an attempt that had lost its lease.
+	expect(result.attempts.staleApplied).toBe(0);
+	// The kills really caught work in flight, including requests the CRM had received.
+	expect(result.attempts.killed).toBeGreaterThan(0);
+	expect(result.windows.T3.pairs + result.windows.T4.pairs).toBeGreaterThan(0);
+	// The report lists exactly the attempts that ended without an outcome, and every attempt
+	// that reached the CRM without its result being kept.
+	expect(result.report.exact).toBe(true);
+	expect(result.report.coversEveryOrphan).toBe(true);
+	expect(result.report.rows).toBe(result.attempts.leaseExpired);
+}
+
+function summary(result: KillRehearsalResult): string {
+	return `${result.kills.length} kills: ${WINDOWS.map((w) => `${w}=${result.windows[w].pairs}`).join(' ')}; ${result.jobs.inDb} jobs (${result.jobs.done} done, ${result.jobs.failed} failed); CRM ${result.crm.requests} requests, ${result.crm.created} records; report ${result.report.rows} attempts`;
+}
+
+describe('SIGKILL of n8n while jobs are in flight (T0 queued … T4 CRM answered, before Job Complete)', () => {
+	it('CRM honours Idempotency-Key: nothing lost or stuck, exactly one CRM record per job id, no stale result applied', async () => {
+		const result = await runKillRehearsal(env, { kills: 3, targets: ['T1', 'T3', 'T4'], honourKeys: true, leaseSeconds: LEASE_SECONDS, runId: 'kh', seed: 11, minUpMs: 1_500, maxUpMs: 5_000, log });
+		log(summary(result));
+		expectCommonGuarantees(result);
+		expect(result.crm.jobsWithMoreThanOneRecord).toBe(0);
+		expect(result.crm.created).toBeGreaterThanOrEqual(result.jobs.done);
+		expect(result.crm.created).toBeLessThanOrEqual(result.jobs.inDb);
+		// Attempts killed after the CRM got their request were repeated, and the CRM answered the
+		// repeat with the record it already had.
+		expect(result.crm.replayed).toBeGreaterThan(0);
+	});
+
+	it('CRM ignores the key: extra records come only from attempts that died after reaching the CRM, and the reconciliation report lists each of them', async () => {
+		const result = await runKillRehearsal(env, { kills: 3, targets: ['T2', 'T3', 'T4'], honourKeys: false, leaseSeconds: LEASE_SECONDS, runId: 'kn', seed: 12, minUpMs: 1_500, maxUpMs: 5_000, log });
+		log(summary(result));
+		expectCommonGuarantees(result);
+		// Every extra record is attributed to a cause (violations would list any other source).
+		const extra = Object.values(result.crm.duplicatesByCause).reduce((sum, n) => sum + n, 0);
+		expect(extra).toBe(result.crm.extraRecords);
+		expect(result.crm.extraRecords).toBeGreaterThan(0);
+		// Attempts killed before the CRM call (T1/T2) left nothing behind but are still listed:
+		// the report is a superset of the jobs that may have a duplicate.
+		expect(result.report.withSideEffect + result.report.withoutSideEffect).toBe(result.report.rows);
+		expect(result.report.jobsWithSideEffect).toBeGreaterThanOrEqual(result.crm.jobsWithMoreThanOneRecord);
+	});
+});
+
+describe('job database unreachable mid-run (TCP proxy cut, n8n keeps running)', () => {
+	it('receiver answers 503, nodes fail with a connection error naming PostgreSQL, pools recover without a restart, every job ends terminal with one CRM record', async () => {
+		const result = await runOutageScenario(env, { runId: 'outage', cutMs: 8_000, jobs: 10, leaseSeconds: LEASE_SECONDS, log });
+		log(JSON.stringify({ ...result, receiverAnswers: result.receiverAnswers.length }));
+		expect(result.violations).toEqual([]);
+		expect(result.receiverAnswers.length).toBeGreaterThan(0);
+		for (const answer of result.receiverAnswers) {
+			expect(answer.status).toBe(503);
+			expect(answer.detail).toMatch(/PostgreSQL is unreachable/);
+		}
+		expect(result.failedExecutions['DjDispatcher0001']).toBeGreaterThan(0);
+		expect(result.errorMessages.length).toBeGreaterThan(0);
+		for (const message of result.errorMessages) expect(message).toMatch(/PostgreSQL/);
+		expect(result.pidAfter).toBe(result.pidBefore);
+		expect(result.done + result.failed).toBe(result.jobs);
+		expect(result.crmRecordsPerDoneJob.every((n) => n === 1)).toBe(true);
+		// After the outage the report still answers.
+		expect(Array.isArray(await fetchUnknownOutcomes(env))).toBe(true);
+	});
+});
+
+describe('a worker slower than its lease', () => {
+	it('the job is leased again, the slow attempt\'s Job Complete lands on Lease Lost and changes nothing, the new attempt\'s result stands', async () => {
+		const result = await runSlowWorkerScenario(env, { runId: 'slow', leaseSeconds: LEASE_SECONDS, log });
+		log(JSON.stringify(result));
+		expect(result.violations).toEqual([]);
+		expect(result.attempts).toEqual([
+			{ attempt: 1, outcome: 'lease_expired' },
+			{ attempt: 2, outcome: 'succeeded' },
+		]);
+		expect(result.leaseLostOutput).toMatchObject({ lease_lost: true, reason: 'job_done', current_status: 'done' });
+		expect(result.jobUnchangedAfterStaleCompletion).toBe(true);
+		// The CRM ignored the key, so both attempts created a record; the job holds the new one's.
+		expect(result.crmRecords).toHaveLength(2);
+		expect(result.resultRecordId).toBe(result.crmRecords[0]);
+		expect(result.resultName).not.toBe('stale attempt');
+		expect(result.inReport).toBe(true);
+	});
+});

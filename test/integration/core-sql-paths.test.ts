@@ -1,0 +1,331 @@
+/**
+ * The SQL paths changed for speed (migration 0004, prepared statements, the complete /
+ * heartbeat / lease rewrites) keep the same results: exact terminal counts on every status
+ * change path, stats equal to a full count, prepared statements on and off, fencing, callback
+ * events and notifications.
+ */
+import pg from 'pg';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi, type MockInstance } from 'vitest';
+
+import { DurableJobsError, JobStore, type QueueStats } from '../../src/core';
+import { databaseUrl, dropSchema, freshStore, newPool, testSchema } from '../helpers/db';
+
+const schema = testSchema(__filename);
+let pool: pg.Pool;
+let store: JobStore;
+let spy: MockInstance | undefined;
+
+beforeAll(async () => {
+	pool = newPool(20);
+	store = await freshStore(pool, schema);
+});
+
+afterEach(() => {
+	spy?.mockRestore();
+	spy = undefined;
+});
+
+afterAll(async () => {
+	await dropSchema(pool, schema);
+	await pool.end();
+});
+
+function ok<T>(result: T | DurableJobsError): T {
+	if (result instanceof DurableJobsError) throw result;
+	return result;
+}
+
+async function enqueue(queue: string, count: number, extra: Record<string, unknown> = {}): Promise<string[]> {
+	return (await store.enqueue(Array.from({ length: count }, (_, n) => ({ queue, payload: { n }, ...extra })))).map((result) => ok(result).jobId);
+}
+
+/** Terminal counts by a full scan, the truth job_counts must match. */
+async function countedByScan(queue: string): Promise<{ done: number; failed: number; cancelled: number }> {
+	const { rows } = await pool.query<{ status: string; n: number }>(`SELECT status, count(*)::int AS n FROM "${schema}".jobs WHERE queue = $1 GROUP BY status`, [queue]);
+	const of = (status: string) => rows.find((row) => row.status === status)?.n ?? 0;
+	return { done: of('done'), failed: of('failed'), cancelled: of('cancelled') };
+}
+
+async function expectCountsExact(queue: string): Promise<QueueStats> {
+	const [stats] = await store.stats(queue);
+	const truth = await countedByScan(queue);
+	expect({ done: stats.done, failed: stats.failed, cancelled: stats.cancelled }).toEqual(truth);
+	return stats;
+}
+
+describe('job_counts stay exact on every status change path', () => {
+	it('complete (succeeded, failed, retry, retries exhausted, release), cancel, requeue, lease expiry, purge', async () => {
+		const queue = 'counts';
+		await enqueue(queue, 12, { maxAttempts: 1 });
+		const leased = await store.lease({ queue, limit: 8 });
+		const outcomes = ['succeeded', 'succeeded', 'failed', 'retry', 'release', 'succeeded'] as const;
+		const results = (await store.complete(leased.slice(0, 6).map((job, i) => ({ jobId: job.id, attemptId: job.attempt_id, outcome: outcomes[i] })))).map(ok);
+		expect(results.map((result) => result.status)).toEqual(['done', 'done', 'failed', 'failed', 'queued', 'done']);
+		await expectCountsExact(queue);
+
+		// Cancel one running and one queued job.
+		const queuedIds = (await pool.query<{ id: string }>(`SELECT id FROM "${schema}".jobs WHERE queue = $1 AND status = 'queued' LIMIT 1`, [queue])).rows.map((row) => row.id);
+		await store.cancel([leased[6].id, ...queuedIds]);
+		await expectCountsExact(queue);
+
+		// Requeue the failed ones (failed → queued), cancelled too.
+		const requeued = await store.requeue({ queue, confirm: true, includeCancelled: true });
+		expect(requeued.length).toBe(4);
+		await expectCountsExact(queue);
+
+		// The last attempt's lease expires: the next lease fails the job (lease_expired).
+		await pool.query(`UPDATE "${schema}".jobs SET lease_until = now() - interval '1 second' WHERE id = $1`, [leased[7].id]);
+		await store.lease({ queue, limit: 1 });
+		expect((await pool.query(`SELECT status, error_code FROM "${schema}".jobs WHERE id = $1`, [leased[7].id])).rows[0]).toEqual({ status: 'failed', error_code: 'lease_expired' });
+		await expectCountsExact(queue);
+
+		// Purge everything finished.
+		const purged = await store.purge({ queue, olderThanMs: 0 });
+		expect(purged.deleted).toBeGreaterThan(0);
+		const stats = await expectCountsExact(queue);
+		expect(stats.done + stats.failed + stats.cancelled).toBe(0);
+	});
+
+	it('direct SQL: a terminal insert, an update of other columns, and a queue rename are counted', async () => {
+		const queue = 'counts-sql';
+		await pool.query(`INSERT INTO "${schema}".jobs (id, queue, status, payload) VALUES (gen_random_uuid(), $1, 'done', '{}'), (gen_random_uuid(), $1, 'failed', '{}')`, [queue]);
+		await expectCountsExact(queue);
+		const before = (await pool.query(`SELECT * FROM "${schema}".job_counts ORDER BY 1, 2, 3`)).rows;
+		// No status change, no counter write at all.
+		await pool.query(`UPDATE "${schema}".jobs SET updated_at = now() WHERE queue = $1`, [queue]);
+		expect((await pool.query(`SELECT * FROM "${schema}".job_counts ORDER BY 1, 2, 3`)).rows).toEqual(before);
+		await pool.query(`UPDATE "${schema}".jobs SET queue = $2 WHERE queue = $1 AND status = 'done'`, [queue, `${queue}-renamed`]);
+		await expectCountsExact(queue);
+		await expectCountsExact(`${queue}-renamed`);
+	});
+
+	it('concurrent completions from many connections add up, spread over at most 16 slots per (queue, status)', async () => {
+		const queue = 'counts-concurrent';
+		await enqueue(queue, 400);
+		await Promise.all(
+			Array.from({ length: 8 }, async () => {
+				const s = new JobStore(pool, { schema });
+				for (;;) {
+					const jobs = await s.lease({ queue, limit: 5 });
+					if (jobs.length === 0) return;
+					(await s.complete(jobs.map((job) => ({ jobId: job.id, attemptId: job.attempt_id, outcome: 'succeeded' as const })))).map(ok);
+				}
+			}),
+		);
+		expect((await expectCountsExact(queue)).done).toBe(400);
+		const { rows } = await pool.query<{ slot: number }>(`SELECT slot FROM "${schema}".job_counts WHERE queue = $1`, [queue]);
+		expect(rows.every((row) => row.slot >= 0 && row.slot < 16)).toBe(true);
+	});
+});
+
+describe('queue stats', () => {
+	it('one queue and all queues equal a full count of the live rows', async () => {
+		const queue = 'stats-truth';
+		await enqueue(queue, 6);
+		await enqueue(queue, 2, { delayMs: 3_600_000 });
+		const leased = await store.lease({ queue, limit: 3 });
+		await pool.query(`UPDATE "${schema}".jobs SET lease_until = now() - interval '1 second' WHERE id = $1`, [leased[0].id]);
+		ok((await store.complete([{ jobId: leased[1].id, attemptId: leased[1].attempt_id, outcome: 'retry', delayMs: 0 }]))[0]);
+		const { rows } = await pool.query(
+			`SELECT count(*) FILTER (WHERE status = 'queued')::int AS queued,
+				count(*) FILTER (WHERE status = 'queued' AND run_at <= now())::int AS ready,
+				count(*) FILTER (WHERE status = 'queued' AND attempts > 0)::int AS retrying,
+				count(*) FILTER (WHERE status = 'running')::int AS running,
+				count(*) FILTER (WHERE status = 'running' AND lease_until < now())::int AS running_expired
+			 FROM "${schema}".jobs WHERE queue = $1`,
+			[queue],
+		);
+		const [one] = await store.stats(queue);
+		expect(one).toMatchObject({ queue, ...rows[0] });
+		expect(rows[0]).toEqual({ queued: 6, ready: 4, retrying: 1, running: 2, running_expired: 1 });
+		expect(one.oldest_ready_age_seconds).toBeGreaterThanOrEqual(0);
+		const all = await store.stats();
+		const { oldest_ready_age_seconds: _ready, oldest_queued_age_seconds: _queued, ...counts } = one;
+		expect(all.find((entry) => entry.queue === queue)).toMatchObject(counts);
+		expect(await store.stats('no-such-queue')).toEqual([expect.objectContaining({ queue: 'no-such-queue', queued: 0, running: 0, done: 0, oldest_ready_age_seconds: null })]);
+	});
+
+	it('queue_stats is declared with jit = off, so it is never JIT-compiled whatever the plan cost', async () => {
+		const { rows } = await pool.query<{ proconfig: string[] }>(
+			`SELECT p.proconfig FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = $1 AND p.proname = 'queue_stats'`,
+			[schema],
+		);
+		expect(rows[0].proconfig).toContain('jit=off');
+		// Even with JIT forced on for every statement of the session, stats still answers.
+		const client = await pool.connect();
+		try {
+			await client.query('SET jit = on');
+			await client.query('SET jit_above_cost = 0');
+			const { rows: stats } = await client.query(`SELECT * FROM "${schema}".queue_stats('stats-truth')`);
+			expect(stats).toHaveLength(1);
+		} finally {
+			client.release(true);
+		}
+	});
+});
+
+describe('prepared statements', () => {
+	async function cycle(s: JobStore, queue: string): Promise<void> {
+		await s.enqueue([{ queue, payload: { n: 1 } }, { queue, payload: { n: 2 }, idempotencyKey: `${queue}-k` }]);
+		const leased = await s.lease({ queue, limit: 2 });
+		expect(leased).toHaveLength(2);
+		(await s.extendLease(leased.map((job) => ({ jobId: job.id, attemptId: job.attempt_id })))).map(ok);
+		(await s.complete(leased.map((job) => ({ jobId: job.id, attemptId: job.attempt_id, outcome: 'succeeded' as const })))).map(ok);
+		const [stats] = await s.stats(queue);
+		expect(stats.done).toBe(2);
+	}
+
+	it('on (the default): frequent statements are named after a hash of their text; off: nothing is named', async () => {
+		spy = vi.spyOn(pg.Client.prototype, 'query');
+		await cycle(new JobStore(pool, { schema }), 'prepared-on');
+		const named = spy!.mock.calls.map(([query]) => (typeof query === 'object' && query !== null ? (query as { name?: string }).name : undefined)).filter(Boolean) as string[];
+		expect(named.length).toBeGreaterThanOrEqual(5);
+		expect(named.every((name) => /^dj_[0-9a-f]{32}$/.test(name))).toBe(true);
+		spy!.mockRestore();
+
+		spy = vi.spyOn(pg.Client.prototype, 'query');
+		await cycle(new JobStore(pool, { schema, preparedStatements: false }), 'prepared-off');
+		const unnamed = spy.mock.calls.filter(([query]) => typeof query === 'object' && query !== null && (query as { name?: string }).name !== undefined);
+		expect(unnamed).toEqual([]);
+	});
+
+	it('the same statement text always gets the same name, in every store of the schema', async () => {
+		const names = new Set<string>();
+		spy = vi.spyOn(pg.Client.prototype, 'query');
+		for (let i = 0; i < 3; i++) await new JobStore(pool, { schema }).stats('same-name');
+		for (const [query] of spy.mock.calls) if (typeof query === 'object' && query !== null && (query as { name?: string }).name) names.add((query as { name: string }).name);
+		expect(names.size).toBe(1);
+	});
+
+	it('many distinct lease limits (more than get a statement of their own) all lease correctly', async () => {
+		const queue = 'many-limits';
+		await enqueue(queue, 200);
+		let leasedTotal = 0;
+		for (let limit = 1; limit <= 14; limit++) {
+			const jobs = await store.lease({ queue, limit });
+			expect(jobs).toHaveLength(limit);
+			leasedTotal += jobs.length;
+			(await store.complete(jobs.map((job) => ({ jobId: job.id, attemptId: job.attempt_id, outcome: 'succeeded' as const })))).map(ok);
+		}
+		expect((await expectCountsExact(queue)).done).toBe(leasedTotal);
+	});
+
+	it('keeps working after the schema is dropped and migrated again under the same name', async () => {
+		const other = `${schema}_re`;
+		const s1 = await freshStore(pool, other);
+		for (let i = 0; i < 8; i++) await cycle(s1, `re-${i}`);
+		const s2 = await freshStore(pool, other);
+		await cycle(s2, 're-again');
+		await dropSchema(pool, other);
+	});
+});
+
+describe('complete and heartbeat rewrites', () => {
+	it('a mixed batch: applied items, a superseded attempt, an unknown job, a finished job, and callback events', async () => {
+		const queue = 'mixed';
+		const ids = (
+			await store.enqueue([
+				{ queue, payload: { n: 0 }, callbackUrl: 'https://example.com/a' },
+				{ queue, payload: { n: 1 }, callbackUrl: 'https://example.com/b' },
+				{ queue, payload: { n: 2 } },
+				{ queue, payload: { n: 3 } },
+			])
+		).map((result) => ok(result).jobId);
+		const leased = await store.lease({ queue, limit: 4 });
+		const byId = new Map(leased.map((job) => [job.id, job]));
+		const first = ok((await store.complete([{ jobId: ids[3], attemptId: byId.get(ids[3])!.attempt_id, outcome: 'succeeded' }]))[0]);
+		expect(first.applied).toBe(true);
+		const results = (
+			await store.complete([
+				{ jobId: ids[0], attemptId: byId.get(ids[0])!.attempt_id, outcome: 'succeeded', result: { ok: true, nothing: null } },
+				{ jobId: ids[1], attemptId: byId.get(ids[1])!.attempt_id, outcome: 'failed', errorCode: 'E1' },
+				{ jobId: ids[2], attemptId: '00000000-0000-4000-8000-000000000000', outcome: 'succeeded' },
+				{ jobId: '00000000-0000-4000-8000-000000000001', attemptId: '00000000-0000-4000-8000-000000000002', outcome: 'succeeded' },
+				{ jobId: ids[3], attemptId: byId.get(ids[3])!.attempt_id, outcome: 'succeeded' },
+			])
+		).map(ok);
+		expect(results.map((result) => [result.applied, result.status, result.leaseLostReason])).toEqual([
+			[true, 'done', null],
+			[true, 'failed', null],
+			[false, 'running', 'attempt_superseded'],
+			[false, null, 'not_found'],
+			[false, 'done', 'job_done'],
+		]);
+		expect(results[0].callbackEventId).toBe(`job_${ids[0]}_done_1`);
+		expect(results[1].callbackEventId).toBe(`job_${ids[1]}_failed_1`);
+		expect(results.slice(2).map((result) => result.callbackEventId)).toEqual([null, null, null]);
+		const { rows } = await pool.query(`SELECT result FROM "${schema}".jobs WHERE id = $1`, [ids[0]]);
+		expect(rows[0].result).toEqual({ ok: true, nothing: null });
+		const events = await pool.query(`SELECT idempotency_key FROM "${schema}".jobs WHERE queue = 'callbacks' AND idempotency_key LIKE 'job_%' AND payload->'payload'->>'queue' = $1 ORDER BY 1`, [queue]);
+		expect(events.rows.map((row) => row.idempotency_key).sort()).toEqual([`job_${ids[0]}_done_1`, `job_${ids[1]}_failed_1`].sort());
+	});
+
+	it('a batch of 300 completions where every job has a callback URL gives 300 events', async () => {
+		const queue = 'many-callbacks';
+		await enqueue(queue, 300, { callbackUrl: 'https://example.com/hook' });
+		const leased = await store.lease({ queue, limit: 300 });
+		const results = (await store.complete(leased.map((job) => ({ jobId: job.id, attemptId: job.attempt_id, outcome: 'succeeded' as const })))).map(ok);
+		expect(results.every((result) => result.applied && /^job_[0-9a-f-]{36}_done_1$/.test(result.callbackEventId ?? ''))).toBe(true);
+		expect(new Set(results.map((result) => result.callbackEventId)).size).toBe(300);
+	});
+
+	it('heartbeat extends only the current attempt of a running job', async () => {
+		const queue = 'heartbeat';
+		const [id] = await enqueue(queue, 1);
+		const [job] = await store.lease({ queue, limit: 1, leaseMs: 5_000 });
+		const [extended, stale, unknown] = (
+			await store.extendLease([
+				{ jobId: id, attemptId: job.attempt_id, leaseMs: 120_000 },
+				{ jobId: id, attemptId: '00000000-0000-4000-8000-000000000000' },
+				{ jobId: '00000000-0000-4000-8000-000000000001', attemptId: job.attempt_id },
+			])
+		).map(ok);
+		expect(extended.extended).toBe(true);
+		expect(extended.leaseUntil!.getTime()).toBeGreaterThan(Date.now() + 100_000);
+		expect(stale).toMatchObject({ extended: false, currentStatus: 'running' });
+		expect(unknown).toMatchObject({ extended: false, currentStatus: null });
+	});
+
+	it('a JSON null payload is stored as JSON null; a key-less batch is one INSERT without a transaction', async () => {
+		spy = vi.spyOn(pg.Client.prototype, 'query');
+		const results = (await store.enqueue([{ queue: 'nulls', payload: null }, { queue: 'nulls', payload: [1, null] }], { allOrNothing: true })).map(ok);
+		const texts = spy.mock.calls.map(([query]) => (typeof query === 'string' ? query : (query as { text: string }).text).trim());
+		expect(texts.filter((text) => /^(BEGIN|COMMIT)/.test(text))).toEqual([]);
+		expect(texts.filter((text) => /INSERT INTO/.test(text))).toHaveLength(1);
+		const { rows } = await pool.query(`SELECT payload, payload IS NULL AS sql_null, payload_fingerprint FROM "${schema}".jobs WHERE id = ANY($1::uuid[]) ORDER BY seq`, [results.map((result) => result.jobId)]);
+		expect(rows).toEqual([
+			{ payload: null, sql_null: false, payload_fingerprint: null },
+			{ payload: [1, null], sql_null: false, payload_fingerprint: null },
+		]);
+		expect(results.every((result) => typeof result.statusToken === 'string' && result.statusToken.length > 40)).toBe(true);
+		expect(await store.getStatus(results[0].jobId, results[0].statusToken!)).not.toBeNull();
+	});
+});
+
+describe('notifications', () => {
+	it('retry and requeue notify the queue; lease, heartbeat and completion do not', async () => {
+		const queue = 'notify-me';
+		await enqueue(queue, 2, { maxAttempts: 5 });
+		const listener = new pg.Client({ connectionString: databaseUrl() });
+		await listener.connect();
+		const heard: string[] = [];
+		listener.on('notification', (message) => {
+			if (message.payload === queue) heard.push(message.payload);
+		});
+		await listener.query(`LISTEN "durable_jobs_${schema}"`);
+		try {
+			const leased = await store.lease({ queue, limit: 2 });
+			await store.extendLease(leased.map((job) => ({ jobId: job.id, attemptId: job.attempt_id })));
+			ok((await store.complete([{ jobId: leased[0].id, attemptId: leased[0].attempt_id, outcome: 'succeeded' }]))[0]);
+			await listener.query('SELECT 1');
+			await new Promise((resolve) => setTimeout(resolve, 100));
+			expect(heard).toEqual([]);
+			ok((await store.complete([{ jobId: leased[1].id, attemptId: leased[1].attempt_id, outcome: 'retry', delayMs: 0 }]))[0]);
+			await listener.query('SELECT 1');
+			await new Promise((resolve) => setTimeout(resolve, 100));
+			expect(heard).toEqual([queue]);
+		} finally {
+			await listener.end();
+		}
+	});
+});
