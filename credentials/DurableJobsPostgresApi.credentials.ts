@@ -81,6 +81,13 @@ export class DurableJobsPostgresApi implements ICredentialType {
 			description: 'Connections this n8n process may open to the database for these nodes',
 		},
 		{
+			displayName: 'Prepared Statements',
+			name: 'preparedStatements',
+			type: 'boolean',
+			default: true,
+			description: 'Whether to prepare the frequent statements once per connection (faster). Turn off when PgBouncer in transaction mode (without prepared-statement support) sits between n8n and PostgreSQL.',
+		},
+		{
 			displayName: 'Auto-Migrate',
 			name: 'autoMigrate',
 			type: 'boolean',

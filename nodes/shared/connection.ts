@@ -18,6 +18,7 @@ export function credentialToConfig(credential: ICredentialDataDecryptedObject): 
 		maxConnections: Number(credential.maxConnections ?? 10) || 10,
 		schema: String(credential.schema || 'durable_jobs'),
 		autoMigrate: credential.autoMigrate !== false,
+		preparedStatements: credential.preparedStatements !== false,
 		connectionTimeoutMs: 10_000,
 	};
 }

@@ -33,7 +33,8 @@ describe('credential test messages (no database needed)', () => {
 	});
 
 	it('maps the credential fields to the core config with safe defaults', () => {
-		expect(credentialToConfig({})).toMatchObject({ host: 'localhost', port: 5432, database: 'postgres', user: 'postgres', password: undefined, ssl: 'disable', maxConnections: 10, schema: 'durable_jobs', autoMigrate: true });
+		expect(credentialToConfig({})).toMatchObject({ host: 'localhost', port: 5432, database: 'postgres', user: 'postgres', password: undefined, ssl: 'disable', maxConnections: 10, schema: 'durable_jobs', autoMigrate: true, preparedStatements: true });
+		expect(credentialToConfig({ preparedStatements: false }).preparedStatements).toBe(false);
 		expect(credentialToConfig({ ssl: 'verify', caCertificate: 'PEM', port: '6543', maxConnections: 3, schema: 'jobs_x', autoMigrate: false, password: 'p' })).toMatchObject({
 			ssl: 'verify',
 			caCertificate: 'PEM',
