@@ -1160,7 +1160,7 @@ export async function runOutageScenario(env: Environment, options: { cutMs?: num
 
 	for (const answer of receiverAnswers) {
 		if (answer.status !== 503) violations.push(`receiver answered ${answer.status} during the outage (expected 503)`);
-		else if (!/PostgreSQL is unreachable/i.test(answer.detail)) violations.push(`receiver's 503 does not say the database is unreachable: ${answer.detail}`);
+		else if (!/cannot be reached/i.test(answer.detail)) violations.push(`receiver's 503 does not say the job store cannot be reached: ${answer.detail}`);
 	}
 	const executions = await readExecutions(
 		env,
