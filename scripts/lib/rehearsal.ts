@@ -302,6 +302,8 @@ interface Submission {
 	/** Tries that got no HTTP answer (connection refused/reset: n8n was down or died mid-request). */
 	unanswered: number;
 	answered503: number;
+	/** HTTP 200 "n8n is starting up. Please wait": n8n's own answer to every request while it boots. */
+	startingUp: number;
 	/** A retry after an unanswered try got 202 with deduplicated: true — the first try committed. */
 	recoveredLostAnswer: boolean;
 	otherAnswers: string[];
@@ -351,6 +353,7 @@ class Submitter {
 			tries: 0,
 			unanswered: 0,
 			answered503: 0,
+			startingUp: 0,
 			recoveredLostAnswer: false,
 			otherAnswers: [],
 		};
@@ -370,6 +373,7 @@ class Submitter {
 	private async send(submission: Submission): Promise<boolean> {
 		submission.tries++;
 		let status: number;
+		let text = '';
 		let body: { job_id?: string; deduplicated?: boolean } = {};
 		try {
 			const response = await fetch(this.env.n8n.webhookUrl('jobs'), {
@@ -379,7 +383,7 @@ class Submitter {
 				signal: AbortSignal.timeout(30_000),
 			});
 			status = response.status;
-			const text = await response.text();
+			text = await response.text();
 			try {
 				body = JSON.parse(text) as typeof body;
 			} catch {
@@ -398,8 +402,10 @@ class Submitter {
 			return true;
 		}
 		if (status === 503) submission.answered503++;
-		// n8n answers 404 "not registered" or 5xx while it is starting: try again.
-		else if (status !== 404 && status < 500) submission.otherAnswers.push(`${status}`);
+		// While n8n boots it answers every request itself: 200 "n8n is starting up. Please wait"
+		// (before its database is migrated), 404 "not registered", or 5xx. No job was taken: try again.
+		else if (status === 200 && /n8n is starting up/i.test(text)) submission.startingUp++;
+		else if (status !== 404 && status < 500) submission.otherAnswers.push(`${status} ${text.slice(0, 120)}`);
 		return false;
 	}
 
@@ -529,7 +535,7 @@ export interface KillRehearsalResult {
 	windows: Record<Window, WindowFigures>;
 	t1Workers: Record<string, number>;
 	jobs: { submitted: number; accepted: number; inDb: number; done: number; failed: number; failedByCode: Record<string, number>; other: number; maxAttempts: number; killedMoreThanOnce: number };
-	submissions: { unansweredTries: number; answered503: number; lostAnswersRecovered: number };
+	submissions: { unansweredTries: number; answered503: number; startingUp: number; lostAnswersRecovered: number };
 	crm: {
 		requests: number;
 		created: number;
@@ -969,7 +975,10 @@ export async function runKillRehearsal(env: Environment, input: KillRehearsalCon
 				continue;
 			}
 			orphans[cause]++;
-			if (!config.honourKeys && crmOf(attempt.attempt_id).some((entry) => entry.createdRecordId !== null) && applied) duplicatesByCause[cause]++;
+			// The record a job keeps is its applied attempt's (or, for a job that failed, the first
+			// one); every other record is a duplicate.
+			const keeper = applied ?? requesters[0]?.attempt_id;
+			if (!config.honourKeys && attempt.attempt_id !== keeper && crmOf(attempt.attempt_id).some((entry) => entry.createdRecordId !== null)) duplicatesByCause[cause]++;
 		}
 		if (records.length > 1) {
 			jobsWithMoreThanOneRecord++;
@@ -1049,6 +1058,7 @@ export async function runKillRehearsal(env: Environment, input: KillRehearsalCon
 		submissions: {
 			unansweredTries: submissions.reduce((sum, submission) => sum + submission.unanswered, 0),
 			answered503: submissions.reduce((sum, submission) => sum + submission.answered503, 0),
+			startingUp: submissions.reduce((sum, submission) => sum + submission.startingUp, 0),
 			lostAnswersRecovered: submissions.filter((submission) => submission.recoveredLostAnswer).length,
 		},
 		crm: { requests, created, replayed, jobsWithMoreThanOneRecord, extraRecords, orphans, duplicatesByCause, replaysByCause },
@@ -1384,6 +1394,7 @@ export function renderKillSection(result: KillRehearsalResult, info: RunInfo): s
 		`| jobs submitted through the receiver / answered 202 / stored | ${result.jobs.submitted} / ${result.jobs.accepted} / ${result.jobs.inDb} |`,
 		`| receiver requests cut off by a kill or refused while n8n restarted (retried with the same key) | ${result.submissions.unansweredTries} |`,
 		`| … requests whose job had committed before the kill: the retry got the same job (\`deduplicated: true\`) | ${result.submissions.lostAnswersRecovered} |`,
+		`| receiver requests answered by n8n itself while booting: HTTP 200 "n8n is starting up. Please wait" (no job; retried) | ${result.submissions.startingUp} |`,
 		`| jobs done / failed | ${result.jobs.done} / ${result.jobs.failed}${result.jobs.failed > 0 ? ` (${Object.entries(result.jobs.failedByCode).map(([code, n]) => `${code}: ${n}`).join(', ')})` : ''} |`,
 		`| **lost jobs** (202 without a stored job, or never answered) | **${result.lost}** |`,
 		`| **stuck jobs** (not done or failed when the run got quiet) | **${result.stuck}** |`,
