@@ -54,6 +54,11 @@ export class OursEngine implements Engine {
 		this.current = new JobStore(this.pool, { schema: this.schema, preparedStatements: this.preparedStatements });
 	}
 
+	/** Uses the schema as it is (already migrated and loaded), without dropping it. */
+	attach(): void {
+		this.current = new JobStore(this.pool, { schema: this.schema, preparedStatements: this.preparedStatements });
+	}
+
 	async close(): Promise<void> {
 		await dropSchema(this.pool, this.schema).catch(() => undefined);
 		await this.pool.end();

