@@ -8,7 +8,7 @@ import {
 } from 'n8n-workflow';
 
 import type { ExtendInput, ExtendResult, LeasedJob } from '../../src/core';
-import { validateUuid } from '../../src/core/validate';
+import { validateCheckpoint, validateUuid } from '../../src/core/validate';
 import { runBatch } from '../shared/batch';
 import { lazyStore } from '../shared/connection';
 import { testDurableJobsConnection } from '../shared/credentialTest';
@@ -85,6 +85,16 @@ export class JobLease implements INodeType {
 			},
 			{ ...jobIdField, displayOptions: { show: { operation: ['extendLease'] } } },
 			{ ...attemptIdField, displayOptions: { show: { operation: ['extendLease'] } } },
+			{
+				displayName: 'Checkpoint',
+				name: 'checkpoint',
+				type: 'string',
+				default: '',
+				placeholder: 'crm_request',
+				displayOptions: { show: { operation: ['extendLease'] } },
+				description:
+					'Optional name recorded on the attempt, e.g. right before a call with an external effect. If the attempt then dies, Job Status → Unknown Outcomes shows it got this far (check the external system); without it, the call was never made. On Lease Lost nothing is recorded: stop there.',
+			},
 		],
 	};
 
@@ -101,6 +111,7 @@ export class JobLease implements INodeType {
 					jobId: validateUuid(this.getNodeParameter('jobId', itemIndex), 'jobId'),
 					attemptId: validateUuid(this.getNodeParameter('attemptId', itemIndex), 'attemptId'),
 					leaseMs: Math.round((this.getNodeParameter('leaseSeconds', itemIndex, 300) as number) * 1000),
+					checkpoint: validateCheckpoint(this.getNodeParameter('checkpoint', itemIndex, '')),
 				}),
 				call: async (inputs, allOrNothing) => await (await store()).extendLease(inputs, { allOrNothing }),
 				route: (result, itemIndex, input) => ({
@@ -111,6 +122,7 @@ export class JobLease implements INodeType {
 						attempt_id: input.attemptId,
 						lease_until: result.leaseUntil ? result.leaseUntil.toISOString() : null,
 						lease_lost: !result.extended,
+						...(result.extended && input.checkpoint ? { checkpoint: input.checkpoint } : {}),
 						...(result.extended ? {} : { current_status: result.currentStatus ?? 'not_found' }),
 					},
 				}),

@@ -290,7 +290,17 @@ export class JobStatus implements INodeType {
 			}
 			if (operation === 'unknownOutcomes') {
 				const rows = await (await store()).unknownOutcomes((this.getNodeParameter('queue', 0, '') as string) || null, this.getNodeParameter('maxJobs', 0, 100) as number);
-				return [rows.map((row) => ({ json: { ...row, check: 'unknown outcome — look up stable_key in the external system before replaying' } as IDataObject, pairedItem: { item: 0 } }))];
+				return [
+					rows.map((row) => ({
+						json: {
+							...row,
+							check: row.checkpoint
+								? `passed checkpoint "${String(row.checkpoint)}": the external call after it may have happened — look up stable_key in the external system before replaying`
+								: 'no checkpoint recorded: if the worker records one before its external call (Job Lease → Extend Lease → Checkpoint), this attempt never made that call; otherwise look up stable_key before replaying',
+						} as IDataObject,
+						pairedItem: { item: 0 },
+					})),
+				];
 			}
 			throw invalidInput('operation', `"${operation}" is not supported`, 'Choose an operation from the list');
 		} catch (error) {

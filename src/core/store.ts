@@ -55,6 +55,7 @@ import {
 	optionalUrl,
 	serializePayload,
 	validateKey,
+	validateCheckpoint,
 	validateUuid,
 } from './validate';
 
@@ -343,10 +344,13 @@ export class JobStore {
 		});
 	}
 
-	/** Heartbeat: moves lease_until forward, fenced by (job_id, attempt_id, running). */
+	/**
+	 * Heartbeat: moves lease_until forward, fenced by (job_id, attempt_id, running). A checkpoint
+	 * is recorded on the attempt (see migration 0006), only for items whose lease was extended.
+	 */
 	async extendLease(items: ExtendInput[], options: { allOrNothing?: boolean } = {}): Promise<ItemResults<ExtendResult>> {
 		const results: ItemResults<ExtendResult> = new Array(items.length);
-		const rows: Array<{ ord: number; job_id: string; attempt_id: string; lease_ms: number }> = [];
+		const rows: Array<{ ord: number; job_id: string; attempt_id: string; lease_ms: number; checkpoint: string | null }> = [];
 		items.forEach((item, ord) => {
 			try {
 				rows.push({
@@ -354,6 +358,7 @@ export class JobStore {
 					job_id: validateUuid(item.jobId, 'jobId'),
 					attempt_id: validateUuid(item.attemptId, 'attemptId'),
 					lease_ms: integerInRange(item.leaseMs, 'leaseMs', 1_000, MAX_LEASE_MS, DEFAULT_LEASE_MS),
+					checkpoint: validateCheckpoint(item.checkpoint),
 				});
 			} catch (error) {
 				results[ord] = asItemError(error);

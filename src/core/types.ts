@@ -95,6 +95,11 @@ export interface ExtendInput {
 	jobId: string;
 	attemptId: string;
 	leaseMs?: number;
+	/**
+	 * How far the attempt got, e.g. `crm_request` right before a call with an external effect.
+	 * If the attempt dies without an outcome, Unknown Outcomes shows it.
+	 */
+	checkpoint?: string | null;
 }
 
 export interface ExtendResult {

@@ -94,6 +94,13 @@ describe('receiver → dispatcher → worker → status', () => {
 			expect(done.result?.source_document_id).toBe(document.id);
 			expect(done.result?.crm_record_id).toBeTruthy();
 			expect(done.timeline).toEqual([expect.objectContaining({ attempt: 1, outcome: 'succeeded' })]);
+			// The Worker recorded its checkpoint before the CRM call, after the AI had answered.
+			const attempts = await env.jobsDb.query(`SELECT checkpoint, checkpoint_at, started_at, finished_at FROM "${env.schema}".job_attempts WHERE job_id = $1`, [accepted.job_id]);
+			expect(attempts.rows).toHaveLength(1);
+			const [attempt] = attempts.rows as Array<{ checkpoint: string; checkpoint_at: Date; started_at: Date; finished_at: Date }>;
+			expect(attempt.checkpoint).toBe('crm_request');
+			expect(attempt.checkpoint_at.getTime() - attempt.started_at.getTime()).toBeGreaterThanOrEqual(5_000);
+			expect(attempt.checkpoint_at.getTime()).toBeLessThanOrEqual(attempt.finished_at.getTime());
 		} finally {
 			env.standins.ai.latencyMs = 0;
 		}

@@ -342,6 +342,9 @@ describe('Job Lease', () => {
 		await answersWithoutWriting('Extend Lease, foreign (unknown) job and attempt ids', new JobLease(), { items: [{ job_id: '0190d1a2-0000-7000-8000-000000000000', attempt_id: '0190d1a2-0000-7000-8000-000000000001' }], parameters }, 'Lease Lost');
 		await answersWithoutWriting('Extend Lease, real job with a foreign attempt id', new JobLease(), { items: [{ job_id: leasedAlpha.job_id, attempt_id: '0190d1a2-0000-7000-8000-000000000001' }], parameters }, 'Lease Lost');
 		await answersWithoutWriting('Extend Lease, job id from another queue ("beta") with this worker’s attempt id ("alpha")', new JobLease(), { items: [{ job_id: leasedBeta.job_id, attempt_id: leasedAlpha.attempt_id }], parameters }, 'Lease Lost');
+		await answersWithoutWriting('Extend Lease, foreign ids with a SQL-injection checkpoint', new JobLease(), { items: [{ job_id: '0190d1a2-0000-7000-8000-000000000000', attempt_id: '0190d1a2-0000-7000-8000-000000000001' }], parameters: { ...parameters, checkpoint: INJECTIONS[0] } }, 'Lease Lost');
+		await rejects('Extend Lease, checkpoint of 101 characters', new JobLease(), { items: [leasedAlpha], parameters: { ...parameters, checkpoint: 'c'.repeat(101) } }, { field: 'checkpoint', message: /the limit is 100/ });
+		await rejects('Extend Lease, checkpoint with a line break', new JobLease(), { items: [leasedAlpha], parameters: { ...parameters, checkpoint: 'crm\r\nrequest' } }, { field: 'checkpoint', message: /control character/ });
 	});
 });
 

@@ -116,6 +116,52 @@ describe('lease and complete', () => {
 		]);
 	});
 
+	it('a checkpoint is recorded on the attempt only while it holds the lease, and Unknown Outcomes shows it', async () => {
+		await enqueueMany('checkpoint', 2);
+		const [passed, early] = await store.lease({ queue: 'checkpoint', limit: 2, leaseMs: 60_000 });
+		const [recorded] = await store.extendLease([{ jobId: passed.id, attemptId: passed.attempt_id, checkpoint: 'crm_request' }]);
+		expect(ok(recorded).extended).toBe(true);
+		const attemptRow = async (attemptId: string) =>
+			(await pool.query(`SELECT checkpoint, checkpoint_at, outcome FROM ${schema}.job_attempts WHERE attempt_id = $1`, [attemptId])).rows[0];
+		expect(await attemptRow(passed.attempt_id)).toMatchObject({ checkpoint: 'crm_request', checkpoint_at: expect.any(Date), outcome: null });
+		// A heartbeat without a checkpoint keeps the one recorded.
+		ok((await store.extendLease([{ jobId: passed.id, attemptId: passed.attempt_id }]))[0]);
+		expect((await attemptRow(passed.attempt_id)).checkpoint).toBe('crm_request');
+
+		// Both attempts die; the jobs are leased again by new attempts.
+		await expireLease(passed.id);
+		await expireLease(early.id);
+		const again = await store.lease({ queue: 'checkpoint', limit: 2, leaseMs: 60_000 });
+		expect(again.map((job) => job.id).sort()).toEqual([passed.id, early.id].sort());
+		// The dead attempt that resumes late (n8n re-runs it at boot) is not recorded: it lost its lease.
+		const [stale] = await store.extendLease([{ jobId: early.id, attemptId: early.attempt_id, checkpoint: 'crm_request' }]);
+		expect(ok(stale)).toMatchObject({ extended: false, currentStatus: 'running' });
+		expect(await attemptRow(early.attempt_id)).toMatchObject({ checkpoint: null, checkpoint_at: null, outcome: 'lease_expired' });
+
+		const report = await store.unknownOutcomes('checkpoint');
+		expect(report).toHaveLength(2);
+		const byAttempt = new Map(report.map((row) => [row.attempt_id, row]));
+		expect(byAttempt.get(passed.attempt_id)).toMatchObject({ job_id: passed.id, stable_key: passed.id, checkpoint: 'crm_request', checkpoint_at: expect.any(Date) });
+		expect(byAttempt.get(early.attempt_id)).toMatchObject({ job_id: early.id, checkpoint: null, checkpoint_at: null });
+	});
+
+	it('a checkpoint that is too long or holds control characters is rejected before anything is written', async () => {
+		await enqueueMany('checkpoint-bad', 1);
+		const [job] = await store.lease({ queue: 'checkpoint-bad', leaseMs: 60_000 });
+		const before = (await pool.query(`SELECT lease_until FROM ${schema}.jobs WHERE id = $1`, [job.id])).rows[0];
+		const [tooLong, control] = await store.extendLease([
+			{ jobId: job.id, attemptId: job.attempt_id, checkpoint: 'x'.repeat(101) },
+			{ jobId: job.id, attemptId: job.attempt_id, checkpoint: 'crm\nrequest' },
+		]);
+		expect(tooLong).toMatchObject({ field: 'checkpoint', message: expect.stringMatching(/101 characters/) });
+		expect(control).toMatchObject({ field: 'checkpoint', message: expect.stringMatching(/control character/) });
+		expect((await pool.query(`SELECT lease_until FROM ${schema}.jobs WHERE id = $1`, [job.id])).rows[0]).toEqual(before);
+		expect((await pool.query(`SELECT checkpoint FROM ${schema}.job_attempts WHERE attempt_id = $1`, [job.attempt_id])).rows[0].checkpoint).toBeNull();
+		// Blank means no checkpoint.
+		ok((await store.extendLease([{ jobId: job.id, attemptId: job.attempt_id, checkpoint: '   ' }]))[0]);
+		expect((await pool.query(`SELECT checkpoint FROM ${schema}.job_attempts WHERE attempt_id = $1`, [job.attempt_id])).rows[0].checkpoint).toBeNull();
+	});
+
 	it('a heartbeat keeps the job from being re-leased', async () => {
 		await enqueueMany('heartbeat', 1);
 		const [job] = await store.lease({ queue: 'heartbeat', leaseMs: 1_000 });

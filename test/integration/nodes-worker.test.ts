@@ -6,6 +6,7 @@ import { closeAllPools } from '../../src/core';
 import { JobComplete } from '../../nodes/JobComplete/JobComplete.node';
 import { JobEnqueue } from '../../nodes/JobEnqueue/JobEnqueue.node';
 import { JobLease } from '../../nodes/JobLease/JobLease.node';
+import { JobStatus } from '../../nodes/JobStatus/JobStatus.node';
 import { dropSchema, newPool, tableSnapshot, testSchema } from '../helpers/db';
 import { nodeRunner } from '../helpers/n8n-context';
 
@@ -248,6 +249,20 @@ describe('lease expiry: a stale worker is fenced out', () => {
 		expect(leaseUntil).toBeGreaterThan(Date.now() + 590_000);
 		expect((await job(id)).lease_until.getTime()).toBe(leaseUntil);
 		expect(leaseUntil).toBeGreaterThan(untilBefore.getTime());
+	});
+
+	it('Extend Lease with a checkpoint records it on the current attempt; Unknown Outcomes carries it and says what to check', async () => {
+		const marked = await nodes.run(new JobLease(), { items: [second, first], parameters: { operation: 'extendLease', leaseSeconds: 600, checkpoint: 'crm_request' } });
+		expect(marked.routing()).toEqual({ Extended: [0], 'Lease Lost': [1] });
+		expect(marked.output('Extended')[0].json).toMatchObject({ attempt_id: second.json.attempt_id, checkpoint: 'crm_request', lease_lost: false });
+		const attempts = (await pool.query(`SELECT attempt_id, checkpoint FROM "${schema}".job_attempts WHERE job_id = $1 ORDER BY attempt`, [id])).rows;
+		expect(attempts).toEqual([
+			{ attempt_id: first.json.attempt_id, checkpoint: null },
+			{ attempt_id: second.json.attempt_id, checkpoint: 'crm_request' },
+		]);
+		const report = await nodes.run(new JobStatus(), { parameters: { operation: 'unknownOutcomes', queue: '', maxJobs: 100 } });
+		const row = report.outputs[0].find((item) => item.json.attempt_id === first.json.attempt_id);
+		expect(row?.json).toMatchObject({ job_id: id, checkpoint: null, check: expect.stringMatching(/^no checkpoint recorded/) });
 	});
 
 	it('the current attempt completes', async () => {

@@ -138,19 +138,27 @@ export function runningCountQuery(s: string, queue: string): SqlQuery {
 /**
  * Heartbeat for a batch, fenced like complete (see completeQuery for the `id = ANY` filter,
  * the fence as a join clause on a MATERIALIZED input, and the LATERAL lookup of lost items).
+ * An item with a checkpoint records it on its attempt, only when its lease was extended: an
+ * attempt that lost its lease is not the one whose progress the job's history should show.
  */
-export function extendLeaseQuery(s: string, rows: Array<{ ord: number; job_id: string; attempt_id: string; lease_ms: number }>): SqlQuery {
+export function extendLeaseQuery(s: string, rows: Array<{ ord: number; job_id: string; attempt_id: string; lease_ms: number; checkpoint: string | null }>): SqlQuery {
 	return {
 		text: `
 WITH input AS MATERIALIZED (
 	SELECT x.*, 'running'::text AS fence
-	FROM jsonb_to_recordset($1::jsonb) AS x(ord int, job_id uuid, attempt_id uuid, lease_ms bigint)
+	FROM jsonb_to_recordset($1::jsonb) AS x(ord int, job_id uuid, attempt_id uuid, lease_ms bigint, checkpoint text)
 ), extended AS (
 	UPDATE ${s}.jobs j
 	SET lease_until = now() + x.lease_ms * interval '1 millisecond', updated_at = now()
 	FROM input x
 	WHERE j.id = ANY($2::uuid[]) AND j.id = x.job_id AND j.attempt_id = x.attempt_id AND j.status = x.fence
-	RETURNING x.ord, j.id, j.attempt_id, j.lease_until
+	RETURNING x.ord, j.id, j.attempt_id, j.lease_until, x.checkpoint
+), checkpoints AS (
+	UPDATE ${s}.job_attempts a
+	SET checkpoint = e.checkpoint, checkpoint_at = now()
+	FROM extended e
+	WHERE e.checkpoint IS NOT NULL AND a.attempt_id = e.attempt_id
+	RETURNING 1
 )
 SELECT x.ord, e.id IS NOT NULL AS extended, e.lease_until,
 	cur.status AS current_status, cur.attempt_id AS current_attempt_id

@@ -171,12 +171,15 @@ DELETE FROM ${s}.idempotency_keys k USING doomed d WHERE k.scope = d.scope AND k
 	};
 }
 
-/** Last attempts that ended with no recorded outcome: the external effect may or may not have happened. */
+/**
+ * Attempts that ended with no recorded outcome. With a checkpoint the attempt got that far, so
+ * the external effect after it may or may not have happened; without one it never got there.
+ */
 export function unknownOutcomeQuery(s: string, queue: string | null, limit: number): SqlQuery {
 	return {
 		text: `
 SELECT a.job_id, j.queue, j.status, a.attempt, a.attempt_id, a.workflow_id, a.execution_id, a.started_at,
-	a.finished_at, a.outcome, j.id AS stable_key, j.correlation_id
+	a.finished_at, a.outcome, a.checkpoint, a.checkpoint_at, j.id AS stable_key, j.correlation_id
 FROM ${s}.job_attempts a
 JOIN ${s}.jobs j ON j.id = a.job_id
 WHERE a.outcome = 'lease_expired' AND ($1::text IS NULL OR j.queue = $1)

@@ -1,0 +1,310 @@
+/**
+ * How fast can jobs go through this package's schema at all? Runs the issue's three
+ * throughput scenarios with hand-written minimal SQL on the same tables and indexes as
+ * `JobStore`, next to `JobStore` itself and graphile-worker, in one run. The floors drop work
+ * step by step, so the report shows what each part of the per-job work costs and whether any
+ * of them alone stands between the package and a target. Prints JSON on stdout.
+ *
+ *   DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres npx tsx bench/floor.ts --json-out bench/results/floor.json
+ *   npx tsx bench/floor.ts --repeat 5 --single-jobs 3000 --batch-jobs 40000
+ *
+ * Variants (lease / complete; enqueue):
+ * - ours: JobStore, exactly as the nodes call it.
+ * - history: one statement leases (skip-locked select, update, attempt row) and one completes
+ *   (fenced update, attempt closed). Triggers on: the terminal counters stay exact. This is
+ *   the least work that keeps what SPEC §3 asks for (attempt history, exact stats).
+ * - no-history: lease and complete update the job row only (no attempt rows). Triggers on.
+ * - bare: as no-history with `session_replication_role = replica`, which skips every trigger
+ *   (the counters and the foreign key). Nothing the package could ship; the lower bound of
+ *   writing these rows with these indexes.
+ * - enqueue floors: a plain multi-row INSERT from arrays with ids and token hashes made ahead
+ *   (no validation, no token derivation in the timed part), with triggers and without.
+ */
+import { randomBytes, createHash } from 'node:crypto';
+import { writeFileSync } from 'node:fs';
+import os from 'node:os';
+import pg from 'pg';
+import { v7 as uuidv7 } from 'uuid';
+
+import { migrate } from '../src/core';
+import { startPostgres } from '../scripts/lib/postgres';
+import { QUEUE } from './lib/engine';
+import { GraphileEngine } from './lib/graphile';
+import { OursEngine } from './lib/ours';
+import { PgBossEngine } from './lib/pgboss';
+import { checkpoint, dropSchema, log, median, now, quoteIdent, round, vacuumAnalyzeSchema } from './lib/util';
+
+const SCHEMA = 'bench_floor';
+const s = quoteIdent(SCHEMA);
+
+interface Config {
+	repeat: number;
+	singleJobs: number;
+	singleWorkers: number;
+	batchJobs: number;
+	batchSize: number;
+	batchWorkers: number;
+	enqueueBatches: number;
+	jsonOut: string | null;
+}
+
+function parseArgs(argv: string[]): Config {
+	const flags = new Map<string, string>();
+	for (let i = 0; i < argv.length; i++) {
+		const [name, inline] = argv[i].replace(/^--/, '').split('=', 2);
+		flags.set(name, inline ?? argv[++i]);
+	}
+	const known = ['repeat', 'single-jobs', 'single-workers', 'batch-jobs', 'batch-size', 'batch-workers', 'enqueue-batches', 'json-out'];
+	for (const name of flags.keys()) if (!known.includes(name)) throw new Error(`Unknown option --${name} (known: ${known.join(', ')})`);
+	const int = (name: string, fallback: number) => {
+		const value = flags.has(name) ? Number(flags.get(name)) : fallback;
+		if (!Number.isInteger(value) || value < 1) throw new Error(`--${name} must be a positive whole number`);
+		return value;
+	};
+	return {
+		repeat: int('repeat', 3),
+		singleJobs: int('single-jobs', 3000),
+		singleWorkers: int('single-workers', 8),
+		batchJobs: int('batch-jobs', 40_000),
+		batchSize: int('batch-size', 100),
+		batchWorkers: int('batch-workers', 2),
+		enqueueBatches: int('enqueue-batches', 40),
+		jsonOut: flags.get('json-out') ?? null,
+	};
+}
+
+type Variant = 'history' | 'no-history' | 'bare';
+
+/** The statements of one floor variant; named, so each connection plans them once. */
+function statements(variant: Variant, limit: number) {
+	const leaseHistory = `
+WITH picked AS (
+	SELECT id FROM ${s}.jobs
+	WHERE queue = $1 AND status = 'queued' AND run_at <= now()
+	ORDER BY priority DESC, run_at, seq
+	LIMIT ${limit}
+	FOR NO KEY UPDATE SKIP LOCKED
+), leased AS (
+	UPDATE ${s}.jobs j
+	SET status = 'running', attempts = j.attempts + 1, attempt_id = gen_random_uuid(),
+		lease_until = now() + interval '60 seconds', started_at = coalesce(j.started_at, now()), updated_at = now()
+	FROM picked WHERE j.id = picked.id
+	RETURNING j.id, j.attempt_id, j.attempts, j.lease_until, j.payload
+), attempts AS (
+	INSERT INTO ${s}.job_attempts (attempt_id, job_id, attempt, started_at, lease_until)
+	SELECT attempt_id, id, attempts, now(), lease_until FROM leased
+)
+SELECT id, attempt_id, payload FROM leased`;
+	const leasePlain = `
+WITH picked AS (
+	SELECT id FROM ${s}.jobs
+	WHERE queue = $1 AND status = 'queued' AND run_at <= now()
+	ORDER BY priority DESC, run_at, seq
+	LIMIT ${limit}
+	FOR NO KEY UPDATE SKIP LOCKED
+)
+UPDATE ${s}.jobs j
+SET status = 'running', attempts = j.attempts + 1, attempt_id = gen_random_uuid(),
+	lease_until = now() + interval '60 seconds', started_at = coalesce(j.started_at, now()), updated_at = now()
+FROM picked WHERE j.id = picked.id
+RETURNING j.id, j.attempt_id, j.payload`;
+	const completeHistory = `
+WITH done AS (
+	UPDATE ${s}.jobs j
+	SET status = 'done', result = '{}'::jsonb, lease_until = NULL, finished_at = now(), updated_at = now()
+	FROM unnest($1::uuid[], $2::uuid[]) AS x(id, attempt_id)
+	WHERE j.id = x.id AND j.attempt_id = x.attempt_id AND j.status = 'running'
+	RETURNING j.id, j.attempt_id
+), closed AS (
+	UPDATE ${s}.job_attempts a SET finished_at = now(), outcome = 'succeeded'
+	FROM done WHERE a.attempt_id = done.attempt_id
+)
+SELECT id FROM done`;
+	const completePlain = `
+UPDATE ${s}.jobs j
+SET status = 'done', result = '{}'::jsonb, lease_until = NULL, finished_at = now(), updated_at = now()
+FROM unnest($1::uuid[], $2::uuid[]) AS x(id, attempt_id)
+WHERE j.id = x.id AND j.attempt_id = x.attempt_id AND j.status = 'running'
+RETURNING j.id`;
+	return variant === 'history'
+		? { lease: leaseHistory, complete: completeHistory }
+		: { lease: leasePlain, complete: completePlain };
+}
+
+async function resetSchema(pool: pg.Pool): Promise<void> {
+	await dropSchema(pool, SCHEMA);
+	await migrate(pool, SCHEMA);
+}
+
+async function fillOurs(pool: pg.Pool, count: number): Promise<void> {
+	for (let from = 0; from < count; from += 10_000) {
+		await pool.query(
+			`INSERT INTO ${s}.jobs (id, queue, payload) SELECT gen_random_uuid(), $1, jsonb_build_object('n', g) FROM generate_series($2::int, $3::int) g`,
+			[QUEUE, from, Math.min(count, from + 10_000) - 1],
+		);
+	}
+}
+
+async function drainFloor(pool: pg.Pool, variant: Variant, workers: number, limit: number): Promise<number> {
+	const sql = statements(variant, limit);
+	const name = (kind: string) => `floor_${variant.replace('-', '_')}_${kind}_${limit}`;
+	let processed = 0;
+	const worker = async () => {
+		const client = await pool.connect();
+		try {
+			if (variant === 'bare') await client.query('SET session_replication_role = replica');
+			for (;;) {
+				const { rows } = await client.query<{ id: string; attempt_id: string }>({ name: name('lease'), text: sql.lease, values: [QUEUE] });
+				if (rows.length === 0) return;
+				const done = await client.query({ name: name('complete'), text: sql.complete, values: [rows.map((row) => row.id), rows.map((row) => row.attempt_id)] });
+				if (done.rowCount !== rows.length) throw new Error(`${variant}: ${done.rowCount} of ${rows.length} completions applied`);
+				processed += rows.length;
+			}
+		} finally {
+			if (variant === 'bare') await client.query('RESET session_replication_role').catch(() => undefined);
+			client.release();
+		}
+	};
+	await Promise.all(Array.from({ length: workers }, () => worker()));
+	return processed;
+}
+
+async function enqueueFloor(pool: pg.Pool, bare: boolean, batches: number, size: number): Promise<number> {
+	// Parameters made before the clock starts: the floor is the statement alone.
+	const prepared = Array.from({ length: batches }, (_, b) => {
+		const ids: string[] = [];
+		const payloads: string[] = [];
+		const hashes: Buffer[] = [];
+		for (let i = 0; i < size; i++) {
+			ids.push(uuidv7());
+			payloads.push(JSON.stringify({ n: b * size + i }));
+			hashes.push(createHash('sha256').update(randomBytes(32)).digest());
+		}
+		return [ids, payloads, hashes];
+	});
+	const client = await pool.connect();
+	try {
+		if (bare) await client.query('SET session_replication_role = replica');
+		const text = `INSERT INTO ${s}.jobs (id, queue, payload, status_token_hash)
+			SELECT x.id, '${QUEUE}', x.payload, x.hash FROM unnest($1::uuid[], $2::jsonb[], $3::bytea[]) AS x(id, payload, hash)`;
+		const started = now();
+		for (const values of prepared) await client.query({ name: `floor_enqueue_${size}`, text, values });
+		return now() - started;
+	} finally {
+		if (bare) await client.query('RESET session_replication_role').catch(() => undefined);
+		client.release();
+	}
+}
+
+async function main(): Promise<void> {
+	const config = parseArgs(process.argv.slice(2));
+	const postgres = await startPostgres(() => undefined, ['-c', 'fsync=on']);
+	const pool = new pg.Pool({ connectionString: postgres.url, max: 12 });
+	pool.on('error', () => undefined);
+	const ours = new OursEngine(postgres.url, 'bench_floor_ours', 12);
+	const graphile = new GraphileEngine(postgres.url, 'bench_floor_graphile', 12);
+	const pgboss = new PgBossEngine(postgres.url, 'bench_floor_pgboss', 12);
+	const started = new Date();
+	const t0 = now();
+	const runs: Record<string, Record<string, number[]>> = { single: {}, batch: {}, enqueue: {} };
+	const record = (scenario: string, variant: string, value: number) => {
+		(runs[scenario][variant] ??= []).push(round(value, 0));
+		log(`  ${scenario.padEnd(8)} ${variant.padEnd(16)} ${round(value, 0).toLocaleString('en-US')} jobs/s`);
+	};
+	try {
+		const drainVariants = ['graphile', 'pgboss', 'ours', 'history', 'no-history', 'bare'] as const;
+		for (const [scenario, jobs, workers, limit] of [
+			['single', config.singleJobs, config.singleWorkers, 1],
+			['batch', config.batchJobs, config.batchWorkers, config.batchSize],
+		] as const) {
+			log(`${scenario}: ${jobs} jobs, ${workers} workers, ${limit} per lease`);
+			for (let r = 0; r < config.repeat; r++) {
+				const shift = r % drainVariants.length;
+				for (const variant of [...drainVariants.slice(shift), ...drainVariants.slice(0, shift)]) {
+					let seconds: number;
+					if (variant === 'graphile' || variant === 'pgboss' || variant === 'ours') {
+						const engine = variant === 'graphile' ? graphile : variant === 'pgboss' ? pgboss : ours;
+						await engine.reset();
+						await engine.prefill(jobs);
+						await vacuumAnalyzeSchema(pool, engine.schema);
+						await checkpoint(pool);
+						const t = now();
+						const outcome = scenario === 'single' ? await engine.drainSingle(workers) : await engine.drainBatch(workers, limit);
+						seconds = (now() - t) / 1000;
+						if (!outcome || outcome.processed !== jobs) throw new Error(`${variant} processed ${outcome?.processed} of ${jobs}`);
+					} else {
+						await resetSchema(pool);
+						await fillOurs(pool, jobs);
+						await vacuumAnalyzeSchema(pool, SCHEMA);
+						await checkpoint(pool);
+						const t = now();
+						const processed = await drainFloor(pool, variant, workers, limit);
+						seconds = (now() - t) / 1000;
+						if (processed !== jobs) throw new Error(`${variant} processed ${processed} of ${jobs}`);
+					}
+					record(scenario, variant, jobs / seconds);
+				}
+			}
+		}
+		log(`enqueue: ${config.enqueueBatches} batches of 1000`);
+		const enqueueVariants = ['graphile', 'ours', 'insert', 'insert-bare'] as const;
+		for (let r = 0; r < config.repeat; r++) {
+			const shift = r % enqueueVariants.length;
+			for (const variant of [...enqueueVariants.slice(shift), ...enqueueVariants.slice(0, shift)]) {
+				const jobs = config.enqueueBatches * 1000;
+				let ms: number;
+				if (variant === 'graphile' || variant === 'ours') {
+					const engine = variant === 'graphile' ? graphile : ours;
+					await engine.reset();
+					await engine.enqueueBatch(-1000, 1000);
+					await checkpoint(pool);
+					const t = now();
+					for (let b = 0; b < config.enqueueBatches; b++) await engine.enqueueBatch(b * 1000, 1000);
+					ms = now() - t;
+				} else {
+					await resetSchema(pool);
+					await enqueueFloor(pool, variant === 'insert-bare', 1, 1000);
+					await checkpoint(pool);
+					ms = await enqueueFloor(pool, variant === 'insert-bare', config.enqueueBatches, 1000);
+				}
+				record('enqueue', variant, jobs / (ms / 1000));
+			}
+		}
+		const medians = Object.fromEntries(
+			Object.entries(runs).map(([scenario, byVariant]) => [scenario, Object.fromEntries(Object.entries(byVariant).map(([variant, values]) => [variant, median(values)]))]),
+		);
+		const over = (scenario: string, variant: string, reference: string) => round(medians[scenario][variant] / medians[scenario][reference], 2);
+		const ratios = {
+			single: Object.fromEntries(drainVariants.map((variant) => [variant, over('single', variant, 'graphile')])),
+			batch: Object.fromEntries(drainVariants.map((variant) => [variant, over('batch', variant, 'graphile')])),
+			batchToPgBoss: Object.fromEntries(drainVariants.map((variant) => [variant, over('batch', variant, 'pgboss')])),
+			enqueue: Object.fromEntries(enqueueVariants.map((variant) => [variant, over('enqueue', variant, 'graphile')])),
+		};
+		const report = {
+			benchmark: 'n8n-nodes-durable-jobs: floors of the per-job work on the package schema',
+			startedAt: started.toISOString(),
+			durationSeconds: round((now() - t0) / 1000, 1),
+			command: `npx tsx bench/floor.ts${process.argv.length > 2 ? ` ${process.argv.slice(2).join(' ')}` : ''}`,
+			environment: { node: process.version, cpus: os.cpus().length, loadAverage: os.loadavg().map((value) => round(value, 2)), embeddedPostgres: postgres.embedded },
+			config,
+			medians,
+			ratios,
+			runs,
+		};
+		const json = JSON.stringify(report, null, 2);
+		process.stdout.write(`${json}\n`);
+		if (config.jsonOut) writeFileSync(config.jsonOut, `${json}\n`);
+	} finally {
+		await ours.close().catch(() => undefined);
+		await graphile.close().catch(() => undefined);
+		await pgboss.close().catch(() => undefined);
+		await dropSchema(pool, SCHEMA).catch(() => undefined);
+		await pool.end().catch(() => undefined);
+		await postgres.stop();
+	}
+}
+
+main().catch((error: unknown) => {
+	process.stderr.write(`${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+	process.exit(1);
+});
