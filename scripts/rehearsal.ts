@@ -1,12 +1,13 @@
 /**
  * `npm run rehearsal`: the full fault rehearsal. Starts PostgreSQL (yours from DATABASE_URL,
  * otherwise an embedded one), the stand-in AI and CRM, and a real n8n with this package and
- * every bundled workflow (the Dispatcher's lease shortened), then:
+ * every bundled workflow (the lease shortened: the Dispatcher's and the Worker's checkpoint), then:
  *
  *   1. SIGKILLs n8n `--kills` times while jobs are in flight, with a CRM that honours
  *      Idempotency-Key and/or one that ignores it (`--honour-keys true|false|both`);
  *   2. cuts the job database for a few seconds mid-run (n8n's own database stays up);
- *   3. lets one worker outlive its lease.
+ *   3. lets one worker outlive its lease past the checkpoint (late CRM answer) and one before
+ *      it (late AI answer).
  *
  * Every run checks its guarantees (see scripts/lib/rehearsal.ts) and writes its figures into
  * docs/RELIABILITY.md (`--no-doc` to skip). Exits 1 when any check failed.
@@ -16,7 +17,9 @@
  *
  * Options: --kills N (per CRM mode, default 100), --honour-keys true|false|both (default both),
  * --lease-seconds S (default 15), --in-flight N (default 24), --seed N, --no-outage,
- * --no-slow-worker, --doc PATH (default docs/RELIABILITY.md), --no-doc, --quiet.
+ * --no-slow-worker, --doc PATH (default docs/RELIABILITY.md), --no-doc, --quiet,
+ * --schema NAME (job schema, default dj_rehearsal; it is dropped at start, so two runs on one
+ * database need different names).
  */
 import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
@@ -48,10 +51,11 @@ interface Args {
 	slowWorker: boolean;
 	doc: string | null;
 	quiet: boolean;
+	schema: string;
 }
 
 function usage(message: string): never {
-	process.stderr.write(`${message}\nusage: npm run rehearsal -- [--kills N] [--honour-keys true|false|both] [--lease-seconds S] [--in-flight N] [--seed N] [--no-outage] [--no-slow-worker] [--doc PATH | --no-doc] [--quiet]\n`);
+	process.stderr.write(`${message}\nusage: npm run rehearsal -- [--kills N] [--honour-keys true|false|both] [--lease-seconds S] [--in-flight N] [--seed N] [--no-outage] [--no-slow-worker] [--doc PATH | --no-doc] [--quiet] [--schema NAME]\n`);
 	process.exit(2);
 }
 
@@ -66,6 +70,7 @@ function parseArgs(argv: string[]): Args {
 		slowWorker: true,
 		doc: join(REPO_DIR, 'docs', 'RELIABILITY.md'),
 		quiet: false,
+		schema: 'dj_rehearsal',
 	};
 	for (let i = 0; i < argv.length; i++) {
 		const [flag, inline] = argv[i].split('=', 2);
@@ -115,6 +120,12 @@ function parseArgs(argv: string[]): Args {
 			case '--quiet':
 				args.quiet = true;
 				break;
+			case '--schema': {
+				const v = value();
+				if (!/^[a-z_][a-z0-9_]{0,49}$/.test(v)) usage('--schema must be a lower-case identifier');
+				args.schema = v;
+				break;
+			}
 			default:
 				usage(`unknown option ${argv[i]}`);
 		}
@@ -169,7 +180,7 @@ async function main(): Promise<void> {
 		const postgresText = `PostgreSQL ${version.split(' ')[0]} (${postgres.embedded ? 'embedded, from npm' : 'DATABASE_URL'}) for both n8n and the job database`;
 		const source = sourceDescription();
 		log(`starting the environment (lease ${args.leaseSeconds} s; package built from ${source})`);
-		env = await startRehearsalEnvironment({ databaseUrl: postgres.url, schema: 'dj_rehearsal', leaseSeconds: args.leaseSeconds, log });
+		env = await startRehearsalEnvironment({ databaseUrl: postgres.url, schema: args.schema, leaseSeconds: args.leaseSeconds, log });
 		const info = (): RunInfo => ({ command, date: new Date(), n8nVersion: DEFAULT_N8N_VERSION, postgres: postgresText, totalMs: Date.now() - began, source });
 
 		for (const [index, honourKeys] of args.honourKeys.entries()) {
@@ -198,7 +209,7 @@ async function main(): Promise<void> {
 			if (args.doc) updateReliabilityDoc(args.doc, 'outage', section);
 		}
 		if (args.slowWorker) {
-			log('slow worker: one AI call outlasts the lease');
+			log('slow worker: a CRM answer, then an AI answer, outlasts the lease');
 			const result = await runSlowWorkerScenario(env, { runId: `s${Date.now().toString(36)}`, leaseSeconds: args.leaseSeconds, log });
 			failures += result.violations.length;
 			const section = renderSlowWorkerSection(result, info());

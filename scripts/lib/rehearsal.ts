@@ -15,17 +15,22 @@
  *     T0  queued, not leased
  *     T1  leased, worker not started: no request of this attempt reached the AI yet
  *     T2  worker running before the CRM call: the AI got this attempt's request, the CRM did not
+ *         (the worker records its checkpoint `crm_request` at the end of this window)
  *     T3  the CRM got the request and stored the record, its answer is still delayed
  *     T4  the CRM answered, Job Complete not committed (the job is still `running`)
  *     R   the attempt died at an earlier kill and its lease has not been taken over yet
  *
  *   n8n is restarted (same folder, database and port) after every kill. After the last one the
- *   submitter stops and the run continues until quiet; then the final state is checked.
- *   Everything is returned as figures plus a list of violations (empty = every check held).
+ *   submitter stops and the run continues until quiet; then the final state is checked,
+ *   including the reconciliation report against the journals: its rows with a checkpoint
+ *   ("check the CRM") must be the attempts that reached the CRM, plus only those killed between
+ *   checkpoint and request. Everything is returned as figures plus a list of violations (empty =
+ *   every check held).
  *
  * Outage — `runOutageScenario`: the job database is cut with the environment's TCP proxy for a
  * few seconds mid-run (n8n's own database stays up), then restored without restarting n8n.
- * Slow worker — `runSlowWorkerScenario`: one job's AI call outlasts the lease.
+ * Slow worker — `runSlowWorkerScenario`: one job's CRM answer outlasts the lease (past the
+ * checkpoint), and another job's AI answer does (before it: the checkpoint stops the attempt).
  */
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -39,6 +44,9 @@ import { startEnvironment, workflowNode, type Environment } from './environment'
 export const DISPATCHER_ID = 'DjDispatcher0001';
 export const WORKER_ID = 'DjWorker00000001';
 export const RECEIVER_ID = 'DjReceiver000001';
+/** The Worker's heartbeat right before the CRM call, and the checkpoint it records. */
+export const CHECKPOINT_NODE = 'Checkpoint: CRM request';
+export const CRM_CHECKPOINT = 'crm_request';
 const QUEUE = 'documents';
 
 export const WINDOWS = ['T0', 'T1', 'T2', 'T3', 'T4'] as const;
@@ -73,7 +81,7 @@ export function seededRandom(seed: number): () => number {
 export interface RehearsalEnvironmentOptions {
 	databaseUrl: string;
 	schema: string;
-	/** Lease of the Dispatcher's Job Lease (the bundled workflow says 120 s). */
+	/** Lease of the Dispatcher's Job Lease and of the Worker's checkpoint (the bundled workflows say 120 s). */
 	leaseSeconds: number;
 	pollSeconds?: number;
 	log?: Log;
@@ -84,7 +92,8 @@ export const ATTEMPT_HEADER = 'X-Attempt-Id';
 
 /**
  * The standard environment (real n8n, packed package, every bundled workflow) with two changes
- * to the imported copies: the Dispatcher's lease is short, so jobs of a killed worker come back
+ * to the imported copies: the lease is short — the Dispatcher's, and the one the Worker's
+ * checkpoint extends to (its Config `lease_seconds`) — so jobs of a killed worker come back
  * quickly, and the Worker's two HTTP requests carry an `X-Attempt-Id` header (observation only:
  * the stand-ins journal it, nothing acts on it), so every AI and CRM request can be attributed
  * to the attempt that sent it — including a stale attempt running next to its successor.
@@ -95,10 +104,23 @@ export async function startRehearsalEnvironment(options: RehearsalEnvironmentOpt
 		schema: options.schema,
 		pollSeconds: options.pollSeconds ?? 1,
 		log: options.log,
+		// The end-of-run checks read Worker executions of the whole run; n8n would prune beyond
+		// 10,000 executions, and the schedule triggers alone make thousands per hour.
+		n8nEnv: { EXECUTIONS_DATA_PRUNE: 'false' },
 		customize: (workflows) => {
 			const lease = workflowNode(workflows, DISPATCHER_ID, 'Job Lease');
 			if (typeof lease.parameters.leaseSeconds !== 'number') throw new Error('Dispatcher Job Lease has no numeric leaseSeconds to override');
 			lease.parameters.leaseSeconds = options.leaseSeconds;
+			// Without this the checkpoint would extend every lease to the bundled 120 s.
+			const config = workflowNode(workflows, WORKER_ID, 'Config').parameters.assignments as { assignments: Array<{ name: string; value: unknown }> } | undefined;
+			const workerLease = config?.assignments.find((assignment) => assignment.name === 'lease_seconds');
+			if (!workerLease || typeof workerLease.value !== 'number') throw new Error('Worker Config has no numeric lease_seconds to override');
+			workerLease.value = options.leaseSeconds;
+			const checkpoint = workflowNode(workflows, WORKER_ID, CHECKPOINT_NODE);
+			if (checkpoint.parameters.operation !== 'extendLease' || checkpoint.parameters.checkpoint !== CRM_CHECKPOINT) {
+				throw new Error(`Worker node ${CHECKPOINT_NODE} does not extend the lease with checkpoint ${CRM_CHECKPOINT}`);
+			}
+			if (!String(checkpoint.parameters.leaseSeconds).includes('lease_seconds')) throw new Error(`Worker node ${CHECKPOINT_NODE} does not take its lease from Config lease_seconds`);
 			for (const name of ['Call AI', 'Create CRM record']) {
 				const headers = workflowNode(workflows, WORKER_ID, name).parameters.headerParameters as { parameters: Array<{ name: string; value: string }> } | undefined;
 				if (!headers) throw new Error(`Worker node ${name} sends no headers`);
@@ -132,6 +154,8 @@ interface AttemptRow {
 	finished_at: Date | null;
 	outcome: string | null;
 	error_code: string | null;
+	checkpoint: string | null;
+	checkpoint_at: Date | null;
 }
 
 interface CallView {
@@ -146,6 +170,7 @@ interface CrmView extends CallView {
 	recordId: string | null;
 	replayed: boolean;
 	responded: boolean;
+	answerDelayMs: number;
 }
 
 interface Snapshot {
@@ -179,10 +204,12 @@ async function readJobs(env: Environment, prefix: string): Promise<JobRow[]> {
 	return rows;
 }
 
+const ATTEMPT_COLUMNS = 'a.attempt_id, a.job_id, a.attempt, a.started_at, a.lease_until, a.finished_at, a.outcome, a.error_code, a.checkpoint, a.checkpoint_at';
+
 async function readAttempts(env: Environment, prefix: string): Promise<AttemptRow[]> {
 	const s = quoteSchema(env.schema);
 	const { rows } = await env.jobsDb.query<AttemptRow>(
-		`SELECT a.attempt_id, a.job_id, a.attempt, a.started_at, a.lease_until, a.finished_at, a.outcome, a.error_code
+		`SELECT ${ATTEMPT_COLUMNS}
 		FROM ${s}.job_attempts a JOIN ${s}.jobs j ON j.id = a.job_id
 		WHERE j.queue = $1 AND j.payload->'document'->>'id' LIKE $2 || '%'
 		ORDER BY a.job_id, a.attempt`,
@@ -217,6 +244,7 @@ function crmView(env: Environment): Map<string, CrmView[]> {
 			recordId: entry.recordId,
 			replayed: entry.replayed,
 			responded: entry.responded,
+			answerDelayMs: entry.answerDelayMs,
 		});
 		byKey.set(entry.key, list);
 	}
@@ -288,6 +316,46 @@ async function workerExecutionStates(env: Environment, attemptIds: string[]): Pr
 		if (row) states.set(attemptId, row.status);
 	}
 	return states;
+}
+
+export interface NodeRoutes {
+	/** Items of the attempt on the node's first output (Extended, Completed). */
+	first: Array<Record<string, unknown>>;
+	/** Items of the attempt on its second output (Lease Lost). */
+	leaseLost: Array<Record<string, unknown>>;
+}
+
+/**
+ * Where a fenced two-output node (Job Lease → Extend Lease, Job Complete) sent each attempt's
+ * item, read from the finished Worker executions that carry the attempt id: what the operator
+ * sees in n8n, independent of the job database.
+ */
+async function nodeRoutesByAttempt(env: Environment, nodeName: string, attemptIds: string[], since: Date): Promise<Map<string, NodeRoutes>> {
+	const routes = new Map<string, NodeRoutes>();
+	if (attemptIds.length === 0) return routes;
+	const wanted = new Set(attemptIds);
+	const rows = await readExecutions(
+		env,
+		`SELECT e.id::text AS id, e."workflowId" AS "workflowId", e.status, e."startedAt" AS "startedAt", e."stoppedAt" AS "stoppedAt", d.data
+		FROM execution_entity e JOIN execution_data d ON d."executionId" = e.id
+		WHERE e."workflowId" = $1 AND e."startedAt" >= $2 AND e."stoppedAt" IS NOT NULL AND d.data LIKE ANY($3::text[])`,
+		[WORKER_ID, since, attemptIds.map((attemptId) => `%${attemptId}%`)],
+	);
+	for (const row of rows) {
+		for (const run of parseRunData(env, row.data)[nodeName] ?? []) {
+			const outputs = run.data?.main ?? [];
+			for (const [index, items] of outputs.entries()) {
+				for (const item of items ?? []) {
+					const attemptId = item.json.attempt_id;
+					if (typeof attemptId !== 'string' || !wanted.has(attemptId)) continue;
+					const entry = routes.get(attemptId) ?? { first: [], leaseLost: [] };
+					(index === 1 ? entry.leaseLost : entry.first).push(item.json);
+					routes.set(attemptId, entry);
+				}
+			}
+		}
+	}
+	return routes;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -511,6 +579,9 @@ export interface KillRecord {
  */
 export type OrphanCause = 'T3' | 'T4' | 'T1 re-run at boot' | 'slow';
 const CAUSES: OrphanCause[] = ['T3', 'T4', 'T1 re-run at boot', 'slow'];
+/** Attempts still running after their lease was taken over: where the checkpoint can stop them. */
+export type LateCause = 'T1 re-run at boot' | 'slow';
+const LATE_CAUSES: LateCause[] = ['T1 re-run at boot', 'slow'];
 
 export interface WindowFigures {
 	/** (kill, job) pairs in this window. */
@@ -522,6 +593,8 @@ export interface WindowFigures {
 	/** Killed attempts n8n ran again at boot (a queued Worker execution): finished while holding the lease / after losing it. */
 	rerunHeld: number;
 	rerunSuperseded: number;
+	/** Of the superseded: came out of the checkpoint on Lease Lost, so no CRM request. */
+	rerunStoppedAtCheckpoint: number;
 	/** Killed attempts whose CRM request exists (made before the kill, or by the re-run). */
 	withCrmRequest: number;
 }
@@ -554,12 +627,34 @@ export interface KillRehearsalResult {
 		leaseExpiredAttempts: number;
 		/** The report lists exactly the attempts that ended lease_expired. */
 		exact: boolean;
-		/** Attempts listed, by what they did: a side effect may exist (T3/T4, re-run, slow) / none (died in T1/T2). */
-		withSideEffect: number;
-		withoutSideEffect: number;
-		jobsWithSideEffect: number;
-		/** Every attempt with a side effect but no recorded result is listed. */
+		/** Rows with a checkpoint ("check the CRM", `check_external_system`): attempts / jobs. */
+		withCheckpoint: number;
+		jobsToCheck: number;
+		/** Rows without one ("no CRM call made", `no_external_call`): attempts / jobs. */
+		withoutCheckpoint: number;
+		jobsWithoutCheckpoint: number;
+		/** Rows with a checkpoint: the CRM journal has the attempt's request / it was killed between checkpoint and request. */
+		checkedWithCrmRequest: number;
+		checkedKilledBeforeRequest: number;
+		checkedKilledBeforeRequestByWindow: Partial<Record<Window, number>>;
+		/** lease_expired attempts whose request the CRM journal holds. */
+		leaseExpiredWithCrmRequest: number;
+		/** The rows with a checkpoint are exactly the lease_expired attempts that recorded one. */
+		checkpointRowsExact: boolean;
+		/** "Check the CRM" = the lease_expired attempts that reached the CRM plus killed-in-between attempts; no row without a checkpoint reached the CRM. */
+		checkListMatchesCrmRequests: boolean;
+		/** Every attempt with a CRM request but no recorded result is listed with its checkpoint. */
 		coversEveryOrphan: boolean;
+		/** CRM records their job does not hold / of those created by an attempt under check_external_system. */
+		unheldRecords: number;
+		unheldRecordsListed: number;
+	};
+	/** Attempts that ran on after their lease was taken over: stopped at the checkpoint (Lease Lost, no CRM request) / reached the CRM anyway, by cause. */
+	lateAttempts: {
+		stoppedAtCheckpoint: Record<LateCause, number>;
+		withCrmRequest: Record<LateCause, number>;
+		/** No CRM request, and no finished Worker execution passed the checkpoint node (died again before it, or never handed to a worker). */
+		noCrmRequestNotAtCheckpoint: Record<LateCause, number>;
 	};
 	attempts: { total: number; killed: number; rerunAtBoot: number; slow: number; leaseExpired: number; staleApplied: number };
 	/** Jobs running with an expired lease seen at kill time (awaiting recovery), max age in ms. */
@@ -657,18 +752,68 @@ async function restartN8n(env: Environment, log: Log): Promise<void> {
 	}
 }
 
-interface ReportRow {
+export interface ReportRow {
 	job_id: string;
 	stable_key: string;
 	attempt_id: string;
 	outcome: string;
+	checkpoint: string | null;
+	checkpoint_at: string | null;
+	/** "may have happened" with a checkpoint, "not made" without. */
+	external_call: string;
 }
 
+export interface ReconciliationReport {
+	count: number;
+	jobs: number;
+	unknown_outcomes: ReportRow[];
+	/** Rows with a checkpoint: look these keys up in the CRM. */
+	check_external_system: { count: number; jobs: number; stable_keys: string[] };
+	/** Rows without one: the CRM call was never made. */
+	no_external_call: { count: number; jobs: number };
+}
+
+const EXTERNAL_CALL_MAY_HAVE_HAPPENED = 'may have happened';
+const EXTERNAL_CALL_NOT_MADE = 'not made';
+
 /** The reconciliation report, through the bundled workflow (GET /webhook/jobs/unknown-outcomes). */
-export async function fetchUnknownOutcomes(env: Environment): Promise<ReportRow[]> {
+export async function fetchReconciliationReport(env: Environment): Promise<ReconciliationReport> {
 	const answer = await env.request(`jobs/unknown-outcomes?queue=${QUEUE}&limit=10000`);
 	if (answer.status !== 200) throw new Error(`unknown-outcomes answered ${answer.status}: ${answer.text.slice(0, 300)}`);
-	return (answer.body as { unknown_outcomes: ReportRow[] }).unknown_outcomes;
+	const report = answer.body as Partial<ReconciliationReport>;
+	if (!Array.isArray(report.unknown_outcomes) || !report.check_external_system || !report.no_external_call) {
+		throw new Error(`unknown-outcomes answered without unknown_outcomes / check_external_system / no_external_call: ${answer.text.slice(0, 300)}`);
+	}
+	return report as ReconciliationReport;
+}
+
+export async function fetchUnknownOutcomes(env: Environment): Promise<ReportRow[]> {
+	return (await fetchReconciliationReport(env)).unknown_outcomes;
+}
+
+/** The report's own arithmetic: totals and the two lists agree with its rows. */
+export function reportConsistency(report: ReconciliationReport): string[] {
+	const problems: string[] = [];
+	const rows = report.unknown_outcomes;
+	const distinctKeys = (list: ReportRow[]) => new Set(list.map((row) => row.stable_key));
+	const checked = rows.filter((row) => row.checkpoint !== null);
+	const unchecked = rows.filter((row) => row.checkpoint === null);
+	if (report.count !== rows.length) problems.push(`report count ${report.count} for ${rows.length} rows`);
+	if (report.jobs !== distinctKeys(rows).size) problems.push(`report jobs ${report.jobs} for ${distinctKeys(rows).size} distinct stable keys`);
+	if (report.check_external_system.count !== checked.length) problems.push(`check_external_system.count ${report.check_external_system.count} for ${checked.length} rows with a checkpoint`);
+	if (report.check_external_system.jobs !== distinctKeys(checked).size) problems.push(`check_external_system.jobs ${report.check_external_system.jobs} for ${distinctKeys(checked).size} jobs with a checkpoint row`);
+	const listed = new Set(report.check_external_system.stable_keys);
+	const expected = distinctKeys(checked);
+	if (listed.size !== report.check_external_system.stable_keys.length) problems.push('check_external_system.stable_keys repeats a key');
+	if (listed.size !== expected.size || [...expected].some((key) => !listed.has(key))) problems.push('check_external_system.stable_keys are not the stable keys of the rows with a checkpoint');
+	if (report.no_external_call.count !== unchecked.length) problems.push(`no_external_call.count ${report.no_external_call.count} for ${unchecked.length} rows without a checkpoint`);
+	if (report.no_external_call.jobs !== distinctKeys(unchecked).size) problems.push(`no_external_call.jobs ${report.no_external_call.jobs} for ${distinctKeys(unchecked).size} jobs with a row without checkpoint`);
+	for (const row of rows) {
+		const expectedCall = row.checkpoint !== null ? EXTERNAL_CALL_MAY_HAVE_HAPPENED : EXTERNAL_CALL_NOT_MADE;
+		if (row.external_call !== expectedCall) problems.push(`report row of attempt ${row.attempt_id} (checkpoint ${row.checkpoint}) says external_call "${row.external_call}"`);
+		if ((row.checkpoint === null) !== (row.checkpoint_at === null)) problems.push(`report row of attempt ${row.attempt_id}: checkpoint ${row.checkpoint} with checkpoint_at ${row.checkpoint_at}`);
+	}
+	return problems;
 }
 
 async function waitQuiet(env: Environment, prefix: string, submitter: Submitter | undefined, timeoutMs: number): Promise<boolean> {
@@ -736,6 +881,8 @@ export async function runKillRehearsal(env: Environment, input: KillRehearsalCon
 
 	const kills: KillRecord[] = [];
 	const killed = new Map<string, KilledAttempt>();
+	/** Latest kill snapshot at which each attempt was in flight (first death, or running again). */
+	const lastInFlightAt = new Map<string, number>();
 	const caught = new Map<string, Set<Window>>();
 	const t1Workers: Record<string, number> = { new: 0, running: 0, none: 0 };
 	let maxExpiredLeaseAgeMs = 0;
@@ -761,6 +908,7 @@ export async function runKillRehearsal(env: Environment, input: KillRehearsalCon
 			const t1Here: Record<string, number> = { new: 0, running: 0, none: 0 };
 			let recovering = 0;
 			for (const [jobId, entry] of classes) {
+				if (entry.attemptId) lastInFlightAt.set(entry.attemptId, snap.at);
 				if (entry.window === 'R') {
 					recovering++;
 					continue;
@@ -805,7 +953,7 @@ export async function runKillRehearsal(env: Environment, input: KillRehearsalCon
 
 	// ------------------------------------------------------------------------------ final state
 	const final = await snapshot(env, prefix);
-	const report = await fetchUnknownOutcomes(env);
+	const reconciliation = await fetchReconciliationReport(env);
 	const jobById = new Map(final.jobs.map((job) => [job.id, job]));
 	const attemptById = new Map(final.attempts.map((attempt) => [attempt.attempt_id, attempt]));
 	const attemptsByJob = new Map<string, AttemptRow[]>();
@@ -876,7 +1024,7 @@ export async function runKillRehearsal(env: Environment, input: KillRehearsalCon
 	const rerun = new Set<string>();
 	let staleApplied = 0;
 	const windows: Record<Window, WindowFigures> = Object.fromEntries(
-		WINDOWS.map((w) => [w, { pairs: 0, jobs: 0, kills: 0, rerunHeld: 0, rerunSuperseded: 0, withCrmRequest: 0 }]),
+		WINDOWS.map((w) => [w, { pairs: 0, jobs: 0, kills: 0, rerunHeld: 0, rerunSuperseded: 0, rerunStoppedAtCheckpoint: 0, withCrmRequest: 0 }]),
 	) as Record<Window, WindowFigures>;
 	for (const kill of kills) {
 		for (const w of WINDOWS) {
@@ -998,15 +1146,17 @@ export async function runKillRehearsal(env: Environment, input: KillRehearsalCon
 	}
 
 	// Reconciliation report: exactly the attempts that ended without a recorded outcome.
-	const reportAttempts = new Set<string>();
+	violations.push(...reportConsistency(reconciliation).map((problem) => `reconciliation report: ${problem}`));
+	const reportRows = new Map<string, ReportRow>();
 	const reportJobs = new Set<string>();
-	for (const row of report) {
+	for (const row of reconciliation.unknown_outcomes) {
 		if (!jobById.has(row.job_id)) continue;
-		reportAttempts.add(row.attempt_id);
+		reportRows.set(row.attempt_id, row);
 		reportJobs.add(row.job_id);
 		if (row.stable_key !== row.job_id) violations.push(`report row for ${row.job_id} has stable_key ${row.stable_key}`);
 		if (row.outcome !== 'lease_expired') violations.push(`report row for ${row.job_id} has outcome ${row.outcome}`);
 	}
+	const reportAttempts = new Set(reportRows.keys());
 	const leaseExpiredIds = new Set(final.attempts.filter((attempt) => attempt.outcome === 'lease_expired').map((attempt) => attempt.attempt_id));
 	let exact = reportAttempts.size === leaseExpiredIds.size;
 	for (const attemptId of leaseExpiredIds) {
@@ -1019,18 +1169,126 @@ export async function runKillRehearsal(env: Environment, input: KillRehearsalCon
 		if (!leaseExpiredIds.has(attemptId)) exact = false;
 		if (!killed.has(attemptId) && !slow.has(attemptId)) violations.push(`the unknown-outcomes report lists attempt ${attemptId}, which was neither in flight at a kill nor slower than its lease`);
 	}
-	let coversEveryOrphan = true;
-	for (const attemptId of orphanAttempts) {
-		if (!reportAttempts.has(attemptId)) {
-			coversEveryOrphan = false;
-			violations.push(`attempt ${attemptId} reached the CRM without a kept result but is not in the unknown-outcomes report`);
-		}
-	}
-	const withSideEffect = [...reportAttempts].filter((attemptId) => crmOf(attemptId).length > 0);
 	for (const [attemptId, info] of killed) {
 		if (attemptById.get(attemptId)?.outcome === 'lease_expired' && !reportAttempts.has(attemptId)) {
 			violations.push(`attempt ${attemptId} killed in ${info.window} is not in the report`);
 		}
+	}
+
+	// The checkpoint itself, against the journals: the Worker records it right before the CRM
+	// call, so every attempt that reached the CRM has it, recorded before its request.
+	for (const attempt of final.attempts) {
+		const requests = crmOf(attempt.attempt_id);
+		if (requests.length > 0) {
+			const firstRequestAt = Math.min(...requests.map((request) => request.at));
+			if (attempt.checkpoint !== CRM_CHECKPOINT) violations.push(`attempt ${attempt.attempt_id} of job ${attempt.job_id} reached the CRM but recorded checkpoint ${attempt.checkpoint}`);
+			// A second of slack: DATABASE_URL may point at a PostgreSQL on another clock.
+			else if (attempt.checkpoint_at && attempt.checkpoint_at.getTime() > firstRequestAt + 1_000) {
+				violations.push(`attempt ${attempt.attempt_id} recorded its checkpoint at ${attempt.checkpoint_at.toISOString()}, after its CRM request at ${new Date(firstRequestAt).toISOString()}`);
+			}
+		}
+		if (attempt.checkpoint !== null && aiOf(attempt.attempt_id).length === 0) violations.push(`attempt ${attempt.attempt_id} recorded checkpoint ${attempt.checkpoint} without an AI request`);
+	}
+
+	// "Check the CRM" (rows with a checkpoint) must be exactly the lease_expired attempts that
+	// reached the checkpoint: those that reached the CRM, plus only attempts killed in between.
+	const checkpointRows = [...reportRows.values()].filter((row) => row.checkpoint !== null);
+	const uncheckedRows = [...reportRows.values()].filter((row) => row.checkpoint === null);
+	const leaseExpiredAtCheckpoint = new Set(final.attempts.filter((attempt) => attempt.outcome === 'lease_expired' && attempt.checkpoint !== null).map((attempt) => attempt.attempt_id));
+	let checkpointRowsExact = checkpointRows.length === leaseExpiredAtCheckpoint.size;
+	for (const row of checkpointRows) {
+		const recorded = attemptById.get(row.attempt_id)?.checkpoint ?? null;
+		if (!leaseExpiredAtCheckpoint.has(row.attempt_id) || recorded !== row.checkpoint) {
+			checkpointRowsExact = false;
+			violations.push(`report row of attempt ${row.attempt_id} has checkpoint ${row.checkpoint}, the attempt recorded ${recorded}`);
+		}
+	}
+	for (const row of uncheckedRows) {
+		if (leaseExpiredAtCheckpoint.has(row.attempt_id)) {
+			checkpointRowsExact = false;
+			violations.push(`report row of attempt ${row.attempt_id} has no checkpoint, the attempt recorded ${attemptById.get(row.attempt_id)?.checkpoint}`);
+		}
+	}
+	let checkListMatchesCrmRequests = true;
+	let checkedWithCrmRequest = 0;
+	let checkedKilledBeforeRequest = 0;
+	const killedBeforeRequestByWindow: Partial<Record<Window, number>> = {};
+	for (const row of checkpointRows) {
+		if (row.checkpoint !== CRM_CHECKPOINT) violations.push(`report row of attempt ${row.attempt_id} has checkpoint ${row.checkpoint}, expected ${CRM_CHECKPOINT}`);
+		if (crmOf(row.attempt_id).length > 0) {
+			checkedWithCrmRequest++;
+			continue;
+		}
+		const info = killed.get(row.attempt_id);
+		const checkpointAt = attemptById.get(row.attempt_id)?.checkpoint_at?.getTime() ?? Infinity;
+		// The kill must have come after the checkpoint (a second of slack for another clock).
+		if (info && checkpointAt <= (lastInFlightAt.get(row.attempt_id) ?? 0) + 1_000) {
+			checkedKilledBeforeRequest++;
+			killedBeforeRequestByWindow[info.window] = (killedBeforeRequestByWindow[info.window] ?? 0) + 1;
+		} else {
+			checkListMatchesCrmRequests = false;
+			violations.push(`report row of attempt ${row.attempt_id} (job ${row.job_id}) says check the CRM, but the CRM never got its request and the attempt was not killed after its checkpoint`);
+		}
+	}
+	const leaseExpiredWithCrmRequest = final.attempts.filter((attempt) => attempt.outcome === 'lease_expired' && crmOf(attempt.attempt_id).length > 0);
+	for (const attempt of leaseExpiredWithCrmRequest) {
+		const row = reportRows.get(attempt.attempt_id);
+		if (row?.checkpoint === CRM_CHECKPOINT) continue;
+		checkListMatchesCrmRequests = false;
+		violations.push(`attempt ${attempt.attempt_id} (job ${attempt.job_id}) reached the CRM and ended lease_expired, but the report ${row ? `lists it with checkpoint ${row.checkpoint}` : 'does not list it'}`);
+	}
+	for (const row of uncheckedRows) {
+		if (crmOf(row.attempt_id).length === 0) continue;
+		checkListMatchesCrmRequests = false;
+		violations.push(`report row of attempt ${row.attempt_id} (job ${row.job_id}) says no CRM call was made, but the CRM got its request`);
+	}
+	let coversEveryOrphan = true;
+	for (const attemptId of orphanAttempts) {
+		if (reportRows.get(attemptId)?.checkpoint !== CRM_CHECKPOINT) {
+			coversEveryOrphan = false;
+			violations.push(`attempt ${attemptId} reached the CRM without a kept result but is not in the unknown-outcomes report with checkpoint ${CRM_CHECKPOINT}`);
+		}
+	}
+
+	// Every CRM record its job does not hold (a duplicate, or any record of a dead-lettered job)
+	// was created by an attempt the operator is told to check.
+	const keysToCheck = new Set(reconciliation.check_external_system.stable_keys);
+	let unheldRecords = 0;
+	let unheldRecordsListed = 0;
+	for (const job of final.jobs) {
+		const held = job.status === 'done' ? (job.result?.crm_record_id ?? null) : null;
+		for (const entry of final.crm.get(job.id) ?? []) {
+			if (entry.createdRecordId === null || entry.createdRecordId === held) continue;
+			unheldRecords++;
+			const row = entry.attemptId === null ? undefined : reportRows.get(entry.attemptId);
+			if (row?.checkpoint === CRM_CHECKPOINT && keysToCheck.has(job.id)) unheldRecordsListed++;
+			else violations.push(`CRM record ${entry.createdRecordId} of job ${job.id} (attempt ${entry.attemptId}) is not held by the job and its attempt is not under check_external_system`);
+		}
+	}
+
+	// Attempts that lost their lease while still running (re-run at boot after being superseded,
+	// or slower than their lease): with the checkpoint they stop there, before the CRM call.
+	const lateAttempts = final.attempts.filter((attempt) => attempt.outcome === 'lease_expired' && (rerun.has(attempt.attempt_id) || slow.has(attempt.attempt_id)));
+	const checkpointRoutes = await nodeRoutesByAttempt(env, CHECKPOINT_NODE, lateAttempts.map((attempt) => attempt.attempt_id), startedAt);
+	const stoppedAtCheckpoint: Record<LateCause, number> = { 'T1 re-run at boot': 0, slow: 0 };
+	const lateWithCrmRequest: Record<LateCause, number> = { 'T1 re-run at boot': 0, slow: 0 };
+	const lateUnseen: Record<LateCause, number> = { 'T1 re-run at boot': 0, slow: 0 };
+	for (const attempt of lateAttempts) {
+		const cause: LateCause = rerun.has(attempt.attempt_id) ? 'T1 re-run at boot' : 'slow';
+		const route = checkpointRoutes.get(attempt.attempt_id);
+		const requested = crmOf(attempt.attempt_id).length > 0;
+		if (requested) lateWithCrmRequest[cause]++;
+		if (route && route.leaseLost.length > 0) {
+			if (requested) violations.push(`attempt ${attempt.attempt_id} came out of ${CHECKPOINT_NODE} on Lease Lost, yet the CRM got its request`);
+			if (attempt.checkpoint !== null) violations.push(`attempt ${attempt.attempt_id} came out of ${CHECKPOINT_NODE} on Lease Lost, yet recorded checkpoint ${attempt.checkpoint}`);
+			stoppedAtCheckpoint[cause]++;
+			if (cause === 'T1 re-run at boot') {
+				const info = killed.get(attempt.attempt_id);
+				if (info) windows[info.window].rerunStoppedAtCheckpoint++;
+			}
+		}
+		if (route && route.first.length > 0 && attempt.checkpoint === null) violations.push(`attempt ${attempt.attempt_id} came out of ${CHECKPOINT_NODE} on Extended, but no checkpoint is recorded`);
+		if (!route && !requested) lateUnseen[cause]++;
 	}
 
 	const killCounts = new Map<string, number>();
@@ -1067,11 +1325,21 @@ export async function runKillRehearsal(env: Environment, input: KillRehearsalCon
 			jobs: reportJobs.size,
 			leaseExpiredAttempts: leaseExpiredIds.size,
 			exact,
-			withSideEffect: withSideEffect.length,
-			withoutSideEffect: reportAttempts.size - withSideEffect.length,
-			jobsWithSideEffect: new Set(withSideEffect.map((attemptId) => attemptById.get(attemptId)?.job_id)).size,
+			withCheckpoint: checkpointRows.length,
+			jobsToCheck: new Set(checkpointRows.map((row) => row.job_id)).size,
+			withoutCheckpoint: uncheckedRows.length,
+			jobsWithoutCheckpoint: new Set(uncheckedRows.map((row) => row.job_id)).size,
+			checkedWithCrmRequest,
+			checkedKilledBeforeRequest,
+			checkedKilledBeforeRequestByWindow: killedBeforeRequestByWindow,
+			leaseExpiredWithCrmRequest: leaseExpiredWithCrmRequest.length,
+			checkpointRowsExact,
+			checkListMatchesCrmRequests,
 			coversEveryOrphan,
+			unheldRecords,
+			unheldRecordsListed,
 		},
+		lateAttempts: { stoppedAtCheckpoint, withCrmRequest: lateWithCrmRequest, noCrmRequestNotAtCheckpoint: lateUnseen },
 		attempts: { total: final.attempts.length, killed: killed.size, rerunAtBoot: rerun.size, slow: slow.size, leaseExpired, staleApplied },
 		maxExpiredLeaseAgeMs,
 		stuck,
@@ -1235,108 +1503,163 @@ export async function runOutageScenario(env: Environment, options: { cutMs?: num
 // ---------------------------------------------------------------------------------------------
 // a worker slower than its lease
 
-export interface SlowWorkerResult {
+export interface SlowCaseResult {
 	jobId: string;
-	leaseSeconds: number;
-	aiDelayMs: number;
-	attempts: Array<{ attempt: number; outcome: string | null }>;
-	crmRecords: string[];
+	/** Which answer reached the first attempt after its lease had expired: the AI's comes before the checkpoint, the CRM's after it. */
+	lateService: 'AI' | 'CRM';
+	lateAnswerMs: number;
+	attempts: Array<{ attempt: number; outcome: string | null; checkpoint: string | null }>;
+	/** Every CRM request of the job, in arrival order, with the attempt that sent it. */
+	crmRequests: Array<{ attempt: number | null; createdRecordId: string | null; answerDelayMs: number }>;
 	resultRecordId: string | null;
 	resultName: string | null;
+	/** The node where the first attempt stopped on its Lease Lost output, and that item. */
+	stoppedAt: string;
 	leaseLostOutput: Record<string, unknown> | null;
-	jobUnchangedAfterStaleCompletion: boolean;
-	inReport: boolean;
+	jobUnchangedAfterStaleAttempt: boolean;
+	/** The first attempt's row in the reconciliation report. */
+	reportRow: ReportRow | null;
+	/** The job id is among check_external_system.stable_keys. */
+	inCheckExternalSystem: boolean;
 	violations: string[];
 }
 
-export async function runSlowWorkerScenario(env: Environment, options: { leaseSeconds: number; runId: string; log?: Log }): Promise<SlowWorkerResult> {
-	const log = options.log ?? (() => undefined);
+export interface SlowWorkerResult {
+	leaseSeconds: number;
+	/** The first attempt passed the checkpoint, its CRM request is answered after the lease expired. */
+	lateCrm: SlowCaseResult;
+	/** The first attempt's AI answer arrives after the lease expired: it stops at the checkpoint. */
+	lateAi: SlowCaseResult;
+	violations: string[];
+}
+
+const STALE_FIELDS = { name: 'stale attempt', email: null, amount: -1 };
+
+async function runSlowCase(
+	env: Environment,
+	options: { docId: string; lateService: 'AI' | 'CRM'; lateAnswerMs: number; leaseSeconds: number; log: Log },
+): Promise<SlowCaseResult> {
+	const { docId, lateService, lateAnswerMs, log } = options;
 	const violations: string[] = [];
 	const s = quoteSchema(env.schema);
-	// A CRM that does not honour keys makes the slow attempt's side effect visible: if its
-	// completion were applied, the job's result would name its record.
-	env.standins.crm.honourKeys = false;
-	env.standins.crm.delayMs = 0;
-	env.standins.ai.latencyMs = 0;
-	const docId = `${options.runId}-slow`;
-	const aiDelayMs = (options.leaseSeconds + 12) * 1000;
-	env.standins.ai.script(docId, [
-		{ status: 200, delayMs: aiDelayMs, body: { fields: { name: 'stale attempt', email: null, amount: -1 }, model: 'stand-in', source_document_id: docId } },
-	]);
-	const started = new Date();
+	// The first attempt's fields name "stale attempt", so a result taken from it would show.
+	env.standins.ai.script(docId, [{ status: 200, delayMs: lateService === 'AI' ? lateAnswerMs : 0, body: { fields: STALE_FIELDS, model: 'stand-in', source_document_id: docId } }]);
+	if (lateService === 'CRM') env.standins.crm.answerDelays(docId, [lateAnswerMs]);
+	const submittedAt = new Date();
 	const accepted = await env.request('jobs', { method: 'POST', body: { document: { id: docId, text: 'name: Fresh Attempt, email fresh@example.com, amount: 7' } }, headers: { 'Idempotency-Key': `key-${docId}` } });
 	if (accepted.status !== 202) throw new Error(`receiver answered ${accepted.status}: ${accepted.text}`);
 	const jobId = (accepted.body as { job_id: string }).job_id;
-	log(`slow job ${jobId}: AI answers attempt 1 after ${aiDelayMs / 1000} s, lease ${options.leaseSeconds} s`);
+	log(`slow job ${jobId}: the ${lateService} answers attempt 1 after ${lateAnswerMs / 1000} s, lease ${options.leaseSeconds} s`);
 
 	const readJob = async () =>
 		(await env.jobsDb.query<{ status: string; attempts: number; attempt_id: string; result: JobRow['result']; finished_at: Date | null; updated_at: Date }>(`SELECT status, attempts, attempt_id, result, finished_at, updated_at FROM ${s}.jobs WHERE id = $1`, [jobId])).rows[0];
-	const readJobAttempts = async () =>
-		(await env.jobsDb.query<AttemptRow>(`SELECT attempt_id, job_id, attempt, started_at, lease_until, finished_at, outcome, error_code FROM ${s}.job_attempts WHERE job_id = $1 ORDER BY attempt`, [jobId])).rows;
+	const readJobAttempts = async () => (await env.jobsDb.query<AttemptRow>(`SELECT ${ATTEMPT_COLUMNS} FROM ${s}.job_attempts a WHERE a.job_id = $1 ORDER BY a.attempt`, [jobId])).rows;
 
-	const deadline = Date.now() + aiDelayMs + 90_000;
+	const deadline = Date.now() + lateAnswerMs + 90_000;
 	let job = await readJob();
 	while (job.status !== 'done' && job.status !== 'failed' && Date.now() < deadline) {
 		await sleep(250);
 		job = await readJob();
 	}
 	const afterNewAttempt = { job: await readJob(), attempts: await readJobAttempts() };
-	log(`slow job: ${afterNewAttempt.job.status} after attempt ${afterNewAttempt.job.attempts}; waiting for the slow attempt to finish`);
-	// The slow attempt now gets its AI answer, calls the CRM and reaches Job Complete.
-	const firstAttempt = afterNewAttempt.attempts[0];
+	log(`slow job: ${afterNewAttempt.job.status} after attempt ${afterNewAttempt.job.attempts}; waiting for the slow attempt to stop`);
+	// The slow attempt gets its late answer now and runs on until a fenced node stops it: Finish
+	// job after a late CRM answer, the checkpoint after a late AI answer.
+	const firstAttemptId = afterNewAttempt.attempts[0]?.attempt_id;
+	const stoppedAt = lateService === 'CRM' ? 'Finish job' : CHECKPOINT_NODE;
 	let leaseLostOutput: Record<string, unknown> | null = null;
-	while (Date.now() < deadline && leaseLostOutput === null) {
-		const executions = await readExecutions(
-			env,
-			`SELECT e.id::text AS id, e."workflowId" AS "workflowId", e.status, e."startedAt" AS "startedAt", e."stoppedAt" AS "stoppedAt", d.data
-			FROM execution_entity e JOIN execution_data d ON d."executionId" = e.id
-			WHERE e."workflowId" = $1 AND e."startedAt" >= $2 AND e."stoppedAt" IS NOT NULL`,
-			[WORKER_ID, started],
-		);
-		for (const execution of executions) {
-			if (!firstAttempt || !execution.data.includes(firstAttempt.attempt_id)) continue;
-			const runs = parseRunData(env, execution.data)['Finish job'] ?? [];
-			const lost = runs[0]?.data?.main?.[1]?.[0]?.json;
-			const completed = runs[0]?.data?.main?.[0]?.[0]?.json;
-			if (completed && completed.attempt_id === firstAttempt.attempt_id) violations.push('the slow attempt\'s Job Complete was applied');
-			if (lost) leaseLostOutput = lost;
-		}
+	while (firstAttemptId && Date.now() < deadline && leaseLostOutput === null) {
+		const route = (await nodeRoutesByAttempt(env, stoppedAt, [firstAttemptId], submittedAt)).get(firstAttemptId);
+		if (route && route.first.length > 0) violations.push(`the slow attempt came out of ${stoppedAt} on its first output (${lateService === 'CRM' ? 'completion applied' : 'lease extended'})`);
+		leaseLostOutput = route?.leaseLost[0] ?? null;
 		if (leaseLostOutput === null) await sleep(1_000);
 	}
-	await sleep(1_000);
+	// Anything the slow attempt would still do (a CRM request after a lost checkpoint) arrives now.
+	await sleep(lateService === 'AI' ? 3_000 : 1_000);
 	const after = { job: await readJob(), attempts: await readJobAttempts() };
 	const unchanged = JSON.stringify(after) === JSON.stringify(afterNewAttempt);
-	const records = (crmView(env).get(jobId) ?? []).filter((entry) => entry.createdRecordId !== null);
-	const report = await fetchUnknownOutcomes(env);
-	const inReport = report.some((row) => row.job_id === jobId && row.attempt_id === firstAttempt?.attempt_id);
+	const attemptNumber = new Map(after.attempts.map((attempt) => [attempt.attempt_id, attempt.attempt]));
+	const crmRequests = crmView(env).get(jobId) ?? [];
+	const report = await fetchReconciliationReport(env);
+	const reportRow = report.unknown_outcomes.find((row) => row.attempt_id === firstAttemptId) ?? null;
+	const inCheckExternalSystem = report.check_external_system.stable_keys.includes(jobId);
 
 	if (after.job.status !== 'done') violations.push(`slow job ended ${after.job.status}`);
 	if (after.attempts.length !== 2 || after.attempts[0].outcome !== 'lease_expired' || after.attempts[1].outcome !== 'succeeded') {
 		violations.push(`slow job attempts: ${after.attempts.map((attempt) => `${attempt.attempt}:${attempt.outcome}`).join(', ')} (expected 1:lease_expired, 2:succeeded)`);
 	}
-	const lost = leaseLostOutput as Record<string, unknown> | null;
-	if (!lost) violations.push('the slow attempt\'s Job Complete did not come out on Lease Lost');
-	else if (lost.lease_lost !== true || lost.attempt_id !== firstAttempt?.attempt_id) violations.push(`unexpected Lease Lost item ${JSON.stringify(lost)}`);
-	if (!unchanged) violations.push('the job or its attempts changed after the slow attempt completed');
-	if (records.length !== 2) violations.push(`expected 2 CRM records (one per attempt, the CRM ignores keys), got ${records.length}`);
-	const newAttemptRecord = records[0]?.createdRecordId ?? null;
-	if (after.job.result?.crm_record_id !== newAttemptRecord) violations.push(`result names ${after.job.result?.crm_record_id}, the new attempt created ${newAttemptRecord}`);
-	if (after.job.result?.fields?.name === 'stale attempt') violations.push('the result holds the slow attempt\'s AI fields');
-	if (!inReport) violations.push('the slow attempt is not in the unknown-outcomes report');
-	env.standins.crm.honourKeys = true;
+	if (!leaseLostOutput) violations.push(`the slow attempt did not come out of ${stoppedAt} on Lease Lost`);
+	else if (leaseLostOutput.lease_lost !== true || leaseLostOutput.attempt_id !== firstAttemptId) violations.push(`unexpected Lease Lost item ${JSON.stringify(leaseLostOutput)}`);
+	if (!unchanged) violations.push('the job or its attempts changed after the slow attempt stopped');
+	for (const request of crmRequests) if (request.attemptId === null || !attemptNumber.has(request.attemptId)) violations.push(`CRM request for the slow job names attempt ${request.attemptId}`);
+	const staleRequests = crmRequests.filter((request) => request.attemptId === firstAttemptId);
+	const freshRequests = crmRequests.filter((request) => request.attemptId === after.attempts[1]?.attempt_id);
+	if (freshRequests.length !== 1 || freshRequests[0].createdRecordId === null) violations.push(`the new attempt sent ${freshRequests.length} CRM requests (expected one that creates a record)`);
+	const freshRecord = freshRequests[0]?.createdRecordId ?? null;
+	if (after.job.result?.crm_record_id !== freshRecord) violations.push(`result names ${after.job.result?.crm_record_id}, the new attempt created ${freshRecord}`);
+	if (after.job.result?.fields?.name === STALE_FIELDS.name) violations.push('the result holds the slow attempt\'s AI fields');
+	if (after.attempts[1]?.checkpoint !== CRM_CHECKPOINT) violations.push(`the new attempt recorded checkpoint ${after.attempts[1]?.checkpoint}`);
+	if (!reportRow) violations.push('the slow attempt is not in the unknown-outcomes report');
+	violations.push(...reportConsistency(report).map((problem) => `reconciliation report: ${problem}`));
+	if (lateService === 'CRM') {
+		// Past the checkpoint: the record exists, and the report says to check the CRM.
+		if (staleRequests.length !== 1 || staleRequests[0].createdRecordId === null) violations.push(`the slow attempt sent ${staleRequests.length} CRM requests (expected one that creates a record; the CRM ignores keys)`);
+		else if (staleRequests[0].answerDelayMs !== lateAnswerMs) violations.push(`the CRM answered the slow attempt after ${staleRequests[0].answerDelayMs} ms, not ${lateAnswerMs} ms`);
+		if (leaseLostOutput && leaseLostOutput.current_status !== 'done') violations.push(`the slow attempt's Job Complete found the job ${String(leaseLostOutput.current_status)}, not done`);
+		if (after.attempts[0]?.checkpoint !== CRM_CHECKPOINT) violations.push(`the slow attempt recorded checkpoint ${after.attempts[0]?.checkpoint}, expected ${CRM_CHECKPOINT}`);
+		if (reportRow && (reportRow.checkpoint !== CRM_CHECKPOINT || reportRow.external_call !== EXTERNAL_CALL_MAY_HAVE_HAPPENED)) violations.push(`report row of the slow attempt: checkpoint ${reportRow.checkpoint}, external_call "${reportRow.external_call}"`);
+		if (!inCheckExternalSystem) violations.push('the slow job is not under check_external_system');
+	} else {
+		// Before the checkpoint: the checkpoint stops it, no CRM request, nothing to check.
+		if (staleRequests.length !== 0) violations.push(`the slow attempt sent ${staleRequests.length} CRM requests after its checkpoint came out on Lease Lost`);
+		if (crmRequests.filter((request) => request.createdRecordId !== null).length !== 1) violations.push(`the slow job has ${crmRequests.filter((request) => request.createdRecordId !== null).length} CRM records, expected 1`);
+		if ((env.standins.ai.calls.filter((call) => attemptHeader(call.headers) === firstAttemptId)).length !== 1) violations.push('the slow attempt\'s AI request is not in the journal');
+		if (after.attempts[0]?.checkpoint !== null) violations.push(`the slow attempt recorded checkpoint ${after.attempts[0]?.checkpoint} although its lease was lost`);
+		if (reportRow && (reportRow.checkpoint !== null || reportRow.external_call !== EXTERNAL_CALL_NOT_MADE)) violations.push(`report row of the slow attempt: checkpoint ${reportRow.checkpoint}, external_call "${reportRow.external_call}"`);
+		if (inCheckExternalSystem) violations.push('the slow job is under check_external_system although no attempt reached the CRM without its result being kept');
+	}
 	return {
 		jobId,
-		leaseSeconds: options.leaseSeconds,
-		aiDelayMs,
-		attempts: after.attempts.map((attempt) => ({ attempt: attempt.attempt, outcome: attempt.outcome })),
-		crmRecords: records.map((entry) => entry.createdRecordId ?? ''),
+		lateService,
+		lateAnswerMs,
+		attempts: after.attempts.map((attempt) => ({ attempt: attempt.attempt, outcome: attempt.outcome, checkpoint: attempt.checkpoint })),
+		crmRequests: crmRequests.map((request) => ({ attempt: request.attemptId === null ? null : (attemptNumber.get(request.attemptId) ?? null), createdRecordId: request.createdRecordId, answerDelayMs: request.answerDelayMs })),
 		resultRecordId: after.job.result?.crm_record_id ?? null,
 		resultName: after.job.result?.fields?.name ?? null,
+		stoppedAt,
 		leaseLostOutput,
-		jobUnchangedAfterStaleCompletion: unchanged,
-		inReport,
+		jobUnchangedAfterStaleAttempt: unchanged,
+		reportRow,
+		inCheckExternalSystem,
 		violations,
 	};
+}
+
+/**
+ * Two jobs whose first attempt outlives its lease, one after the other. Late CRM answer: the
+ * attempt passed the checkpoint, so its record exists; its Job Complete lands on Lease Lost and
+ * the report says to check the CRM. Late AI answer: the attempt reaches the checkpoint after its
+ * lease was taken over, lands on Lease Lost there and never calls the CRM.
+ */
+export async function runSlowWorkerScenario(env: Environment, options: { leaseSeconds: number; runId: string; log?: Log }): Promise<SlowWorkerResult> {
+	const log = options.log ?? (() => undefined);
+	// A CRM that does not honour keys makes a stale attempt's side effect visible: if its
+	// completion were applied, the job's result would name its record.
+	env.standins.crm.honourKeys = false;
+	env.standins.crm.delayMs = 0;
+	env.standins.ai.latencyMs = 0;
+	try {
+		const lateCrm = await runSlowCase(env, { docId: `${options.runId}-slow-crm`, lateService: 'CRM', lateAnswerMs: (options.leaseSeconds + 12) * 1000, leaseSeconds: options.leaseSeconds, log });
+		const lateAi = await runSlowCase(env, { docId: `${options.runId}-slow-ai`, lateService: 'AI', lateAnswerMs: (options.leaseSeconds + 10) * 1000, leaseSeconds: options.leaseSeconds, log });
+		return {
+			leaseSeconds: options.leaseSeconds,
+			lateCrm,
+			lateAi,
+			violations: [...lateCrm.violations.map((v) => `late CRM answer: ${v}`), ...lateAi.violations.map((v) => `late AI answer: ${v}`)],
+		};
+	} finally {
+		env.standins.crm.honourKeys = true;
+	}
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1370,20 +1693,22 @@ export function renderKillSection(result: KillRehearsalResult, info: RunInfo): s
 	const windowsPerKill = result.kills.map((kill) => WINDOWS.filter((w) => kill.windows[w] > 0).length);
 	const aimed = result.kills.filter((kill) => kill.aimed).length;
 	const causes = (counts: Record<OrphanCause, number>) => CAUSES.filter((cause) => counts[cause] > 0).map((cause) => `${cause}: ${counts[cause]}`).join(', ') || 'none';
+	const { report } = result;
+	const gapWindows = Object.entries(report.checkedKilledBeforeRequestByWindow).map(([w, n]) => `${w}: ${n}`).join(', ');
 	const lines = [
 		`### ${config.honourKeys ? 'CRM honours Idempotency-Key' : 'CRM ignores Idempotency-Key'} — ${result.kills.length} kills`,
 		'',
 		`- Command: \`${info.command}\``,
 		`- Date: ${info.date.toISOString()}; rehearsal ${seconds(result.durationMs)} (drain after the last kill ${seconds(result.drainMs)}), whole command so far ${seconds(info.totalMs)}`,
 		`- Environment: ${machineDescription()}; n8n ${info.n8nVersion} (regular mode, one main process) with the package packed from ${info.source ?? 'this checkout'}; ${info.postgres}; machine shared with other test runs`,
-		`- Settings: Dispatcher lease ${config.leaseSeconds} s (bundled: 120 s), poll 1 s; ${config.inFlight} jobs kept in flight; AI answers after ${config.aiLatencyMs} ms, CRM after ${config.crmDelayMs} ms; n8n up ${seconds(config.minUpMs)}–${seconds(config.maxUpMs)} before each kill is aimed; seed ${config.seed}`,
+		`- Settings: lease ${config.leaseSeconds} s for the Dispatcher and the Worker's checkpoint (bundled: 120 s), poll 1 s; ${config.inFlight} jobs kept in flight; AI answers after ${config.aiLatencyMs} ms, CRM after ${config.crmDelayMs} ms; n8n up ${seconds(config.minUpMs)}–${seconds(config.maxUpMs)} before each kill is aimed; seed ${config.seed}`,
 		`- Restart after SIGKILL until every workflow is published and the webhooks answer: median ${seconds(median(restart))}, max ${seconds(Math.max(0, ...restart))}`,
 		'',
-		'| window | meaning | (kill, job) pairs | distinct jobs | kills that caught it | killed attempts n8n ran again at boot (kept the lease / superseded) | killed attempts with a CRM request |',
+		'| window | meaning | (kill, job) pairs | distinct jobs | kills that caught it | killed attempts n8n ran again at boot (kept the lease / superseded / of those stopped at the checkpoint) | killed attempts with a CRM request |',
 		'|---|---|---:|---:|---:|---:|---:|',
 		...WINDOWS.map((w) => {
 			const f = result.windows[w];
-			return `| ${w} | ${WINDOW_LABELS[w]} | ${f.pairs} | ${f.jobs} | ${f.kills} of ${result.kills.length} | ${w === 'T0' ? '—' : `${f.rerunHeld} / ${f.rerunSuperseded}`} | ${w === 'T0' ? '—' : f.withCrmRequest} |`;
+			return `| ${w} | ${WINDOW_LABELS[w]} | ${f.pairs} | ${f.jobs} | ${f.kills} of ${result.kills.length} | ${w === 'T0' ? '—' : `${f.rerunHeld} / ${f.rerunSuperseded} / ${f.rerunStoppedAtCheckpoint}`} | ${w === 'T0' ? '—' : f.withCrmRequest} |`;
 		}),
 		'',
 		`Kills were aimed in turn at ${config.targets.join(', ')} (at a random moment inside the window once it was seen; ${aimed} of ${result.kills.length} saw their target) and caught whatever else was in flight: on average ${(windowsPerKill.reduce((a, b) => a + b, 0) / Math.max(1, windowsPerKill.length)).toFixed(1)} windows per kill, ${windowsPerKill.filter((n) => n >= 3).length} kills caught three or more. ` +
@@ -1406,9 +1731,17 @@ export function renderKillSection(result: KillRehearsalResult, info: RunInfo): s
 		config.honourKeys
 			? `| **job ids with more than one CRM record** | **${result.crm.jobsWithMoreThanOneRecord}** (the CRM answered ${result.crm.replayed} repeats as replays — ${causes(result.crm.replaysByCause)}) |`
 			: `| job ids with more than one CRM record (extra records) | ${result.crm.jobsWithMoreThanOneRecord} (${result.crm.extraRecords}) — extra records by cause: ${causes(result.crm.duplicatesByCause)} |`,
-		`| unknown-outcomes report: attempts / jobs listed | ${result.report.rows} / ${result.report.jobs} (${result.report.exact ? `exactly the ${result.report.leaseExpiredAttempts} attempts that ended \`lease_expired\`` : 'MISMATCH'}) |`,
-		`| … attempts listed that reached the CRM (record may exist) / that died before the CRM call | ${result.report.withSideEffect} (${result.report.jobsWithSideEffect} jobs) / ${result.report.withoutSideEffect} |`,
-		`| every attempt with a CRM request but no kept result is listed | ${result.report.coversEveryOrphan ? 'yes' : '**NO**'} |`,
+		...LATE_CAUSES.map(
+			(cause) =>
+				`| ${cause === 'slow' ? 'attempts that outlived their lease while alive' : 'attempts n8n ran again at boot after their job was leased anew'}: stopped at the checkpoint (Lease Lost in the Worker execution, no CRM request) / reached the CRM (passed the checkpoint in time) / neither (no finished execution reached the checkpoint) | ${result.lateAttempts.stoppedAtCheckpoint[cause]} / ${result.lateAttempts.withCrmRequest[cause]} / ${result.lateAttempts.noCrmRequestNotAtCheckpoint[cause]} |`,
+		),
+		`| unknown-outcomes report: attempts / jobs listed | ${report.rows} / ${report.jobs} (${report.exact ? `exactly the ${report.leaseExpiredAttempts} attempts that ended \`lease_expired\`` : 'MISMATCH'}) |`,
+		`| … with checkpoint \`${CRM_CHECKPOINT}\`: "check the CRM" (\`check_external_system\`) — attempts / jobs to check | ${report.withCheckpoint} / ${report.jobsToCheck} (${report.checkpointRowsExact ? 'exactly the `lease_expired` attempts that recorded it' : 'MISMATCH with the recorded checkpoints'}) |`,
+		`| … without checkpoint: no CRM call made (\`no_external_call\`) — attempts / jobs | ${report.withoutCheckpoint} / ${report.jobsWithoutCheckpoint} |`,
+		`| attempts to check: the CRM got their request / checkpoint recorded, killed before the CRM request arrived | ${report.checkedWithCrmRequest} / ${report.checkedKilledBeforeRequest}${gapWindows ? ` (window at the kill: ${gapWindows})` : ''} |`,
+		`| "check the CRM" list = the attempts that reached the CRM without their result being kept | ${report.checkListMatchesCrmRequests ? `yes: the ${report.leaseExpiredWithCrmRequest} \`lease_expired\` attempts the CRM journal holds a request from${report.checkedKilledBeforeRequest > 0 ? `, plus ${report.checkedKilledBeforeRequest} killed between checkpoint and request` : ''}; no row without checkpoint reached the CRM` : '**NO**'} |`,
+		`| every attempt with a CRM request but no kept result is listed with checkpoint \`${CRM_CHECKPOINT}\` | ${report.coversEveryOrphan ? 'yes' : '**NO**'} |`,
+		`| CRM records their job does not hold / created by an attempt under \`check_external_system\` | ${report.unheldRecords} / ${report.unheldRecordsListed} |`,
 		`| longest a dead attempt's job stayed \`running\` past its lease, seen at a kill (n8n was down meanwhile) | ${seconds(result.maxExpiredLeaseAgeMs)} |`,
 		`| **violations of the checks** | **${result.violations.length}** |`,
 		'',
@@ -1433,14 +1766,32 @@ export function renderOutageSection(result: OutageResult, info: RunInfo): string
 	].join('\n');
 }
 
+function renderSlowCase(result: SlowCaseResult): string[] {
+	const attempts = result.attempts.map((attempt) => `${attempt.attempt} → ${attempt.outcome} (checkpoint ${attempt.checkpoint ? `\`${attempt.checkpoint}\`` : 'none'})`).join(', ');
+	const requests =
+		result.crmRequests.map((request) => `attempt ${request.attempt ?? '?'} → ${request.createdRecordId ?? 'no record'}${request.answerDelayMs > 0 ? ` (answered after ${seconds(request.answerDelayMs)})` : ''}`).join(', ') || 'none';
+	const staleAttempt = result.attempts[0]?.attempt ?? 1;
+	const staleRequests = result.crmRequests.filter((request) => request.attempt === staleAttempt).length;
+	const shown = ['job_id', 'attempt_id', 'outcome', 'lease_lost', 'reason', 'current_status'];
+	const leaseLost = result.leaseLostOutput ? Object.fromEntries(shown.filter((key) => key in (result.leaseLostOutput ?? {})).map((key) => [key, result.leaseLostOutput?.[key]])) : null;
+	const row = result.reportRow;
+	return [
+		`  - Attempts: ${attempts}; CRM requests: ${requests}${staleRequests === 0 ? ` (none from attempt ${staleAttempt})` : ''}; the job's result names ${result.resultRecordId} (fields name "${result.resultName}").`,
+		`  - The slow attempt came out of *${result.stoppedAt}* on **Lease Lost**: \`${JSON.stringify(leaseLost)}\`; job row and attempts unchanged afterwards: ${result.jobUnchangedAfterStaleAttempt ? 'yes' : 'NO'}.`,
+		`  - Unknown-outcomes report: ${row ? `attempt ${staleAttempt} listed with checkpoint ${row.checkpoint ? `\`${row.checkpoint}\`` : 'none'}, external_call "${row.external_call}"` : 'attempt not listed'}; job under \`check_external_system\`: ${result.inCheckExternalSystem ? 'yes' : 'no'}.`,
+	];
+}
+
 export function renderSlowWorkerSection(result: SlowWorkerResult, info: RunInfo): string {
 	return [
 		`### A worker slower than its lease`,
 		'',
 		`- Command: \`${info.command}\`; date ${info.date.toISOString()}`,
-		`- Lease ${result.leaseSeconds} s; the AI answers the first attempt after ${seconds(result.aiDelayMs)} (with fields naming "stale attempt"); the CRM ignores keys, so each attempt creates its own record.`,
-		`- Attempts: ${result.attempts.map((attempt) => `${attempt.attempt} → ${attempt.outcome}`).join(', ')}; CRM records ${result.crmRecords.join(', ')}; the job's result names ${result.resultRecordId} (fields name "${result.resultName}").`,
-		`- The slow attempt's Job Complete came out on **Lease Lost**: \`${JSON.stringify(result.leaseLostOutput)}\`; job row and attempts unchanged afterwards: ${result.jobUnchangedAfterStaleCompletion ? 'yes' : 'NO'}; listed in the unknown-outcomes report: ${result.inReport ? 'yes' : 'no'}.`,
+		`- Lease ${result.leaseSeconds} s (the Dispatcher's, and the Worker's checkpoint right before the CRM call extends it by as much); the CRM ignores keys, so each CRM request creates its own record. The first attempt's AI fields name "stale attempt".`,
+		`- **Late CRM answer, past the checkpoint**: the CRM stores the first attempt's record at once and answers after ${seconds(result.lateCrm.lateAnswerMs)}; the job is leased again meanwhile.`,
+		...renderSlowCase(result.lateCrm),
+		`- **Late AI answer, before the checkpoint**: the AI answers the first attempt after ${seconds(result.lateAi.lateAnswerMs)}; the job is leased again meanwhile.`,
+		...renderSlowCase(result.lateAi),
 		`- Violations: ${result.violations.length}${result.violations.length ? ` — ${result.violations.join('; ')}` : ''}`,
 		'',
 	].join('\n');

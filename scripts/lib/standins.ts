@@ -22,10 +22,14 @@
  *   POST /records (header Idempotency-Key, JSON body) → 201 {id, ...body}; with honourKeys a
  *   repeated key answers 200 with the first record (header Idempotent-Replayed: true) and creates
  *   nothing. `delayMs` delays the answer AFTER the record is stored ("request sent, response not
- *   received" when the caller dies meanwhile). `down` answers 503 to everything; `script` queues
- *   statuses for the next requests. GET /records, GET /records/:id.
+ *   received" when the caller dies meanwhile). Per call, consumed in order:
+ *     crm.answerDelays('doc-1', [27_000, 0])   the first request for doc-1 is answered after 27 s
+ *                                               (its record stored at once), the second at once
+ *   (matched by Idempotency-Key, else by the body's source_document_id; replaces `delayMs` for
+ *   those requests). `down` answers 503 to everything; `script` queues statuses for the next
+ *   requests. GET /records, GET /records/:id.
  *   Journal of EVERY request: crm.journal, GET /__journal. Control: POST /__control
- *   {honourKeys?, delayMs?, down?, script?: steps, reset?: true}.
+ *   {honourKeys?, delayMs?, down?, script?: steps, answerDelays?: {match, delaysMs}, reset?: true}.
  *
  * Callbacks — `startCallbackReceiver()`
  *   Any POST/PUT on any path is recorded with headers and the raw body (needed to verify Standard
@@ -439,6 +443,8 @@ export interface CrmJournalEntry {
 	replayed: boolean;
 	/** False while the answer is delayed or when the connection closed before it was sent. */
 	responded: boolean;
+	/** How long the answer was held back after the record was stored. */
+	answerDelayMs: number;
 }
 
 export interface CrmStandin {
@@ -450,6 +456,11 @@ export interface CrmStandin {
 	delayMs: number;
 	down: boolean;
 	script(steps: FailureStep[]): void;
+	/**
+	 * Answer delays for the next requests whose Idempotency-Key or body `source_document_id` is
+	 * `match`, one per request in order; each replaces `delayMs` (the record is stored at once).
+	 */
+	answerDelays(match: string, delaysMs: number[]): void;
 	/** Records created for a key (more than one means a duplicate side effect). */
 	recordsForKey(key: string): CrmRecord[];
 	reset(): void;
@@ -464,7 +475,17 @@ export async function startCrmStandin(
 	const records: CrmRecord[] = [];
 	const byKey = new Map<string, CrmRecord>();
 	const journal: CrmJournalEntry[] = [];
+	const answerDelays = new Map<string, number[]>();
 	let seq = 0;
+
+	const nextAnswerDelay = (key: string | null, body: Record<string, unknown>): number => {
+		const documentId = typeof body.source_document_id === 'string' ? body.source_document_id : null;
+		for (const match of [key, documentId]) {
+			const delays = match === null ? undefined : answerDelays.get(match);
+			if (delays && delays.length > 0) return delays.shift() as number;
+		}
+		return state.delayMs;
+	};
 
 	const control = (body: unknown): void => {
 		if (!isRecord(body)) throw new Error('control body must be an object');
@@ -473,6 +494,13 @@ export async function startCrmStandin(
 		if (typeof body.delayMs === 'number') state.delayMs = body.delayMs;
 		if (typeof body.down === 'boolean') state.down = body.down;
 		if (Array.isArray(body.script)) api.script(body.script as FailureStep[]);
+		if (
+			isRecord(body.answerDelays) &&
+			typeof body.answerDelays.match === 'string' &&
+			Array.isArray(body.answerDelays.delaysMs)
+		) {
+			api.answerDelays(body.answerDelays.match, body.answerDelays.delaysMs as number[]);
+		}
 	};
 
 	const server = await listen(async (req, res) => {
@@ -506,6 +534,7 @@ export async function startCrmStandin(
 			recordId: null,
 			replayed: false,
 			responded: false,
+			answerDelayMs: 0,
 		};
 		journal.push(entry);
 		res.on('finish', () => {
@@ -553,7 +582,8 @@ export async function startCrmStandin(
 		entry.recordId = record.id;
 		entry.status = status;
 		// The record already exists; a caller that dies during this delay never learns its id.
-		if (state.delayMs) await sleep(state.delayMs);
+		entry.answerDelayMs = nextAnswerDelay(key, parsed.value);
+		if (entry.answerDelayMs) await sleep(entry.answerDelayMs);
 		send(res, status, record, entry.replayed ? { 'idempotent-replayed': 'true' } : {});
 	}, opts.port);
 
@@ -584,9 +614,13 @@ export async function startCrmStandin(
 			queue.length = 0;
 			queue.push(...steps.map(normalise));
 		},
+		answerDelays: (match, delaysMs) => {
+			answerDelays.set(match, [...delaysMs]);
+		},
 		recordsForKey: (key) => records.filter((r) => r.idempotency_key === key),
 		reset: () => {
 			queue.length = 0;
+			answerDelays.clear();
 			records.length = 0;
 			byKey.clear();
 			journal.length = 0;

@@ -13,9 +13,9 @@ import {
 
 /**
  * A short fault rehearsal (the full one is `npm run rehearsal`, figures in docs/RELIABILITY.md):
- * a real n8n 2.x with the packed package and the bundled workflows (Dispatcher lease shortened
- * to 15 s), SIGKILLed while jobs are in flight, its job database cut mid-run, and a worker that
- * outlives its lease. Every check lives in scripts/lib/rehearsal.ts and comes back as a list of
+ * a real n8n 2.x with the packed package and the bundled workflows (lease shortened to 15 s for
+ * the Dispatcher and the Worker's checkpoint), SIGKILLed while jobs are in flight, its job
+ * database cut mid-run, and workers that outlive their lease past and before the checkpoint. Every check lives in scripts/lib/rehearsal.ts and comes back as a list of
  * violations; the tests assert that list is empty and pin the headline figures.
  */
 const LEASE_SECONDS = 15;
@@ -51,10 +51,26 @@ function expectCommonGuarantees(result: KillRehearsalResult): void {
 	expect(result.report.exact).toBe(true);
 	expect(result.report.coversEveryOrphan).toBe(true);
 	expect(result.report.rows).toBe(result.attempts.leaseExpired);
+	// Its "check the CRM" rows (with the checkpoint) are exactly the attempts that reached the
+	// CRM, plus only attempts killed between checkpoint and request; the others made no call.
+	const { report } = result;
+	expect(report.checkpointRowsExact).toBe(true);
+	expect(report.checkListMatchesCrmRequests).toBe(true);
+	expect(report.withCheckpoint + report.withoutCheckpoint).toBe(report.rows);
+	expect(report.checkedWithCrmRequest).toBe(report.leaseExpiredWithCrmRequest);
+	expect(report.checkedWithCrmRequest + report.checkedKilledBeforeRequest).toBe(report.withCheckpoint);
+	expect(report.withCheckpoint).toBeGreaterThan(0);
+	// Every CRM record a job does not hold was made by an attempt the operator is told to check.
+	expect(report.unheldRecordsListed).toBe(report.unheldRecords);
 }
 
 function summary(result: KillRehearsalResult): string {
-	return `${result.kills.length} kills: ${WINDOWS.map((w) => `${w}=${result.windows[w].pairs}`).join(' ')}; ${result.jobs.inDb} jobs (${result.jobs.done} done, ${result.jobs.failed} failed); CRM ${result.crm.requests} requests, ${result.crm.created} records; report ${result.report.rows} attempts`;
+	const { report } = result;
+	return (
+		`${result.kills.length} kills: ${WINDOWS.map((w) => `${w}=${result.windows[w].pairs}`).join(' ')}; ${result.jobs.inDb} jobs (${result.jobs.done} done, ${result.jobs.failed} failed); CRM ${result.crm.requests} requests, ${result.crm.created} records; ` +
+		`report ${report.rows} attempts / ${report.jobs} jobs, with checkpoint ${report.withCheckpoint} (${report.jobsToCheck} jobs; CRM request ${report.checkedWithCrmRequest}, killed before it ${report.checkedKilledBeforeRequest}), without ${report.withoutCheckpoint}; ` +
+		`late attempts ${JSON.stringify(result.lateAttempts)}; unheld records ${report.unheldRecords}/${report.unheldRecordsListed} listed`
+	);
 }
 
 describe('SIGKILL of n8n while jobs are in flight (T0 queued … T4 CRM answered, before Job Complete)', () => {
@@ -70,7 +86,7 @@ describe('SIGKILL of n8n while jobs are in flight (T0 queued … T4 CRM answered
 		expect(result.crm.replayed).toBeGreaterThan(0);
 	});
 
-	it('CRM ignores the key: extra records come only from attempts that died after reaching the CRM, and the reconciliation report lists each of them', async () => {
+	it('CRM ignores the key: extra records come only from attempts that died after reaching the CRM, and the reconciliation report lists each of them under "check the CRM"', async () => {
 		const result = await runKillRehearsal(env, { kills: 3, targets: ['T2', 'T3', 'T4'], honourKeys: false, leaseSeconds: LEASE_SECONDS, runId: 'kn', seed: 12, minUpMs: 1_500, maxUpMs: 5_000, log });
 		log(summary(result));
 		expectCommonGuarantees(result);
@@ -78,10 +94,10 @@ describe('SIGKILL of n8n while jobs are in flight (T0 queued … T4 CRM answered
 		const extra = Object.values(result.crm.duplicatesByCause).reduce((sum, n) => sum + n, 0);
 		expect(extra).toBe(result.crm.extraRecords);
 		expect(result.crm.extraRecords).toBeGreaterThan(0);
-		// Attempts killed before the CRM call (T1/T2) left nothing behind but are still listed:
-		// the report is a superset of the jobs that may have a duplicate.
-		expect(result.report.withSideEffect + result.report.withoutSideEffect).toBe(result.report.rows);
-		expect(result.report.jobsWithSideEffect).toBeGreaterThanOrEqual(result.crm.jobsWithMoreThanOneRecord);
+		// Every job with a duplicate is among the jobs to check, every extra record is one the job
+		// does not hold; attempts killed before the checkpoint (T1/T2) are listed without one.
+		expect(result.report.jobsToCheck).toBeGreaterThanOrEqual(result.crm.jobsWithMoreThanOneRecord);
+		expect(result.report.unheldRecords).toBeGreaterThanOrEqual(result.crm.extraRecords);
 	});
 });
 
@@ -108,20 +124,39 @@ describe('job database unreachable mid-run (TCP proxy cut, n8n keeps running)', 
 });
 
 describe('a worker slower than its lease', () => {
-	it('the job is leased again, the slow attempt\'s Job Complete lands on Lease Lost and changes nothing, the new attempt\'s result stands', async () => {
+	it('past the checkpoint (late CRM answer): the job is leased again, the slow attempt\'s Job Complete lands on Lease Lost and changes nothing, the new attempt\'s result stands, the report says check the CRM; before it (late AI answer): the slow attempt stops at the checkpoint on Lease Lost and never calls the CRM', async () => {
 		const result = await runSlowWorkerScenario(env, { runId: 'slow', leaseSeconds: LEASE_SECONDS, log });
 		log(JSON.stringify(result));
 		expect(result.violations).toEqual([]);
-		expect(result.attempts).toEqual([
-			{ attempt: 1, outcome: 'lease_expired' },
-			{ attempt: 2, outcome: 'succeeded' },
+
+		const { lateCrm, lateAi } = result;
+		expect(lateCrm.attempts).toEqual([
+			{ attempt: 1, outcome: 'lease_expired', checkpoint: 'crm_request' },
+			{ attempt: 2, outcome: 'succeeded', checkpoint: 'crm_request' },
 		]);
-		expect(result.leaseLostOutput).toMatchObject({ lease_lost: true, reason: 'job_done', current_status: 'done' });
-		expect(result.jobUnchangedAfterStaleCompletion).toBe(true);
+		expect(lateCrm.stoppedAt).toBe('Finish job');
+		expect(lateCrm.leaseLostOutput).toMatchObject({ lease_lost: true, reason: 'job_done', current_status: 'done' });
+		expect(lateCrm.jobUnchangedAfterStaleAttempt).toBe(true);
 		// The CRM ignored the key, so both attempts created a record; the job holds the new one's.
-		expect(result.crmRecords).toHaveLength(2);
-		expect(result.resultRecordId).toBe(result.crmRecords[0]);
-		expect(result.resultName).not.toBe('stale attempt');
-		expect(result.inReport).toBe(true);
+		expect(lateCrm.crmRequests.map((request) => request.attempt)).toEqual([1, 2]);
+		expect(lateCrm.crmRequests[0].answerDelayMs).toBe(lateCrm.lateAnswerMs);
+		expect(lateCrm.resultRecordId).toBe(lateCrm.crmRequests[1].createdRecordId);
+		expect(lateCrm.resultName).not.toBe('stale attempt');
+		expect(lateCrm.reportRow).toMatchObject({ checkpoint: 'crm_request', external_call: 'may have happened' });
+		expect(lateCrm.inCheckExternalSystem).toBe(true);
+
+		expect(lateAi.attempts).toEqual([
+			{ attempt: 1, outcome: 'lease_expired', checkpoint: null },
+			{ attempt: 2, outcome: 'succeeded', checkpoint: 'crm_request' },
+		]);
+		expect(lateAi.stoppedAt).toBe('Checkpoint: CRM request');
+		expect(lateAi.leaseLostOutput).toMatchObject({ lease_lost: true });
+		expect(lateAi.jobUnchangedAfterStaleAttempt).toBe(true);
+		// Only the new attempt called the CRM.
+		expect(lateAi.crmRequests.map((request) => request.attempt)).toEqual([2]);
+		expect(lateAi.resultRecordId).toBe(lateAi.crmRequests[0].createdRecordId);
+		expect(lateAi.resultName).not.toBe('stale attempt');
+		expect(lateAi.reportRow).toMatchObject({ checkpoint: null, external_call: 'not made' });
+		expect(lateAi.inCheckExternalSystem).toBe(false);
 	});
 });
