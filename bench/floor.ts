@@ -32,7 +32,7 @@ import { QUEUE } from './lib/engine';
 import { GraphileEngine } from './lib/graphile';
 import { OursEngine } from './lib/ours';
 import { PgBossEngine } from './lib/pgboss';
-import { checkpoint, dropSchema, log, median, now, quoteIdent, round, vacuumAnalyzeSchema } from './lib/util';
+import { checkpoint, dropSchema, log, median, now, quoteIdent, readFlags, round, vacuumAnalyzeSchema } from './lib/util';
 
 const SCHEMA = 'bench_floor';
 const s = quoteIdent(SCHEMA);
@@ -49,26 +49,15 @@ interface Config {
 }
 
 function parseArgs(argv: string[]): Config {
-	const flags = new Map<string, string>();
-	for (let i = 0; i < argv.length; i++) {
-		const [name, inline] = argv[i].replace(/^--/, '').split('=', 2);
-		flags.set(name, inline ?? argv[++i]);
-	}
-	const known = ['repeat', 'single-jobs', 'single-workers', 'batch-jobs', 'batch-size', 'batch-workers', 'enqueue-batches', 'json-out'];
-	for (const name of flags.keys()) if (!known.includes(name)) throw new Error(`Unknown option --${name} (known: ${known.join(', ')})`);
-	const int = (name: string, fallback: number) => {
-		const value = flags.has(name) ? Number(flags.get(name)) : fallback;
-		if (!Number.isInteger(value) || value < 1) throw new Error(`--${name} must be a positive whole number`);
-		return value;
-	};
+	const { flags, int } = readFlags(argv, ['repeat', 'single-jobs', 'single-workers', 'batch-jobs', 'batch-size', 'batch-workers', 'enqueue-batches', 'json-out']);
 	return {
-		repeat: int('repeat', 3),
-		singleJobs: int('single-jobs', 3000),
-		singleWorkers: int('single-workers', 8),
-		batchJobs: int('batch-jobs', 40_000),
-		batchSize: int('batch-size', 100),
-		batchWorkers: int('batch-workers', 2),
-		enqueueBatches: int('enqueue-batches', 40),
+		repeat: int('repeat', 3, 1),
+		singleJobs: int('single-jobs', 3000, 1),
+		singleWorkers: int('single-workers', 8, 1),
+		batchJobs: int('batch-jobs', 40_000, 1),
+		batchSize: int('batch-size', 100, 1),
+		batchWorkers: int('batch-workers', 2, 1),
+		enqueueBatches: int('enqueue-batches', 40, 1),
 		jsonOut: flags.get('json-out') ?? null,
 	};
 }
@@ -77,7 +66,8 @@ type Variant = 'history' | 'no-history' | 'bare';
 
 /** The statements of one floor variant; named, so each connection plans them once. */
 function statements(variant: Variant, limit: number) {
-	const leaseHistory = `
+	// The pick and the update of the job row are the same in every variant.
+	const pickAndLease = `
 WITH picked AS (
 	SELECT id FROM ${s}.jobs
 	WHERE queue = $1 AND status = 'queued' AND run_at <= now()
@@ -90,24 +80,14 @@ WITH picked AS (
 		lease_until = now() + interval '60 seconds', started_at = coalesce(j.started_at, now()), updated_at = now()
 	FROM picked WHERE j.id = picked.id
 	RETURNING j.id, j.attempt_id, j.attempts, j.lease_until, j.payload
-), attempts AS (
+)`;
+	const leaseHistory = `${pickAndLease}, attempts AS (
 	INSERT INTO ${s}.job_attempts (attempt_id, job_id, attempt, started_at, lease_until)
 	SELECT attempt_id, id, attempts, now(), lease_until FROM leased
 )
 SELECT id, attempt_id, payload FROM leased`;
-	const leasePlain = `
-WITH picked AS (
-	SELECT id FROM ${s}.jobs
-	WHERE queue = $1 AND status = 'queued' AND run_at <= now()
-	ORDER BY priority DESC, run_at, seq
-	LIMIT ${limit}
-	FOR NO KEY UPDATE SKIP LOCKED
-)
-UPDATE ${s}.jobs j
-SET status = 'running', attempts = j.attempts + 1, attempt_id = gen_random_uuid(),
-	lease_until = now() + interval '60 seconds', started_at = coalesce(j.started_at, now()), updated_at = now()
-FROM picked WHERE j.id = picked.id
-RETURNING j.id, j.attempt_id, j.payload`;
+	const leasePlain = `${pickAndLease}
+SELECT id, attempt_id, payload FROM leased`;
 	const completeHistory = `
 WITH done AS (
 	UPDATE ${s}.jobs j

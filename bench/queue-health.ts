@@ -31,7 +31,7 @@ import { startPostgres } from '../scripts/lib/postgres';
 import { QUEUE } from './lib/engine';
 import { OursEngine } from './lib/ours';
 import { loadOurs, measureOursStats } from './lib/stats';
-import { checkpoint, log, median, now, quoteIdent, round, sleep, summarize, vacuumAnalyzeSchema, type Summary } from './lib/util';
+import { checkpoint, log, median, now, quoteIdent, readFlags, round, sleep, summarize, vacuumAnalyzeSchema, type Summary } from './lib/util';
 
 interface Config {
 	parts: Array<'retained' | 'long-transaction'>;
@@ -49,22 +49,7 @@ interface Config {
 }
 
 function parseArgs(argv: string[]): Config {
-	const flags = new Map<string, string>();
-	for (let i = 0; i < argv.length; i++) {
-		const arg = argv[i];
-		if (!arg.startsWith('--')) throw new Error(`Unexpected argument ${arg}`);
-		const [name, inline] = arg.slice(2).split('=', 2);
-		const value = inline ?? argv[++i];
-		if (value === undefined) throw new Error(`--${name} needs a value`);
-		flags.set(name, value);
-	}
-	const known = ['part', 'retained', 'rounds', 'single-jobs', 'batch-jobs', 'stats-iterations', 'rate', 'warmup', 'before', 'hold', 'after', 'json-out'];
-	for (const name of flags.keys()) if (!known.includes(name)) throw new Error(`Unknown option --${name} (known: ${known.join(', ')})`);
-	const int = (name: string, fallback: number) => {
-		const value = flags.has(name) ? Number(flags.get(name)) : fallback;
-		if (!Number.isInteger(value) || value < 0) throw new Error(`--${name} must be a whole number ≥ 0`);
-		return value;
-	};
+	const { flags, int } = readFlags(argv, ['part', 'retained', 'rounds', 'single-jobs', 'batch-jobs', 'stats-iterations', 'rate', 'warmup', 'before', 'hold', 'after', 'json-out']);
 	const part = flags.get('part') ?? 'both';
 	if (!['both', 'retained', 'long-transaction'].includes(part)) throw new Error('--part must be retained, long-transaction or both');
 	return {

@@ -88,3 +88,26 @@ export async function checkpoint(pool: pg.Pool): Promise<void> {
 export function sleep(ms: number): Promise<void> {
 	return new Promise((resolve) => setTimeout(resolve, ms));
 }
+
+/**
+ * `--name value` / `--name=value` flags of a benchmark script, checked against the known
+ * names, with a reader for whole numbers (`min` and up, else the fallback when absent).
+ */
+export function readFlags(argv: string[], known: readonly string[]): { flags: Map<string, string>; int: (name: string, fallback: number, min?: number) => number } {
+	const flags = new Map<string, string>();
+	for (let i = 0; i < argv.length; i++) {
+		const arg = argv[i];
+		if (!arg.startsWith('--')) throw new Error(`Unexpected argument ${arg}`);
+		const [name, inline] = arg.slice(2).split('=', 2);
+		const value = inline ?? argv[++i];
+		if (value === undefined) throw new Error(`--${name} needs a value`);
+		flags.set(name, value);
+	}
+	for (const name of flags.keys()) if (!known.includes(name)) throw new Error(`Unknown option --${name} (known: ${known.join(', ')})`);
+	const int = (name: string, fallback: number, min = 0) => {
+		const value = flags.has(name) ? Number(flags.get(name)) : fallback;
+		if (!Number.isInteger(value) || value < min) throw new Error(`--${name} must be a whole number ≥ ${min}`);
+		return value;
+	};
+	return { flags, int };
+}
