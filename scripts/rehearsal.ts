@@ -1,11 +1,15 @@
 /**
- * `npm run rehearsal`: the full fault rehearsal. Starts PostgreSQL (yours from DATABASE_URL,
- * otherwise an embedded one), the stand-in AI and CRM, and a real n8n with this package and
- * every bundled workflow (the lease shortened: the Dispatcher's and the Worker's checkpoint), then:
+ * `npm run rehearsal`: the full fault rehearsal. Starts PostgreSQL for n8n (yours from
+ * DATABASE_URL, otherwise an embedded one), a private embedded PostgreSQL for the job database
+ * (unless `--outage cut`: then the job database is on the same server as n8n's), the stand-in
+ * AI and CRM, and a real n8n with this package and every bundled workflow (the lease shortened:
+ * the Dispatcher's and the Worker's checkpoint), then:
  *
  *   1. SIGKILLs n8n `--kills` times while jobs are in flight, with a CRM that honours
  *      Idempotency-Key and/or one that ignores it (`--honour-keys true|false|both`);
- *   2. cuts the job database for a few seconds mid-run (n8n's own database stays up);
+ *   2. restarts the job database's PostgreSQL mid-run, down for 8 s (`--outage cut`: cuts it
+ *      with a TCP proxy instead, for a server that must not be restarted); n8n's own database
+ *      stays up;
  *   3. lets one worker outlive its lease past the checkpoint (late CRM answer) and one before
  *      it (late AI answer).
  *
@@ -16,8 +20,9 @@
  *   DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres npm run rehearsal -- --kills 20 --honour-keys false
  *
  * Options: --kills N (per CRM mode, default 100), --honour-keys true|false|both (default both),
- * --lease-seconds S (default 15), --in-flight N (default 24), --seed N, --no-outage,
- * --no-slow-worker, --doc PATH (default docs/RELIABILITY.md), --no-doc, --quiet,
+ * --lease-seconds S (default 15), --in-flight N (default 24), --seed N, --outage restart|cut
+ * (default restart), --no-outage, --no-slow-worker, --doc PATH (default docs/RELIABILITY.md),
+ * --no-doc, --quiet,
  * --schema NAME (job schema, default dj_rehearsal; it is dropped at start, so two runs on one
  * database need different names).
  */
@@ -26,7 +31,7 @@ import { join } from 'node:path';
 
 import pg from 'pg';
 
-import { REPO_DIR, type Environment } from './lib/environment';
+import { REPO_DIR } from './lib/environment';
 import { DEFAULT_N8N_VERSION } from './lib/n8n';
 import { startPostgres, type RunningPostgres } from './lib/postgres';
 import {
@@ -38,6 +43,8 @@ import {
 	runSlowWorkerScenario,
 	startRehearsalEnvironment,
 	updateReliabilityDoc,
+	type OutageKind,
+	type RehearsalEnvironment,
 	type RunInfo,
 } from './lib/rehearsal';
 
@@ -48,6 +55,7 @@ interface Args {
 	inFlight: number;
 	seed: number;
 	outage: boolean;
+	outageKind: OutageKind;
 	slowWorker: boolean;
 	doc: string | null;
 	quiet: boolean;
@@ -55,7 +63,7 @@ interface Args {
 }
 
 function usage(message: string): never {
-	process.stderr.write(`${message}\nusage: npm run rehearsal -- [--kills N] [--honour-keys true|false|both] [--lease-seconds S] [--in-flight N] [--seed N] [--no-outage] [--no-slow-worker] [--doc PATH | --no-doc] [--quiet] [--schema NAME]\n`);
+	process.stderr.write(`${message}\nusage: npm run rehearsal -- [--kills N] [--honour-keys true|false|both] [--lease-seconds S] [--in-flight N] [--seed N] [--outage restart|cut] [--no-outage] [--no-slow-worker] [--doc PATH | --no-doc] [--quiet] [--schema NAME]\n`);
 	process.exit(2);
 }
 
@@ -67,6 +75,7 @@ function parseArgs(argv: string[]): Args {
 		inFlight: 24,
 		seed: Math.floor(Math.random() * 2 ** 31),
 		outage: true,
+		outageKind: 'restart',
 		slowWorker: true,
 		doc: join(REPO_DIR, 'docs', 'RELIABILITY.md'),
 		quiet: false,
@@ -105,6 +114,12 @@ function parseArgs(argv: string[]): Args {
 			case '--seed':
 				args.seed = int(0);
 				break;
+			case '--outage': {
+				const v = value();
+				if (v !== 'restart' && v !== 'cut') usage('--outage must be restart or cut');
+				args.outageKind = v;
+				break;
+			}
 			case '--no-outage':
 				args.outage = false;
 				break;
@@ -164,7 +179,7 @@ async function main(): Promise<void> {
 	const command = `${process.env.DATABASE_URL ? `DATABASE_URL=${maskedUrl(process.env.DATABASE_URL)} ` : ''}npm run rehearsal${argv.length ? ` -- ${argv.join(' ')}` : ''}`;
 
 	let postgres: RunningPostgres | undefined;
-	let env: Environment | undefined;
+	let env: RehearsalEnvironment | undefined;
 	let failures = 0;
 	const stop = async () => {
 		await env?.stop().catch(() => undefined);
@@ -177,10 +192,14 @@ async function main(): Promise<void> {
 		await client.connect();
 		const version = (await client.query<{ server_version: string }>('SHOW server_version')).rows[0].server_version;
 		await client.end();
-		const postgresText = `PostgreSQL ${version.split(' ')[0]} (${postgres.embedded ? 'embedded, from npm' : 'DATABASE_URL'}) for both n8n and the job database`;
+		const n8nPostgres = `PostgreSQL ${version.split(' ')[0]} (${postgres.embedded ? 'embedded, from npm' : 'DATABASE_URL'})`;
 		const source = sourceDescription();
-		log(`starting the environment (lease ${args.leaseSeconds} s; package built from ${source})`);
-		env = await startRehearsalEnvironment({ databaseUrl: postgres.url, schema: args.schema, leaseSeconds: args.leaseSeconds, log });
+		log(`starting the environment (lease ${args.leaseSeconds} s; job database ${args.outageKind === 'restart' ? 'on a private embedded PostgreSQL' : "on n8n's server"}; package built from ${source})`);
+		env = await startRehearsalEnvironment({ databaseUrl: postgres.url, outage: args.outageKind, schema: args.schema, leaseSeconds: args.leaseSeconds, log });
+		const jobsVersion = (await env.jobsDb.query<{ server_version: string }>('SHOW server_version')).rows[0].server_version;
+		const postgresText = env.jobsServer
+			? `${n8nPostgres} for n8n; PostgreSQL ${jobsVersion.split(' ')[0]} (embedded, from npm, private: the outage restarts it) for the job database`
+			: `${n8nPostgres} for both n8n and the job database`;
 		const info = (): RunInfo => ({ command, date: new Date(), n8nVersion: DEFAULT_N8N_VERSION, postgres: postgresText, totalMs: Date.now() - began, source });
 
 		for (const [index, honourKeys] of args.honourKeys.entries()) {
@@ -201,7 +220,7 @@ async function main(): Promise<void> {
 			if (args.doc) updateReliabilityDoc(args.doc, `kills-honour-keys-${honourKeys}`, section);
 		}
 		if (args.outage) {
-			log('outage: cutting the job database mid-run');
+			log(env.jobsServer ? "outage: restarting the job database's PostgreSQL mid-run" : 'outage: cutting the job database mid-run with the TCP proxy');
 			const result = await runOutageScenario(env, { runId: `o${Date.now().toString(36)}`, leaseSeconds: args.leaseSeconds, log });
 			failures += result.violations.length;
 			const section = renderOutageSection(result, info());

@@ -34,7 +34,7 @@ export interface Environment {
 	standins: Standins;
 	/** Proxy the job credential connects through; cut() makes the job database unreachable. */
 	proxy: TcpProxy;
-	/** Direct pool on the job database (not through the proxy). */
+	/** Direct pool on the job database (`jobsDatabaseUrl`, not through the proxy). */
 	jobsDb: pg.Pool;
 	schema: string;
 	workflows: WorkflowJson[];
@@ -68,7 +68,14 @@ function setScheduleSeconds(workflow: WorkflowJson, seconds: number): void {
 }
 
 export interface EnvironmentOptions {
+	/** Superuser URL of the server that holds n8n's own database (n8n gets a database of its own there). */
 	databaseUrl: string;
+	/**
+	 * The job database: the proxy (and through it the Durable Jobs credential) and `jobsDb` point
+	 * here. Default `databaseUrl`; a server of its own can be restarted without taking n8n's
+	 * database down.
+	 */
+	jobsDatabaseUrl?: string;
 	schema: string;
 	pollSeconds?: number;
 	standins?: StandinsOptions;
@@ -91,10 +98,11 @@ export function workflowNode(workflows: WorkflowJson[], workflowId: string, node
 
 export async function startEnvironment(options: EnvironmentOptions): Promise<Environment> {
 	const log = options.log ?? (() => undefined);
-	const target = new URL(options.databaseUrl);
+	const jobsDatabaseUrl = options.jobsDatabaseUrl ?? options.databaseUrl;
+	const target = new URL(jobsDatabaseUrl);
 	const proxy = await startTcpProxy({ host: target.hostname, port: Number(target.port || 5432) });
 	const standins = await startStandins(options.standins);
-	const jobsDb = new pg.Pool({ connectionString: options.databaseUrl, max: 4 });
+	const jobsDb = new pg.Pool({ connectionString: jobsDatabaseUrl, max: 4 });
 	jobsDb.on('error', () => undefined);
 	await jobsDb.query(`DROP SCHEMA IF EXISTS "${options.schema}" CASCADE`);
 

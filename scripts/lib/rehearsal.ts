@@ -27,8 +27,10 @@
  *   checkpoint and request. Everything is returned as figures plus a list of violations (empty =
  *   every check held).
  *
- * Outage — `runOutageScenario`: the job database is cut with the environment's TCP proxy for a
- * few seconds mid-run (n8n's own database stays up), then restored without restarting n8n.
+ * Outage — `runOutageScenario`: the job database goes away for a few seconds mid-run while
+ * n8n's own database stays up, and comes back without restarting n8n: by default its private
+ * PostgreSQL is really restarted (fast shutdown, same data and port); with the job database on
+ * a shared server, the environment's TCP proxy cuts it instead.
  * Slow worker — `runSlowWorkerScenario`: one job's CRM answer outlasts the lease (past the
  * checkpoint), and another job's AI answer does (before it: the checkpoint stops the attempt).
  */
@@ -40,6 +42,7 @@ import { join } from 'node:path';
 import pg from 'pg';
 
 import { startEnvironment, workflowNode, type Environment } from './environment';
+import { startEmbeddedPostgres, type EmbeddedServer } from './postgres';
 
 export const DISPATCHER_ID = 'DjDispatcher0001';
 export const WORKER_ID = 'DjWorker00000001';
@@ -78,8 +81,19 @@ export function seededRandom(seed: number): () => number {
 // ---------------------------------------------------------------------------------------------
 // environment
 
+/** How the outage takes the job database away: a restart of its own server, or a TCP proxy cut. */
+export type OutageKind = 'restart' | 'cut';
+
 export interface RehearsalEnvironmentOptions {
+	/** n8n's own database; with the outage `cut` also the job database. */
 	databaseUrl: string;
+	/**
+	 * `restart` (default): the job database gets a private embedded PostgreSQL, whatever
+	 * `databaseUrl` is, so the outage can restart it without touching n8n's database. `cut`: the
+	 * job database stays on `databaseUrl` (a server that must not be restarted) and the outage
+	 * cuts it with the TCP proxy.
+	 */
+	outage?: OutageKind;
 	schema: string;
 	/** Lease of the Dispatcher's Job Lease and of the Worker's checkpoint (the bundled workflows say 120 s). */
 	leaseSeconds: number;
@@ -90,6 +104,44 @@ export interface RehearsalEnvironmentOptions {
 /** Header the rehearsal adds to the Worker's AI and CRM requests, so journals name the attempt. */
 export const ATTEMPT_HEADER = 'X-Attempt-Id';
 
+export interface RehearsalEnvironment extends Environment {
+	/** The job database's private server when the outage restarts it; stop() destroys it. */
+	jobsServer: EmbeddedServer | undefined;
+}
+
+/**
+ * The rehearsal's environment (see `startEnvironmentWithRehearsalChanges`), with the job
+ * database on a private embedded PostgreSQL unless `outage` is `cut`.
+ */
+export async function startRehearsalEnvironment(options: RehearsalEnvironmentOptions): Promise<RehearsalEnvironment> {
+	const log = options.log ?? (() => undefined);
+	let jobsServer: EmbeddedServer | undefined;
+	if ((options.outage ?? 'restart') === 'restart') {
+		jobsServer = await startEmbeddedPostgres((line) => {
+			if (process.env.DEBUG_POSTGRES) log(`[job database] ${line.trimEnd()}`);
+		});
+		log(`job database: private embedded PostgreSQL on 127.0.0.1:${jobsServer.port} (n8n's own database stays on its server)`);
+	}
+	let env: Environment;
+	try {
+		env = await startEnvironmentWithRehearsalChanges(options, jobsServer?.url);
+	} catch (error) {
+		await jobsServer?.destroy().catch(() => undefined);
+		throw error;
+	}
+	return {
+		...env,
+		jobsServer,
+		stop: async () => {
+			try {
+				await env.stop();
+			} finally {
+				await jobsServer?.destroy();
+			}
+		},
+	};
+}
+
 /**
  * The standard environment (real n8n, packed package, every bundled workflow) with two changes
  * to the imported copies: the lease is short — the Dispatcher's, and the one the Worker's
@@ -98,9 +150,10 @@ export const ATTEMPT_HEADER = 'X-Attempt-Id';
  * the stand-ins journal it, nothing acts on it), so every AI and CRM request can be attributed
  * to the attempt that sent it — including a stale attempt running next to its successor.
  */
-export async function startRehearsalEnvironment(options: RehearsalEnvironmentOptions): Promise<Environment> {
+async function startEnvironmentWithRehearsalChanges(options: RehearsalEnvironmentOptions, jobsDatabaseUrl: string | undefined): Promise<Environment> {
 	return await startEnvironment({
 		databaseUrl: options.databaseUrl,
+		jobsDatabaseUrl,
 		schema: options.schema,
 		pollSeconds: options.pollSeconds ?? 1,
 		log: options.log,
@@ -1354,26 +1407,41 @@ export async function runKillRehearsal(env: Environment, input: KillRehearsalCon
 // job database outage
 
 export interface OutageResult {
+	kind: OutageKind;
+	/** How long the job database was kept away: after the shutdown finished, or from the cut. */
 	cutMs: number;
+	/** Restart only: the fast shutdown (open sessions terminated), and the start until PostgreSQL accepted connections. */
+	shutdownMs: number | null;
+	startupMs: number | null;
+	/** From taking the job database away until it was back. */
+	downMs: number;
 	jobs: number;
 	done: number;
 	failed: number;
-	/** Receiver answers while the job database was cut. */
+	/** Receiver answers while the job database was down. */
 	receiverAnswers: Array<{ status: number; detail: string }>;
-	/** n8n executions that failed while it was cut, by workflow, with their error messages. */
+	/** n8n executions that failed while it was down, by workflow, with their error messages. */
 	failedExecutions: Record<string, number>;
 	errorMessages: string[];
 	pidBefore: number | undefined;
 	pidAfter: number | undefined;
+	/** From the job database being back (server accepting connections, proxy restored) to the receiver's first 202; -1 if none. */
 	recoveryMs: number;
 	crmRecordsPerDoneJob: number[];
 	reLeasedJobs: number;
 	violations: string[];
 }
 
-export async function runOutageScenario(env: Environment, options: { cutMs?: number; jobs?: number; runId: string; log?: Log; leaseSeconds: number }): Promise<OutageResult> {
+/**
+ * Takes the job database away while jobs are in flight — a real restart of its private server
+ * (`env.jobsServer`), else a TCP proxy cut — probes the receiver while it is down, brings it
+ * back and checks that n8n recovers without a restart.
+ */
+export async function runOutageScenario(env: RehearsalEnvironment, options: { cutMs?: number; jobs?: number; runId: string; log?: Log; leaseSeconds: number }): Promise<OutageResult> {
 	const log = options.log ?? (() => undefined);
 	const cutMs = options.cutMs ?? 8_000;
+	const server = env.jobsServer;
+	const kind: OutageKind = server ? 'restart' : 'cut';
 	const prefix = `${options.runId}-`;
 	const violations: string[] = [];
 	env.standins.crm.honourKeys = true;
@@ -1393,8 +1461,16 @@ export async function runOutageScenario(env: Environment, options: { cutMs?: num
 	await sleep(1_200);
 	const pidBefore = env.n8n.pid;
 	const cutAt = new Date();
-	log(`cutting the job database for ${cutMs / 1000} s`);
-	await env.proxy.cut();
+	let shutdownMs: number | null = null;
+	let startupMs: number | null = null;
+	if (server) {
+		log(`restarting the job database's PostgreSQL (fast shutdown, down for ${cutMs / 1000} s)`);
+		await server.stop();
+		shutdownMs = Date.now() - cutAt.getTime();
+	} else {
+		log(`cutting the job database for ${cutMs / 1000} s`);
+		await env.proxy.cut();
+	}
 	const receiverAnswers: Array<{ status: number; detail: string }> = [];
 	const refused: string[] = [];
 	try {
@@ -1410,10 +1486,17 @@ export async function runOutageScenario(env: Environment, options: { cutMs?: num
 			await sleep(Math.max(0, Math.min(1_500, until - Date.now())));
 		}
 	} finally {
-		await env.proxy.restore();
+		if (server) {
+			const starting = Date.now();
+			await server.start();
+			startupMs = Date.now() - starting;
+		} else {
+			await env.proxy.restore();
+		}
 	}
 	const restoredAt = new Date();
-	log('job database reachable again');
+	const downMs = restoredAt.getTime() - cutAt.getTime();
+	log(`job database reachable again after ${seconds(downMs)}`);
 	// The refused requests are retried (same key) until the receiver takes them again.
 	const recoveryStarted = Date.now();
 	let recoveryMs = -1;
@@ -1461,8 +1544,8 @@ export async function runOutageScenario(env: Environment, options: { cutMs?: num
 			}
 		}
 	}
-	if ((failedExecutions[DISPATCHER_ID] ?? 0) === 0) violations.push('no Dispatcher execution failed while the job database was cut');
-	if (messages.size === 0) violations.push('no node error recorded in n8n while the job database was cut');
+	if ((failedExecutions[DISPATCHER_ID] ?? 0) === 0) violations.push('no Dispatcher execution failed while the job database was down');
+	if (messages.size === 0) violations.push('no node error recorded in n8n while the job database was down');
 	// Clear = says the connection failed and names PostgreSQL (in the message, its description
 	// or the original message n8n keeps next to it).
 	for (const message of messages) {
@@ -1484,7 +1567,11 @@ export async function runOutageScenario(env: Environment, options: { cutMs?: num
 	}
 	const reLeasedJobs = new Set(attempts.filter((attempt) => attempt.outcome === 'lease_expired').map((attempt) => attempt.job_id)).size;
 	return {
+		kind,
 		cutMs,
+		shutdownMs,
+		startupMs,
+		downMs,
 		jobs: jobs.length,
 		done: jobs.filter((job) => job.status === 'done').length,
 		failed: jobs.filter((job) => job.status === 'failed').length,
@@ -1751,16 +1838,20 @@ export function renderKillSection(result: KillRehearsalResult, info: RunInfo): s
 }
 
 export function renderOutageSection(result: OutageResult, info: RunInfo): string {
+	const restart = result.kind === 'restart';
+	const outage = restart
+		? `the job database's own PostgreSQL was shut down (fast shutdown: open sessions terminated; ${seconds(result.shutdownMs ?? 0)}), kept down ${seconds(result.cutMs)} and started again on the same data and port (${seconds(result.startupMs ?? 0)} until it accepted connections); the job credential goes through a TCP proxy that stayed up, so n8n's new connections were accepted and dropped at once instead of refused; n8n's own database is on another server and stayed up.`
+		: `the TCP proxy in front of the job database dropped every connection and refused new ones for ${seconds(result.cutMs)} (the job database shares its server with n8n's own database, which stayed up).`;
 	return [
-		`### Job database unreachable for ${seconds(result.cutMs)} mid-run`,
+		restart ? `### Job database restarted mid-run (${seconds(result.downMs)} down)` : `### Job database unreachable for ${seconds(result.cutMs)} mid-run (TCP proxy cut)`,
 		'',
 		`- Command: \`${info.command}\`; date ${info.date.toISOString()}`,
-		`- ${result.jobs} jobs in flight (AI 1.5 s, CRM 1.5 s, CRM honours keys); the TCP proxy in front of the job database dropped every connection and refused new ones; n8n's own database stayed up.`,
-		`- Receiver while cut: ${result.receiverAnswers.length} requests, answers ${[...new Set(result.receiverAnswers.map((answer) => answer.status))].join(', ')}; detail: "${result.receiverAnswers[0]?.detail ?? '—'}"`,
-		`- n8n executions that failed while cut: ${Object.entries(result.failedExecutions).map(([id, n]) => `${id} × ${n}`).join(', ') || 'none'}`,
+		`- ${result.jobs} jobs in flight (AI 1.5 s, CRM 1.5 s, CRM honours keys); ${outage}`,
+		`- Receiver while down: ${result.receiverAnswers.length} requests, answers ${[...new Set(result.receiverAnswers.map((answer) => answer.status))].join(', ')}; detail: "${result.receiverAnswers[0]?.detail ?? '—'}"`,
+		`- n8n executions that failed while down: ${Object.entries(result.failedExecutions).map(([id, n]) => `${id} × ${n}`).join(', ') || 'none'}`,
 		`- Node errors recorded by n8n: ${result.errorMessages.join('; ') || 'none'}`,
-		`- n8n not restarted (pid ${result.pidBefore} before and ${result.pidAfter} after); the receiver took jobs again ${result.recoveryMs >= 0 ? seconds(result.recoveryMs) : '—'} after the proxy was restored.`,
-		`- End state: ${result.done} done, ${result.failed} failed, ${result.jobs - result.done - result.failed} other; ${result.reLeasedJobs} jobs were re-leased after a worker's Job Complete failed during the cut; CRM records per done job: ${[...new Set(result.crmRecordsPerDoneJob)].join(', ') || '—'}.`,
+		`- n8n not restarted (pid ${result.pidBefore} before and ${result.pidAfter} after); the receiver took jobs again ${result.recoveryMs >= 0 ? seconds(result.recoveryMs) : '—'} after ${restart ? 'PostgreSQL accepted connections again' : 'the proxy was restored'}.`,
+		`- End state: ${result.done} done, ${result.failed} failed, ${result.jobs - result.done - result.failed} other; ${result.reLeasedJobs} jobs were re-leased after a worker's Job Complete failed during the outage; CRM records per done job: ${[...new Set(result.crmRecordsPerDoneJob)].join(', ') || '—'}.`,
 		`- Violations: ${result.violations.length}${result.violations.length ? ` — ${result.violations.join('; ')}` : ''}`,
 		'',
 	].join('\n');

@@ -1,6 +1,5 @@
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 
-import type { Environment } from '../../scripts/lib/environment';
 import {
 	fetchUnknownOutcomes,
 	runKillRehearsal,
@@ -9,17 +8,19 @@ import {
 	startRehearsalEnvironment,
 	WINDOWS,
 	type KillRehearsalResult,
+	type RehearsalEnvironment,
 } from '../../scripts/lib/rehearsal';
 
 /**
  * A short fault rehearsal (the full one is `npm run rehearsal`, figures in docs/RELIABILITY.md):
  * a real n8n 2.x with the packed package and the bundled workflows (lease shortened to 15 s for
- * the Dispatcher and the Worker's checkpoint), SIGKILLed while jobs are in flight, its job
- * database cut mid-run, and workers that outlive their lease past and before the checkpoint. Every check lives in scripts/lib/rehearsal.ts and comes back as a list of
+ * the Dispatcher and the Worker's checkpoint), SIGKILLed while jobs are in flight, the job
+ * database's own PostgreSQL (a private embedded server, so n8n's database stays up) restarted
+ * mid-run, and workers that outlive their lease past and before the checkpoint. Every check lives in scripts/lib/rehearsal.ts and comes back as a list of
  * violations; the tests assert that list is empty and pin the headline figures.
  */
 const LEASE_SECONDS = 15;
-let env: Environment;
+let env: RehearsalEnvironment;
 const log = (line: string) => {
 	if (process.env.DEBUG_E2E) console.log(`[rehearsal] ${line}`);
 };
@@ -101,11 +102,13 @@ describe('SIGKILL of n8n while jobs are in flight (T0 queued … T4 CRM answered
 	});
 });
 
-describe('job database unreachable mid-run (TCP proxy cut, n8n keeps running)', () => {
+describe('job database restarted mid-run (real PostgreSQL restart, n8n and its own database keep running)', () => {
 	it('receiver answers 503, nodes fail with a connection error naming PostgreSQL, pools recover without a restart, every job ends terminal with one CRM record', async () => {
 		const result = await runOutageScenario(env, { runId: 'outage', cutMs: 8_000, jobs: 10, leaseSeconds: LEASE_SECONDS, log });
 		log(JSON.stringify({ ...result, receiverAnswers: result.receiverAnswers.length }));
 		expect(result.violations).toEqual([]);
+		expect(result.kind).toBe('restart');
+		expect(result.downMs).toBeGreaterThanOrEqual(8_000);
 		expect(result.receiverAnswers.length).toBeGreaterThan(0);
 		for (const answer of result.receiverAnswers) {
 			expect(answer.status).toBe(503);
@@ -116,6 +119,7 @@ describe('job database unreachable mid-run (TCP proxy cut, n8n keeps running)', 
 		expect(result.errorMessages.length).toBeGreaterThan(0);
 		for (const message of result.errorMessages) expect(message).toMatch(/PostgreSQL/);
 		expect(result.pidAfter).toBe(result.pidBefore);
+		expect(result.recoveryMs).toBeGreaterThanOrEqual(0);
 		expect(result.done + result.failed).toBe(result.jobs);
 		expect(result.crmRecordsPerDoneJob.every((n) => n === 1)).toBe(true);
 		// After the outage the report still answers.
