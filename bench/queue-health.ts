@@ -375,12 +375,13 @@ async function partLongTransaction(config: Config, url: string, autovacuum: bool
 			const l = leases.filter((entry) => entry.t >= from && entry.t < from + 10);
 			const c = completes.filter((entry) => entry.t >= from && entry.t < from + 10);
 			const last = [...samples].reverse().find((entry) => entry.t < from + 10);
+			const leaseMs = summarize(l.map((entry) => entry.ms));
 			buckets.push({
 				from,
 				phase: phaseAt(from),
-				leaseP50Ms: summarize(l.map((entry) => entry.ms)).p50,
-				leaseP95Ms: summarize(l.map((entry) => entry.ms)).p95,
-				leaseMaxMs: summarize(l.map((entry) => entry.ms)).max,
+				leaseP50Ms: leaseMs.p50,
+				leaseP95Ms: leaseMs.p95,
+				leaseMaxMs: leaseMs.max,
 				completedPerSecond: round(c.reduce((sum, entry) => sum + entry.n, 0) / 10, 0),
 				backlog: last?.backlog ?? null,
 				jobsDeadTuples: last?.tuples.jobs?.dead ?? null,

@@ -1,4 +1,5 @@
 import { DurableJobsError, type QueueStats } from '../../src/core';
+import { loggedPlans } from '../../scripts/lib/explain';
 import { statsQuery } from '../../src/core/sql/status';
 import { QUEUE } from './engine';
 import type { OursEngine } from './ours';
@@ -123,35 +124,14 @@ export async function measureOursStats(engine: OursEngine, iterations: number): 
 	return { calls: summarize(samples), sample: sample!, allQueues: summarize(all), serverMs: summarize(server), plan, jit };
 }
 
-/**
- * The statements run inside queue_stats are not visible to EXPLAIN of the call. auto_explain
- * (a contrib module; LOAD needs a superuser) logs them, and client_min_messages = log sends
- * those log lines to this connection as notices.
- */
+/** The plans of the statements inside queue_stats (see loggedPlans), and whether any was JIT-compiled. */
 async function nestedPlans(engine: OursEngine, text: string, values: unknown[]): Promise<{ plan: string[]; jit: boolean | null }> {
-	const client = await engine.pool.connect();
-	const notices: string[] = [];
-	const onNotice = (message: { message?: string }) => {
-		if (message.message) notices.push(message.message);
-	};
-	client.on('notice', onNotice);
 	try {
-		await client.query(`LOAD 'auto_explain'`);
-		await client.query('SET auto_explain.log_min_duration = 0');
-		await client.query('SET auto_explain.log_nested_statements = on');
-		await client.query('SET auto_explain.log_analyze = on');
-		await client.query('SET auto_explain.log_buffers = on');
-		await client.query('SET client_min_messages = log');
-		await client.query(text, values);
-		await client.query('RESET client_min_messages');
+		const notices = await loggedPlans(engine.pool, text, values, { analyze: true });
 		const plan = notices.filter((notice) => !notice.includes(text.trim())).flatMap((notice) => notice.split('\n'));
 		return { plan, jit: plan.some((line) => /^\s*JIT:/.test(line)) };
 	} catch {
 		return { plan: [], jit: null };
-	} finally {
-		client.off('notice', onNotice);
-		// The session settings must not leak into the pool.
-		client.release(true);
 	}
 }
 

@@ -136,7 +136,7 @@ function describe(value: unknown): string {
 /** A checkpoint name: 1–100 printable characters; blank means none. */
 export function validateCheckpoint(value: unknown): string | null {
 	const text = optionalText(typeof value === 'string' ? value.trim() : value, 'checkpoint', 100);
-	if (text !== null && [...text].some((char) => char.charCodeAt(0) < 0x20 || char.charCodeAt(0) === 0x7f)) {
+	if (text !== null && CONTROL_CHARACTERS.test(text)) {
 		throw new ValidationError('checkpoint', 'contains a control character', 'Use a short name such as crm_request (letters, digits, punctuation, spaces)');
 	}
 	return text;

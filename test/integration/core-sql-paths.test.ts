@@ -8,6 +8,7 @@ import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it, onTestFinished, vi, type MockInstance } from 'vitest';
 
 import { DurableJobsError, JobStore, type QueueStats } from '../../src/core';
+import { loggedPlans } from '../../scripts/lib/explain';
 import { databaseUrl, dropSchema, freshStore, newPool, testSchema } from '../helpers/db';
 
 const schema = testSchema(__filename);
@@ -178,28 +179,11 @@ describe('queue stats', () => {
 		// The same statistics make a plain count of the queued rows scan the whole table...
 		const { rows: plainPlan } = await pool.query<{ 'QUERY PLAN': string }>(`EXPLAIN SELECT count(*) FROM "${schema}".jobs WHERE queue = '${queue}' AND status = 'queued'`);
 		expect(plainPlan.map((row) => row['QUERY PLAN']).join('\n')).toMatch(/Seq Scan on jobs/);
-		// ...while the statements inside queue_stats stay on the partial indexes. Their plans
-		// are not part of EXPLAIN of the call; auto_explain logs them (nested statements) and
-		// client_min_messages = log sends the log lines to this connection. Buffer counts would
-		// not do: while other sessions hold older snapshots the index entries of the finished
-		// rows cannot be marked dead, and the index scan visits each of them.
-		const client = await pool.connect();
-		const notices: string[] = [];
-		const onNotice = (notice: { message?: string }) => {
-			if (notice.message) notices.push(notice.message);
-		};
-		client.on('notice', onNotice);
-		try {
-			await client.query(`LOAD 'auto_explain'`);
-			await client.query('SET auto_explain.log_min_duration = 0');
-			await client.query('SET auto_explain.log_nested_statements = on');
-			await client.query('SET client_min_messages = log');
-			await client.query(`SELECT * FROM "${schema}".queue_stats('${queue}')`);
-		} finally {
-			client.off('notice', onNotice);
-			// The session settings must not leak into the pool.
-			client.release(true);
-		}
+		// ...while the statements inside queue_stats stay on the partial indexes (their plans come
+		// from auto_explain). Buffer counts would not do: while other sessions hold older
+		// snapshots the index entries of the finished rows cannot be marked dead, and the index
+		// scan visits each of them.
+		const notices = await loggedPlans(pool, `SELECT * FROM "${schema}".queue_stats('${queue}')`);
 		const nestedPlans = notices.filter((notice) => /plan:/.test(notice) && /FROM "[^"]+"\.jobs j/.test(notice));
 		expect(nestedPlans.length).toBeGreaterThan(0);
 		for (const plan of nestedPlans) expect(plan).not.toMatch(/Seq Scan on jobs/);
