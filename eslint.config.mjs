@@ -7,7 +7,14 @@ const communityConfig = n8nCommunityNodes.configs.recommendedWithoutN8nCloudSupp
 
 export default tseslint.config(
 	{
-		ignores: ['dist/**', 'node_modules/**', 'coverage/**', '.tmp/**', 'gulpfile.js', 'vitest.config.ts'],
+		ignores: [
+			'dist/**',
+			'node_modules/**',
+			'coverage/**',
+			'.tmp/**',
+			'gulpfile.js',
+			'vitest.config.ts',
+		],
 	},
 	{ ...js.configs.recommended, files: ['**/*.ts'] },
 	...tseslint.configs.recommended.map((config) => ({ ...config, files: ['**/*.ts'] })),
@@ -15,7 +22,10 @@ export default tseslint.config(
 		files: ['**/*.ts'],
 		languageOptions: { parserOptions: { projectService: false } },
 		rules: {
-			'@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_', destructuredArrayIgnorePattern: '^_' }],
+			'@typescript-eslint/no-unused-vars': [
+				'error',
+				{ argsIgnorePattern: '^_', varsIgnorePattern: '^_', destructuredArrayIgnorePattern: '^_' },
+			],
 			'@typescript-eslint/no-explicit-any': 'error',
 		},
 	},

@@ -19,7 +19,16 @@ import { join } from 'node:path';
 import pg from 'pg';
 
 import { startPostgres } from '../scripts/lib/postgres';
-import { checkpoint, log, median, now, quoteIdent, round, summarize, vacuumAnalyzeSchema } from './lib/util';
+import {
+	checkpoint,
+	log,
+	median,
+	now,
+	quoteIdent,
+	round,
+	summarize,
+	vacuumAnalyzeSchema,
+} from './lib/util';
 
 type Core = typeof import('../src/core');
 type Side = 'before' | 'after';
@@ -35,7 +44,12 @@ interface Options {
 }
 
 function parse(argv: string[]): Options {
-	const options: Options = { ref: 'HEAD', rounds: 5, scenarios: [...SCENARIOS], statsRows: 100_000 };
+	const options: Options = {
+		ref: 'HEAD',
+		rounds: 5,
+		scenarios: [...SCENARIOS],
+		statsRows: 100_000,
+	};
 	for (let i = 0; i < argv.length; i += 2) {
 		const [flag, value] = [argv[i], argv[i + 1]];
 		if (value === undefined) throw new Error(`${flag} needs a value`);
@@ -45,15 +59,22 @@ function parse(argv: string[]): Options {
 		else if (flag === '--stats-rows') options.statsRows = Number(value);
 		else throw new Error(`unknown option ${flag}`);
 	}
-	for (const scenario of options.scenarios) if (!SCENARIOS.includes(scenario)) throw new Error(`unknown scenario ${scenario}`);
+	for (const scenario of options.scenarios)
+		if (!SCENARIOS.includes(scenario)) throw new Error(`unknown scenario ${scenario}`);
 	return options;
 }
 
 function exportRef(ref: string): { dir: string; commit: string } {
 	const root = join(__dirname, '..');
 	const dir = mkdtempSync(join(tmpdir(), 'durable-jobs-compare-'));
-	const commit = execFileSync('git', ['rev-parse', '--short', ref], { cwd: root, encoding: 'utf8' }).trim();
-	const archive = execFileSync('git', ['archive', commit, 'src', 'migrations'], { cwd: root, maxBuffer: 64 * 1024 * 1024 });
+	const commit = execFileSync('git', ['rev-parse', '--short', ref], {
+		cwd: root,
+		encoding: 'utf8',
+	}).trim();
+	const archive = execFileSync('git', ['archive', commit, 'src', 'migrations'], {
+		cwd: root,
+		maxBuffer: 64 * 1024 * 1024,
+	});
 	execFileSync('tar', ['-x', '-C', dir], { input: archive });
 	symlinkSync(join(root, 'node_modules'), join(dir, 'node_modules'));
 	return { dir, commit };
@@ -83,7 +104,9 @@ class Subject {
 	}
 
 	async enqueueBatch(start: number, size: number): Promise<void> {
-		const results = await this.store.enqueue(Array.from({ length: size }, (_, i) => ({ queue: QUEUE, payload: { n: start + i } })));
+		const results = await this.store.enqueue(
+			Array.from({ length: size }, (_, i) => ({ queue: QUEUE, payload: { n: start + i } })),
+		);
 		for (const result of results) if (result instanceof Error) throw result;
 	}
 
@@ -94,8 +117,15 @@ class Subject {
 				for (;;) {
 					const jobs = await this.store.lease({ queue: QUEUE, limit });
 					if (jobs.length === 0) return;
-					const results = await this.store.complete(jobs.map((job) => ({ jobId: job.id, attemptId: job.attempt_id, outcome: 'succeeded' as const })));
-					for (const result of results) if (result instanceof Error || !result.applied) throw new Error('complete not applied');
+					const results = await this.store.complete(
+						jobs.map((job) => ({
+							jobId: job.id,
+							attemptId: job.attempt_id,
+							outcome: 'succeeded' as const,
+						})),
+					);
+					for (const result of results)
+						if (result instanceof Error || !result.applied) throw new Error('complete not applied');
 					processed += jobs.length;
 				}
 			}),
@@ -104,10 +134,16 @@ class Subject {
 	}
 }
 
-async function measure(subject: Subject, admin: pg.Pool, scenario: string, statsRows: number): Promise<number> {
+async function measure(
+	subject: Subject,
+	admin: pg.Pool,
+	scenario: string,
+	statsRows: number,
+): Promise<number> {
 	await subject.reset();
 	const prefill = async (count: number) => {
-		for (let start = 0; start < count; start += 1000) await subject.enqueueBatch(start, Math.min(1000, count - start));
+		for (let start = 0; start < count; start += 1000)
+			await subject.enqueueBatch(start, Math.min(1000, count - start));
 		await vacuumAnalyzeSchema(admin, subject.schema);
 		await checkpoint(admin);
 	};
@@ -148,11 +184,18 @@ async function measure(subject: Subject, admin: pg.Pool, scenario: string, stats
 					 SELECT gen_random_uuid(), $1, jsonb_build_object('n', g), 1, gen_random_uuid(), now() FROM generate_series($2::int, $3::int) g`,
 					[QUEUE, from, to],
 				);
-				await subject.pool.query(`UPDATE ${s}.jobs SET status = 'done', finished_at = now() WHERE queue = $1 AND status = 'queued'`, [QUEUE]);
+				await subject.pool.query(
+					`UPDATE ${s}.jobs SET status = 'done', finished_at = now() WHERE queue = $1 AND status = 'queued'`,
+					[QUEUE],
+				);
 			}
 			await prefill(4500);
 			const leased = await subject.store.lease({ queue: QUEUE, limit: 1500, leaseMs: 3_600_000 });
-			await subject.store.complete(leased.slice(0, 500).map((job) => ({ jobId: job.id, attemptId: job.attempt_id, outcome: 'failed' as const })));
+			await subject.store.complete(
+				leased
+					.slice(0, 500)
+					.map((job) => ({ jobId: job.id, attemptId: job.attempt_id, outcome: 'failed' as const })),
+			);
 			await vacuumAnalyzeSchema(admin, subject.schema);
 			for (let i = 0; i < 5; i++) await subject.store.stats(QUEUE);
 			const samples: number[] = [];
@@ -175,7 +218,11 @@ async function main(): Promise<void> {
 	const admin = new pg.Pool({ connectionString: postgres.url, max: 2 });
 	admin.on('error', () => undefined);
 	const subjects: Record<Side, Subject> = {
-		before: new Subject('before', (await import(join(exported.dir, 'src', 'core'))) as Core, postgres.url),
+		before: new Subject(
+			'before',
+			(await import(join(exported.dir, 'src', 'core'))) as Core,
+			postgres.url,
+		),
 		after: new Subject('after', (await import('../src/core')) as Core, postgres.url),
 	};
 	const scenarios = [
@@ -191,9 +238,13 @@ async function main(): Promise<void> {
 			for (const scenario of scenarios) {
 				for (const side of order) {
 					const value = await measure(subjects[side], admin, scenario, options.statsRows);
-					(runs[scenario] ??= { before: [], after: [] })[side].push(round(value, scenario.endsWith('_ms') ? 3 : 0));
+					(runs[scenario] ??= { before: [], after: [] })[side].push(
+						round(value, scenario.endsWith('_ms') ? 3 : 0),
+					);
 				}
-				log(`round ${r + 1}/${options.rounds} ${scenario}: before ${runs[scenario].before.at(-1)}, after ${runs[scenario].after.at(-1)}`);
+				log(
+					`round ${r + 1}/${options.rounds} ${scenario}: before ${runs[scenario].before.at(-1)}, after ${runs[scenario].after.at(-1)}`,
+				);
 			}
 		}
 		const summary = Object.fromEntries(
@@ -206,7 +257,8 @@ async function main(): Promise<void> {
 			}),
 		);
 		const report = {
-			benchmark: 'n8n-nodes-durable-jobs: core at a git ref (before) vs the working tree (after), alternating runs',
+			benchmark:
+				'n8n-nodes-durable-jobs: core at a git ref (before) vs the working tree (after), alternating runs',
 			ref: options.ref,
 			refCommit: exported.commit,
 			rounds: options.rounds,
@@ -215,10 +267,15 @@ async function main(): Promise<void> {
 			summary,
 		};
 		process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
-		for (const [scenario, result] of Object.entries(summary)) log(`${scenario.padEnd(16)} before ${result.before}  after ${result.after}  speed-up ${result.speedup}×`);
+		for (const [scenario, result] of Object.entries(summary))
+			log(
+				`${scenario.padEnd(16)} before ${result.before}  after ${result.after}  speed-up ${result.speedup}×`,
+			);
 	} finally {
 		for (const subject of Object.values(subjects)) {
-			await subject.pool.query(`DROP SCHEMA IF EXISTS ${quoteIdent(subject.schema)} CASCADE`).catch(() => undefined);
+			await subject.pool
+				.query(`DROP SCHEMA IF EXISTS ${quoteIdent(subject.schema)} CASCADE`)
+				.catch(() => undefined);
 			await subject.pool.end().catch(() => undefined);
 		}
 		await admin.end().catch(() => undefined);
@@ -228,6 +285,8 @@ async function main(): Promise<void> {
 }
 
 main().catch((error: unknown) => {
-	process.stderr.write(`${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+	process.stderr.write(
+		`${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`,
+	);
 	process.exit(1);
 });

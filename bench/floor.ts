@@ -32,7 +32,17 @@ import { QUEUE } from './lib/engine';
 import { GraphileEngine } from './lib/graphile';
 import { OursEngine } from './lib/ours';
 import { PgBossEngine } from './lib/pgboss';
-import { checkpoint, dropSchema, log, median, now, quoteIdent, readFlags, round, vacuumAnalyzeSchema } from './lib/util';
+import {
+	checkpoint,
+	dropSchema,
+	log,
+	median,
+	now,
+	quoteIdent,
+	readFlags,
+	round,
+	vacuumAnalyzeSchema,
+} from './lib/util';
 
 const SCHEMA = 'bench_floor';
 const s = quoteIdent(SCHEMA);
@@ -49,7 +59,16 @@ interface Config {
 }
 
 function parseArgs(argv: string[]): Config {
-	const { flags, int } = readFlags(argv, ['repeat', 'single-jobs', 'single-workers', 'batch-jobs', 'batch-size', 'batch-workers', 'enqueue-batches', 'json-out']);
+	const { flags, int } = readFlags(argv, [
+		'repeat',
+		'single-jobs',
+		'single-workers',
+		'batch-jobs',
+		'batch-size',
+		'batch-workers',
+		'enqueue-batches',
+		'json-out',
+	]);
 	return {
 		repeat: int('repeat', 3, 1),
 		singleJobs: int('single-jobs', 3000, 1),
@@ -125,7 +144,12 @@ async function fillOurs(pool: pg.Pool, count: number): Promise<void> {
 	}
 }
 
-async function drainFloor(pool: pg.Pool, variant: Variant, workers: number, limit: number): Promise<number> {
+async function drainFloor(
+	pool: pg.Pool,
+	variant: Variant,
+	workers: number,
+	limit: number,
+): Promise<number> {
 	const sql = statements(variant, limit);
 	const name = (kind: string) => `floor_${variant.replace('-', '_')}_${kind}_${limit}`;
 	let processed = 0;
@@ -134,14 +158,24 @@ async function drainFloor(pool: pg.Pool, variant: Variant, workers: number, limi
 		try {
 			if (variant === 'bare') await client.query('SET session_replication_role = replica');
 			for (;;) {
-				const { rows } = await client.query<{ id: string; attempt_id: string }>({ name: name('lease'), text: sql.lease, values: [QUEUE] });
+				const { rows } = await client.query<{ id: string; attempt_id: string }>({
+					name: name('lease'),
+					text: sql.lease,
+					values: [QUEUE],
+				});
 				if (rows.length === 0) return;
-				const done = await client.query({ name: name('complete'), text: sql.complete, values: [rows.map((row) => row.id), rows.map((row) => row.attempt_id)] });
-				if (done.rowCount !== rows.length) throw new Error(`${variant}: ${done.rowCount} of ${rows.length} completions applied`);
+				const done = await client.query({
+					name: name('complete'),
+					text: sql.complete,
+					values: [rows.map((row) => row.id), rows.map((row) => row.attempt_id)],
+				});
+				if (done.rowCount !== rows.length)
+					throw new Error(`${variant}: ${done.rowCount} of ${rows.length} completions applied`);
 				processed += rows.length;
 			}
 		} finally {
-			if (variant === 'bare') await client.query('RESET session_replication_role').catch(() => undefined);
+			if (variant === 'bare')
+				await client.query('RESET session_replication_role').catch(() => undefined);
 			client.release();
 		}
 	};
@@ -149,7 +183,12 @@ async function drainFloor(pool: pg.Pool, variant: Variant, workers: number, limi
 	return processed;
 }
 
-async function enqueueFloor(pool: pg.Pool, bare: boolean, batches: number, size: number): Promise<number> {
+async function enqueueFloor(
+	pool: pg.Pool,
+	bare: boolean,
+	batches: number,
+	size: number,
+): Promise<number> {
 	// Parameters made before the clock starts: the floor is the statement alone.
 	const prepared = Array.from({ length: batches }, (_, b) => {
 		const ids: string[] = [];
@@ -168,7 +207,8 @@ async function enqueueFloor(pool: pg.Pool, bare: boolean, batches: number, size:
 		const text = `INSERT INTO ${s}.jobs (id, queue, payload, status_token_hash)
 			SELECT x.id, '${QUEUE}', x.payload, x.hash FROM unnest($1::uuid[], $2::jsonb[], $3::bytea[]) AS x(id, payload, hash)`;
 		const started = now();
-		for (const values of prepared) await client.query({ name: `floor_enqueue_${size}`, text, values });
+		for (const values of prepared)
+			await client.query({ name: `floor_enqueue_${size}`, text, values });
 		return now() - started;
 	} finally {
 		if (bare) await client.query('RESET session_replication_role').catch(() => undefined);
@@ -189,7 +229,9 @@ async function main(): Promise<void> {
 	const runs: Record<string, Record<string, number[]>> = { single: {}, batch: {}, enqueue: {} };
 	const record = (scenario: string, variant: string, value: number) => {
 		(runs[scenario][variant] ??= []).push(round(value, 0));
-		log(`  ${scenario.padEnd(8)} ${variant.padEnd(16)} ${round(value, 0).toLocaleString('en-US')} jobs/s`);
+		log(
+			`  ${scenario.padEnd(8)} ${variant.padEnd(16)} ${round(value, 0).toLocaleString('en-US')} jobs/s`,
+		);
 	};
 	try {
 		const drainVariants = ['graphile', 'pgboss', 'ours', 'history', 'no-history', 'bare'] as const;
@@ -209,9 +251,13 @@ async function main(): Promise<void> {
 						await vacuumAnalyzeSchema(pool, engine.schema);
 						await checkpoint(pool);
 						const t = now();
-						const outcome = scenario === 'single' ? await engine.drainSingle(workers) : await engine.drainBatch(workers, limit);
+						const outcome =
+							scenario === 'single'
+								? await engine.drainSingle(workers)
+								: await engine.drainBatch(workers, limit);
 						seconds = (now() - t) / 1000;
-						if (!outcome || outcome.processed !== jobs) throw new Error(`${variant} processed ${outcome?.processed} of ${jobs}`);
+						if (!outcome || outcome.processed !== jobs)
+							throw new Error(`${variant} processed ${outcome?.processed} of ${jobs}`);
 					} else {
 						await resetSchema(pool);
 						await fillOurs(pool, jobs);
@@ -251,21 +297,40 @@ async function main(): Promise<void> {
 			}
 		}
 		const medians = Object.fromEntries(
-			Object.entries(runs).map(([scenario, byVariant]) => [scenario, Object.fromEntries(Object.entries(byVariant).map(([variant, values]) => [variant, median(values)]))]),
+			Object.entries(runs).map(([scenario, byVariant]) => [
+				scenario,
+				Object.fromEntries(
+					Object.entries(byVariant).map(([variant, values]) => [variant, median(values)]),
+				),
+			]),
 		);
-		const over = (scenario: string, variant: string, reference: string) => round(medians[scenario][variant] / medians[scenario][reference], 2);
+		const over = (scenario: string, variant: string, reference: string) =>
+			round(medians[scenario][variant] / medians[scenario][reference], 2);
 		const ratios = {
-			single: Object.fromEntries(drainVariants.map((variant) => [variant, over('single', variant, 'graphile')])),
-			batch: Object.fromEntries(drainVariants.map((variant) => [variant, over('batch', variant, 'graphile')])),
-			batchToPgBoss: Object.fromEntries(drainVariants.map((variant) => [variant, over('batch', variant, 'pgboss')])),
-			enqueue: Object.fromEntries(enqueueVariants.map((variant) => [variant, over('enqueue', variant, 'graphile')])),
+			single: Object.fromEntries(
+				drainVariants.map((variant) => [variant, over('single', variant, 'graphile')]),
+			),
+			batch: Object.fromEntries(
+				drainVariants.map((variant) => [variant, over('batch', variant, 'graphile')]),
+			),
+			batchToPgBoss: Object.fromEntries(
+				drainVariants.map((variant) => [variant, over('batch', variant, 'pgboss')]),
+			),
+			enqueue: Object.fromEntries(
+				enqueueVariants.map((variant) => [variant, over('enqueue', variant, 'graphile')]),
+			),
 		};
 		const report = {
 			benchmark: 'n8n-nodes-durable-jobs: floors of the per-job work on the package schema',
 			startedAt: started.toISOString(),
 			durationSeconds: round((now() - t0) / 1000, 1),
 			command: `npx tsx bench/floor.ts${process.argv.length > 2 ? ` ${process.argv.slice(2).join(' ')}` : ''}`,
-			environment: { node: process.version, cpus: os.cpus().length, loadAverage: os.loadavg().map((value) => round(value, 2)), embeddedPostgres: postgres.embedded },
+			environment: {
+				node: process.version,
+				cpus: os.cpus().length,
+				loadAverage: os.loadavg().map((value) => round(value, 2)),
+				embeddedPostgres: postgres.embedded,
+			},
 			config,
 			medians,
 			ratios,
@@ -285,6 +350,8 @@ async function main(): Promise<void> {
 }
 
 main().catch((error: unknown) => {
-	process.stderr.write(`${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+	process.stderr.write(
+		`${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`,
+	);
 	process.exit(1);
 });

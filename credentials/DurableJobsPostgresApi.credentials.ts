@@ -50,9 +50,21 @@ export class DurableJobsPostgresApi implements ICredentialType {
 			name: 'ssl',
 			type: 'options',
 			options: [
-				{ name: 'Disable', value: 'disable', description: 'Plain connection (local or private network)' },
-				{ name: 'Require', value: 'require', description: 'Encrypt, without checking the server certificate' },
-				{ name: 'Verify', value: 'verify', description: 'Encrypt and verify the server certificate against a CA' },
+				{
+					name: 'Disable',
+					value: 'disable',
+					description: 'Plain connection (local or private network)',
+				},
+				{
+					name: 'Require',
+					value: 'require',
+					description: 'Encrypt, without checking the server certificate',
+				},
+				{
+					name: 'Verify',
+					value: 'verify',
+					description: 'Encrypt and verify the server certificate against a CA',
+				},
 			],
 			default: 'disable',
 		},
@@ -63,7 +75,8 @@ export class DurableJobsPostgresApi implements ICredentialType {
 			typeOptions: { password: true, rows: 4 },
 			displayOptions: { show: { ssl: ['verify'] } },
 			default: '',
-			description: 'PEM certificate of the CA that signed the server certificate. Leave empty to use the system CAs.',
+			description:
+				'PEM certificate of the CA that signed the server certificate. Leave empty to use the system CAs.',
 		},
 		{
 			displayName: 'Schema',
@@ -85,14 +98,16 @@ export class DurableJobsPostgresApi implements ICredentialType {
 			name: 'preparedStatements',
 			type: 'boolean',
 			default: true,
-			description: 'Whether to prepare the frequent statements once per connection (faster). Turn off when PgBouncer in transaction mode (without prepared-statement support) sits between n8n and PostgreSQL.',
+			description:
+				'Whether to prepare the frequent statements once per connection (faster). Turn off when PgBouncer in transaction mode (without prepared-statement support) sits between n8n and PostgreSQL.',
 		},
 		{
 			displayName: 'Auto-Migrate',
 			name: 'autoMigrate',
 			type: 'boolean',
 			default: true,
-			description: 'Whether to create and upgrade the schema on first use. Turn off when the database role may not run DDL; then apply the migrations with "npx n8n-nodes-durable-jobs migrate".',
+			description:
+				'Whether to create and upgrade the schema on first use. Turn off when the database role may not run DDL; then apply the migrations with "npx n8n-nodes-durable-jobs migrate".',
 		},
 	];
 }

@@ -14,11 +14,18 @@ function line(text = ''): void {
 }
 
 async function followJob(env: Environment): Promise<void> {
-	const document = { id: `demo-${Date.now()}`, text: 'Invoice from name: Ada Lovelace, email ada@example.com, amount: 1234.50' };
+	const document = {
+		id: `demo-${Date.now()}`,
+		text: 'Invoice from name: Ada Lovelace, email ada@example.com, amount: 1234.50',
+	};
 	env.standins.ai.latencyMs = 3_000;
 	line('POST /webhook/jobs  (the stand-in AI takes 3 s per document)');
 	const started = performance.now();
-	const accepted = await env.request('jobs', { method: 'POST', body: { document }, headers: { 'Idempotency-Key': document.id } });
+	const accepted = await env.request('jobs', {
+		method: 'POST',
+		body: { document },
+		headers: { 'Idempotency-Key': document.id },
+	});
 	const since = () => `${((performance.now() - started) / 1000).toFixed(2)} s`;
 	line(`  ${since()}  HTTP ${accepted.status}  ${JSON.stringify(accepted.body)}`);
 	if (accepted.status !== 202) throw new Error('the receiver did not accept the sample job');
@@ -26,7 +33,12 @@ async function followJob(env: Environment): Promise<void> {
 	let last = '';
 	for (;;) {
 		const answer = await env.request(statusUrl.replace(/^\/webhook\//, ''));
-		const body = answer.body as { status: string; attempts: number; result?: unknown; error?: unknown };
+		const body = answer.body as {
+			status: string;
+			attempts: number;
+			result?: unknown;
+			error?: unknown;
+		};
 		if (body.status !== last) {
 			last = body.status;
 			line(`  ${since()}  ${body.status}${body.attempts ? ` (attempt ${body.attempts})` : ''}`);
@@ -37,9 +49,17 @@ async function followJob(env: Environment): Promise<void> {
 		}
 		await new Promise((resolve) => setTimeout(resolve, 200));
 	}
-	const again = await env.request('jobs', { method: 'POST', body: { document }, headers: { 'Idempotency-Key': document.id } });
-	line(`  retry with the same Idempotency-Key → HTTP ${again.status}, same job: ${(again.body as { job_id: string }).job_id === (accepted.body as { job_id: string }).job_id}`);
-	line(`  CRM records created for this job: ${env.standins.crm.recordsForKey((accepted.body as { job_id: string }).job_id).length}`);
+	const again = await env.request('jobs', {
+		method: 'POST',
+		body: { document },
+		headers: { 'Idempotency-Key': document.id },
+	});
+	line(
+		`  retry with the same Idempotency-Key → HTTP ${again.status}, same job: ${(again.body as { job_id: string }).job_id === (accepted.body as { job_id: string }).job_id}`,
+	);
+	line(
+		`  CRM records created for this job: ${env.standins.crm.recordsForKey((accepted.body as { job_id: string }).job_id).length}`,
+	);
 	env.standins.ai.latencyMs = 0;
 }
 
@@ -75,11 +95,17 @@ async function main(): Promise<void> {
 		await followJob(env);
 		line();
 		line('Running. Try it yourself:');
-		line(`  curl -i -X POST ${env.n8n.webhookUrl('jobs')} -H 'content-type: application/json' -H 'Idempotency-Key: my-key-1' \\`);
+		line(
+			`  curl -i -X POST ${env.n8n.webhookUrl('jobs')} -H 'content-type: application/json' -H 'Idempotency-Key: my-key-1' \\`,
+		);
 		line(`       -d '{"document": {"id": "doc-1", "text": "name: Grace Hopper, amount: 99"}}'`);
 		line(`  curl -i '${env.n8n.baseUrl}<status_url from the answer>'`);
-		line(`  curl -i -X POST ${env.n8n.webhookUrl('events')} -H 'content-type: application/json' \\`);
-		line(`       -d '{"source": "shop", "external_id": "order-1", "status": "paid", "occurred_at": "2026-12-01T10:00:00Z"}'`);
+		line(
+			`  curl -i -X POST ${env.n8n.webhookUrl('events')} -H 'content-type: application/json' \\`,
+		);
+		line(
+			`       -d '{"source": "shop", "external_id": "order-1", "status": "paid", "occurred_at": "2026-12-01T10:00:00Z"}'`,
+		);
 		line(`  n8n editor: ${env.n8n.baseUrl}  (first visit asks you to create the owner account)`);
 		line(`  stand-in CRM records: ${env.standins.crm.url}/records`);
 		line('Press Ctrl-C to stop everything.');

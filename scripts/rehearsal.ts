@@ -63,7 +63,9 @@ interface Args {
 }
 
 function usage(message: string): never {
-	process.stderr.write(`${message}\nusage: npm run rehearsal -- [--kills N] [--honour-keys true|false|both] [--lease-seconds S] [--in-flight N] [--seed N] [--outage restart|cut] [--no-outage] [--no-slow-worker] [--doc PATH | --no-doc] [--quiet] [--schema NAME]\n`);
+	process.stderr.write(
+		`${message}\nusage: npm run rehearsal -- [--kills N] [--honour-keys true|false|both] [--lease-seconds S] [--in-flight N] [--seed N] [--outage restart|cut] [--no-outage] [--no-slow-worker] [--doc PATH | --no-doc] [--quiet] [--schema NAME]\n`,
+	);
 	process.exit(2);
 }
 
@@ -161,8 +163,17 @@ function maskedUrl(url: string): string {
 /** The commit the packed package was built from, and whether the working tree differed. */
 function sourceDescription(): string {
 	try {
-		const commit = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: REPO_DIR }).toString().trim();
-		const dirty = execFileSync('git', ['status', '--porcelain', '--', 'src', 'nodes', 'credentials', 'migrations', 'workflows'], { cwd: REPO_DIR }).toString().trim() !== '';
+		const commit = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: REPO_DIR })
+			.toString()
+			.trim();
+		const dirty =
+			execFileSync(
+				'git',
+				['status', '--porcelain', '--', 'src', 'nodes', 'credentials', 'migrations', 'workflows'],
+				{ cwd: REPO_DIR },
+			)
+				.toString()
+				.trim() !== '';
 		return `commit ${commit}${dirty ? ' plus uncommitted changes' : ''}`;
 	} catch {
 		return 'a source tree without git';
@@ -190,21 +201,40 @@ async function main(): Promise<void> {
 		postgres = await startPostgres(log);
 		const client = new pg.Client({ connectionString: postgres.url });
 		await client.connect();
-		const version = (await client.query<{ server_version: string }>('SHOW server_version')).rows[0].server_version;
+		const version = (await client.query<{ server_version: string }>('SHOW server_version')).rows[0]
+			.server_version;
 		await client.end();
 		const n8nPostgres = `PostgreSQL ${version.split(' ')[0]} (${postgres.embedded ? 'embedded, from npm' : 'DATABASE_URL'})`;
 		const source = sourceDescription();
-		log(`starting the environment (lease ${args.leaseSeconds} s; job database ${args.outageKind === 'restart' ? 'on a private embedded PostgreSQL' : "on n8n's server"}; package built from ${source})`);
-		env = await startRehearsalEnvironment({ databaseUrl: postgres.url, outage: args.outageKind, schema: args.schema, leaseSeconds: args.leaseSeconds, log });
-		const jobsVersion = (await env.jobsDb.query<{ server_version: string }>('SHOW server_version')).rows[0].server_version;
+		log(
+			`starting the environment (lease ${args.leaseSeconds} s; job database ${args.outageKind === 'restart' ? 'on a private embedded PostgreSQL' : "on n8n's server"}; package built from ${source})`,
+		);
+		env = await startRehearsalEnvironment({
+			databaseUrl: postgres.url,
+			outage: args.outageKind,
+			schema: args.schema,
+			leaseSeconds: args.leaseSeconds,
+			log,
+		});
+		const jobsVersion = (await env.jobsDb.query<{ server_version: string }>('SHOW server_version'))
+			.rows[0].server_version;
 		const postgresText = env.jobsServer
 			? `${n8nPostgres} for n8n; PostgreSQL ${jobsVersion.split(' ')[0]} (embedded, from npm, private: the outage restarts it) for the job database`
 			: `${n8nPostgres} for both n8n and the job database`;
-		const info = (): RunInfo => ({ command, date: new Date(), n8nVersion: DEFAULT_N8N_VERSION, postgres: postgresText, totalMs: Date.now() - began, source });
+		const info = (): RunInfo => ({
+			command,
+			date: new Date(),
+			n8nVersion: DEFAULT_N8N_VERSION,
+			postgres: postgresText,
+			totalMs: Date.now() - began,
+			source,
+		});
 
 		for (const [index, honourKeys] of args.honourKeys.entries()) {
 			if (args.kills === 0) break;
-			log(`kill rehearsal: ${args.kills} kills, CRM ${honourKeys ? 'honours' : 'ignores'} Idempotency-Key`);
+			log(
+				`kill rehearsal: ${args.kills} kills, CRM ${honourKeys ? 'honours' : 'ignores'} Idempotency-Key`,
+			);
 			const result = await runKillRehearsal(env, {
 				kills: args.kills,
 				honourKeys,
@@ -220,8 +250,16 @@ async function main(): Promise<void> {
 			if (args.doc) updateReliabilityDoc(args.doc, `kills-honour-keys-${honourKeys}`, section);
 		}
 		if (args.outage) {
-			log(env.jobsServer ? "outage: restarting the job database's PostgreSQL mid-run" : 'outage: cutting the job database mid-run with the TCP proxy');
-			const result = await runOutageScenario(env, { runId: `o${Date.now().toString(36)}`, leaseSeconds: args.leaseSeconds, log });
+			log(
+				env.jobsServer
+					? "outage: restarting the job database's PostgreSQL mid-run"
+					: 'outage: cutting the job database mid-run with the TCP proxy',
+			);
+			const result = await runOutageScenario(env, {
+				runId: `o${Date.now().toString(36)}`,
+				leaseSeconds: args.leaseSeconds,
+				log,
+			});
 			failures += result.violations.length;
 			const section = renderOutageSection(result, info());
 			process.stdout.write(`\n${section}\n`);
@@ -229,13 +267,19 @@ async function main(): Promise<void> {
 		}
 		if (args.slowWorker) {
 			log('slow worker: a CRM answer, then an AI answer, outlasts the lease');
-			const result = await runSlowWorkerScenario(env, { runId: `s${Date.now().toString(36)}`, leaseSeconds: args.leaseSeconds, log });
+			const result = await runSlowWorkerScenario(env, {
+				runId: `s${Date.now().toString(36)}`,
+				leaseSeconds: args.leaseSeconds,
+				log,
+			});
 			failures += result.violations.length;
 			const section = renderSlowWorkerSection(result, info());
 			process.stdout.write(`\n${section}\n`);
 			if (args.doc) updateReliabilityDoc(args.doc, 'slow-worker', section);
 		}
-		log(`done in ${((Date.now() - began) / 60_000).toFixed(1)} min; ${failures} violation(s)${args.doc ? `; figures in ${args.doc}` : ''}`);
+		log(
+			`done in ${((Date.now() - began) / 60_000).toFixed(1)} min; ${failures} violation(s)${args.doc ? `; figures in ${args.doc}` : ''}`,
+		);
 	} finally {
 		await stop();
 	}
@@ -243,6 +287,8 @@ async function main(): Promise<void> {
 }
 
 main().catch((error: unknown) => {
-	process.stderr.write(`${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+	process.stderr.write(
+		`${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`,
+	);
 	process.exit(1);
 });

@@ -1,7 +1,13 @@
 #!/usr/bin/env node
 import pg from 'pg';
 
-import { DEFAULT_SCHEMA, DurableJobsError, migrate, migrationScript, validateSchemaName } from './core';
+import {
+	DEFAULT_SCHEMA,
+	DurableJobsError,
+	migrate,
+	migrationScript,
+	validateSchemaName,
+} from './core';
 
 const USAGE = `Usage: n8n-nodes-durable-jobs <command> [--schema NAME]
 
@@ -17,17 +23,27 @@ Options:
 async function main(argv: string[]): Promise<number> {
 	const command = argv[0];
 	const schemaIndex = argv.indexOf('--schema');
-	const schema = validateSchemaName(schemaIndex >= 0 ? (argv[schemaIndex + 1] ?? '') : DEFAULT_SCHEMA);
+	const schema = validateSchemaName(
+		schemaIndex >= 0 ? (argv[schemaIndex + 1] ?? '') : DEFAULT_SCHEMA,
+	);
 	if (command === 'sql') {
 		process.stdout.write(migrationScript(schema));
 		return 0;
 	}
 	if (command === 'migrate') {
-		const pool = new pg.Pool(process.env.DATABASE_URL ? { connectionString: process.env.DATABASE_URL, max: 1 } : { max: 1 });
+		const pool = new pg.Pool(
+			process.env.DATABASE_URL
+				? { connectionString: process.env.DATABASE_URL, max: 1 }
+				: { max: 1 },
+		);
 		pool.on('error', () => undefined);
 		try {
 			const result = await migrate(pool, schema);
-			process.stdout.write(result.applied.length > 0 ? `Applied to schema "${schema}": ${result.applied.join(', ')}\n` : `Schema "${schema}" is up to date\n`);
+			process.stdout.write(
+				result.applied.length > 0
+					? `Applied to schema "${schema}": ${result.applied.join(', ')}\n`
+					: `Schema "${schema}" is up to date\n`,
+			);
 			return 0;
 		} finally {
 			await pool.end();
@@ -40,7 +56,10 @@ async function main(argv: string[]): Promise<number> {
 main(process.argv.slice(2)).then(
 	(code) => process.exit(code),
 	(error: unknown) => {
-		const message = error instanceof DurableJobsError ? `${error.message}${error.fix ? `\n${error.fix}` : ''}` : String((error as Error)?.message ?? error);
+		const message =
+			error instanceof DurableJobsError
+				? `${error.message}${error.fix ? `\n${error.fix}` : ''}`
+				: String((error as Error)?.message ?? error);
 		process.stderr.write(`${message}\n`);
 		process.exit(1);
 	},

@@ -1,5 +1,12 @@
 import pg from 'pg';
-import { Logger, makeWorkerUtils, runOnce, type RunnerOptions, type TaskList, type WorkerUtils } from 'graphile-worker';
+import {
+	Logger,
+	makeWorkerUtils,
+	runOnce,
+	type RunnerOptions,
+	type TaskList,
+	type WorkerUtils,
+} from 'graphile-worker';
 
 import { QUEUE, type DrainOutcome, type Engine } from './engine';
 import { dropSchema } from './util';
@@ -59,7 +66,11 @@ export class GraphileEngine implements Engine {
 			this.utils = null;
 		}
 		await dropSchema(this.pool, this.schema);
-		const utils = await makeWorkerUtils({ pgPool: this.pool, schema: this.schema, logger: silentLogger });
+		const utils = await makeWorkerUtils({
+			pgPool: this.pool,
+			schema: this.schema,
+			logger: silentLogger,
+		});
 		await utils.migrate();
 		this.utils = utils;
 	}
@@ -82,7 +93,8 @@ export class GraphileEngine implements Engine {
 	}
 
 	async prefill(count: number): Promise<void> {
-		for (let start = 0; start < count; start += 1000) await this.enqueueBatch(start, Math.min(1000, count - start));
+		for (let start = 0; start < count; start += 1000)
+			await this.enqueueBatch(start, Math.min(1000, count - start));
 	}
 
 	private baseOptions(): RunnerOptions {

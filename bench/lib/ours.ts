@@ -1,6 +1,12 @@
 import pg from 'pg';
 
-import { DurableJobsError, JobStore, migrate, type EnqueueInput, type LeasedJob } from '../../src/core';
+import {
+	DurableJobsError,
+	JobStore,
+	migrate,
+	type EnqueueInput,
+	type LeasedJob,
+} from '../../src/core';
 import { QUEUE, type DrainOutcome, type Engine } from './engine';
 import { dropSchema } from './util';
 
@@ -51,12 +57,18 @@ export class OursEngine implements Engine {
 	async reset(): Promise<void> {
 		await dropSchema(this.pool, this.schema);
 		await migrate(this.pool, this.schema);
-		this.current = new JobStore(this.pool, { schema: this.schema, preparedStatements: this.preparedStatements });
+		this.current = new JobStore(this.pool, {
+			schema: this.schema,
+			preparedStatements: this.preparedStatements,
+		});
 	}
 
 	/** Uses the schema as it is (already migrated and loaded), without dropping it. */
 	attach(): void {
-		this.current = new JobStore(this.pool, { schema: this.schema, preparedStatements: this.preparedStatements });
+		this.current = new JobStore(this.pool, {
+			schema: this.schema,
+			preparedStatements: this.preparedStatements,
+		});
 	}
 
 	async close(): Promise<void> {
@@ -75,7 +87,8 @@ export class OursEngine implements Engine {
 	}
 
 	async prefill(count: number): Promise<void> {
-		for (let start = 0; start < count; start += 1000) await this.enqueueBatch(start, Math.min(1000, count - start));
+		for (let start = 0; start < count; start += 1000)
+			await this.enqueueBatch(start, Math.min(1000, count - start));
 	}
 
 	private async drain(workers: number, limit: number): Promise<DrainOutcome> {
@@ -87,8 +100,17 @@ export class OursEngine implements Engine {
 				fetchCalls++;
 				const jobs: LeasedJob[] = await store.lease({ queue: QUEUE, limit });
 				if (jobs.length === 0) return;
-				const results = check(await store.complete(jobs.map((job) => ({ jobId: job.id, attemptId: job.attempt_id, outcome: 'succeeded' as const }))));
-				for (const result of results) if (!result.applied) throw new Error(`complete not applied: ${result.leaseLostReason}`);
+				const results = check(
+					await store.complete(
+						jobs.map((job) => ({
+							jobId: job.id,
+							attemptId: job.attempt_id,
+							outcome: 'succeeded' as const,
+						})),
+					),
+				);
+				for (const result of results)
+					if (!result.applied) throw new Error(`complete not applied: ${result.leaseLostReason}`);
 				processed += jobs.length;
 			}
 		};

@@ -50,7 +50,12 @@ export class PgBossEngine implements Engine {
 				stats: 'getQueueStats(name)',
 			},
 			pool: this.options.max,
-			constructorOptions: { supervise: false, schedule: false, registerInstance: false, useListenNotify: false },
+			constructorOptions: {
+				supervise: false,
+				schedule: false,
+				registerInstance: false,
+				useListenNotify: false,
+			},
 			queue: { policy: 'standard', partition: false, deleteAfterSeconds: 'default (7 days)' },
 			retention: 'completed jobs stay in the table until deleteAfterSeconds',
 		};
@@ -63,7 +68,9 @@ export class PgBossEngine implements Engine {
 		}
 		await dropSchema(this.admin, this.schema);
 		const boss = new PgBoss(this.options);
-		boss.on('error', (error: unknown) => process.stderr.write(`[pg-boss error] ${String(error)}\n`));
+		boss.on('error', (error: unknown) =>
+			process.stderr.write(`[pg-boss error] ${String(error)}\n`),
+		);
 		await boss.start();
 		await boss.createQueue(QUEUE);
 		this.current = boss;
@@ -88,7 +95,8 @@ export class PgBossEngine implements Engine {
 	}
 
 	async prefill(count: number): Promise<void> {
-		for (let start = 0; start < count; start += 1000) await this.enqueueBatch(start, Math.min(1000, count - start));
+		for (let start = 0; start < count; start += 1000)
+			await this.enqueueBatch(start, Math.min(1000, count - start));
 	}
 
 	private async drain(workers: number, batchSize: number): Promise<DrainOutcome> {
@@ -101,8 +109,12 @@ export class PgBossEngine implements Engine {
 				const jobs = await boss.fetch<{ n: number }>(QUEUE, { batchSize });
 				if (jobs.length === 0) return;
 				// CommandResponse is declared as an empty interface; at run time it carries `affected`.
-				const response = (await boss.complete(QUEUE, batchSize === 1 ? jobs[0].id : jobs.map((job) => job.id))) as { affected?: number };
-				if (response.affected !== jobs.length) throw new Error(`pg-boss completed ${response.affected} of ${jobs.length}`);
+				const response = (await boss.complete(
+					QUEUE,
+					batchSize === 1 ? jobs[0].id : jobs.map((job) => job.id),
+				)) as { affected?: number };
+				if (response.affected !== jobs.length)
+					throw new Error(`pg-boss completed ${response.affected} of ${jobs.length}`);
 				processed += jobs.length;
 			}
 		};

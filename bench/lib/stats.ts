@@ -35,7 +35,11 @@ function ok<T>(result: T | DurableJobsError): T {
  * makes, so the jobs_after_update statement trigger counts them into job_counts. The live
  * queued / running / failed jobs then go through the public API (enqueue, lease, complete).
  */
-export async function loadOurs(engine: OursEngine, retained: number, live: LiveRows): Promise<number> {
+export async function loadOurs(
+	engine: OursEngine,
+	retained: number,
+	live: LiveRows,
+): Promise<number> {
 	const started = now();
 	const s = quoteIdent(engine.schema);
 	for (let from = 1; from <= retained; from += LOAD_CHUNK) {
@@ -49,7 +53,10 @@ export async function loadOurs(engine: OursEngine, retained: number, live: LiveR
 				 FROM generate_series($2::int, $3::int) g`,
 				[QUEUE, from, to],
 			);
-			await client.query(`UPDATE ${s}.jobs SET status = 'done', finished_at = now(), updated_at = now() WHERE queue = $1 AND status = 'queued'`, [QUEUE]);
+			await client.query(
+				`UPDATE ${s}.jobs SET status = 'done', finished_at = now(), updated_at = now() WHERE queue = $1 AND status = 'queued'`,
+				[QUEUE],
+			);
 			await client.query('COMMIT');
 		} catch (error) {
 			await client.query('ROLLBACK').catch(() => undefined);
@@ -57,15 +64,22 @@ export async function loadOurs(engine: OursEngine, retained: number, live: LiveR
 		} finally {
 			client.release();
 		}
-		log(`  ours: ${to.toLocaleString('en-US')} / ${retained.toLocaleString('en-US')} finished rows`);
+		log(
+			`  ours: ${to.toLocaleString('en-US')} / ${retained.toLocaleString('en-US')} finished rows`,
+		);
 	}
 	const store = engine.store;
 	const total = live.queued + live.running + live.failed;
-	for (let start = 0; start < total; start += 1000) await engine.enqueueBatch(start, Math.min(1000, total - start));
+	for (let start = 0; start < total; start += 1000)
+		await engine.enqueueBatch(start, Math.min(1000, total - start));
 	let toLease = live.running + live.failed;
 	const leased = [];
 	while (toLease > 0) {
-		const jobs = await store.lease({ queue: QUEUE, limit: Math.min(toLease, 10_000), leaseMs: 3_600_000 });
+		const jobs = await store.lease({
+			queue: QUEUE,
+			limit: Math.min(toLease, 10_000),
+			leaseMs: 3_600_000,
+		});
 		if (jobs.length === 0) break;
 		leased.push(...jobs);
 		toLease -= jobs.length;
@@ -73,7 +87,15 @@ export async function loadOurs(engine: OursEngine, retained: number, live: LiveR
 	const failing = leased.slice(0, live.failed);
 	for (let i = 0; i < failing.length; i += 1000) {
 		const results = await store.complete(
-			failing.slice(i, i + 1000).map((job) => ({ jobId: job.id, attemptId: job.attempt_id, outcome: 'failed' as const, errorCode: 'bench', errorMessage: 'benchmark fixture' })),
+			failing
+				.slice(i, i + 1000)
+				.map((job) => ({
+					jobId: job.id,
+					attemptId: job.attempt_id,
+					outcome: 'failed' as const,
+					errorCode: 'bench',
+					errorMessage: 'benchmark fixture',
+				})),
 		);
 		results.forEach((result) => ok(result));
 	}
@@ -93,7 +115,10 @@ export interface OursStatsMeasurement {
 	jit: boolean | null;
 }
 
-export async function measureOursStats(engine: OursEngine, iterations: number): Promise<OursStatsMeasurement> {
+export async function measureOursStats(
+	engine: OursEngine,
+	iterations: number,
+): Promise<OursStatsMeasurement> {
 	const store = engine.store;
 	for (let i = 0; i < 5; i++) await store.stats(QUEUE);
 	const samples: number[] = [];
@@ -114,21 +139,37 @@ export async function measureOursStats(engine: OursEngine, iterations: number): 
 	const query = statsQuery(quoteIdent(engine.schema), QUEUE);
 	const server: number[] = [];
 	for (let i = 0; i < 10; i++) {
-		const { rows } = await engine.pool.query<{ 'QUERY PLAN': string }>(`EXPLAIN (ANALYZE, BUFFERS) ${query.text}`, query.values);
+		const { rows } = await engine.pool.query<{ 'QUERY PLAN': string }>(
+			`EXPLAIN (ANALYZE, BUFFERS) ${query.text}`,
+			query.values,
+		);
 		const text = rows.map((row) => row['QUERY PLAN']).join('\n');
 		const planning = /Planning Time: ([\d.]+) ms/.exec(text);
 		const execution = /Execution Time: ([\d.]+) ms/.exec(text);
 		server.push(Number(planning?.[1] ?? 0) + Number(execution?.[1] ?? 0));
 	}
 	const { plan, jit } = await nestedPlans(engine, query.text, query.values);
-	return { calls: summarize(samples), sample: sample!, allQueues: summarize(all), serverMs: summarize(server), plan, jit };
+	return {
+		calls: summarize(samples),
+		sample: sample!,
+		allQueues: summarize(all),
+		serverMs: summarize(server),
+		plan,
+		jit,
+	};
 }
 
 /** The plans of the statements inside queue_stats (see loggedPlans), and whether any was JIT-compiled. */
-async function nestedPlans(engine: OursEngine, text: string, values: unknown[]): Promise<{ plan: string[]; jit: boolean | null }> {
+async function nestedPlans(
+	engine: OursEngine,
+	text: string,
+	values: unknown[],
+): Promise<{ plan: string[]; jit: boolean | null }> {
 	try {
 		const notices = await loggedPlans(engine.pool, text, values, { analyze: true });
-		const plan = notices.filter((notice) => !notice.includes(text.trim())).flatMap((notice) => notice.split('\n'));
+		const plan = notices
+			.filter((notice) => !notice.includes(text.trim()))
+			.flatMap((notice) => notice.split('\n'));
 		return { plan, jit: plan.some((line) => /^\s*JIT:/.test(line)) };
 	} catch {
 		return { plan: [], jit: null };
@@ -142,7 +183,11 @@ async function nestedPlans(engine: OursEngine, text: string, values: unknown[]):
  * the queue row; its retained-job counter is kept by the monitor, which is off here, so its
  * totalCount covers the live jobs only. The recomputation still runs over the whole table.
  */
-export async function loadPgBoss(engine: PgBossEngine, retained: number, live: LiveRows): Promise<number> {
+export async function loadPgBoss(
+	engine: PgBossEngine,
+	retained: number,
+	live: LiveRows,
+): Promise<number> {
 	const started = now();
 	const s = quoteIdent(engine.schema);
 	for (let from = 1; from <= retained; from += LOAD_CHUNK) {
@@ -153,13 +198,18 @@ export async function loadPgBoss(engine: PgBossEngine, retained: number, live: L
 			 FROM generate_series($2::int, $3::int) g`,
 			[QUEUE, from, to],
 		);
-		log(`  pg-boss: ${to.toLocaleString('en-US')} / ${retained.toLocaleString('en-US')} completed rows`);
+		log(
+			`  pg-boss: ${to.toLocaleString('en-US')} / ${retained.toLocaleString('en-US')} completed rows`,
+		);
 	}
 	const boss = engine.boss;
 	const total = live.queued + live.running + live.failed;
 	for (let start = 0; start < total; start += 1000) {
 		const size = Math.min(1000, total - start);
-		await boss.insert(QUEUE, Array.from({ length: size }, (_, i) => ({ data: { n: start + i }, retryLimit: 0 })));
+		await boss.insert(
+			QUEUE,
+			Array.from({ length: size }, (_, i) => ({ data: { n: start + i }, retryLimit: 0 })),
+		);
 	}
 	const fetched = await boss.fetch(QUEUE, { batchSize: live.running + live.failed });
 	const failing = fetched.slice(0, live.failed).map((job) => job.id);
@@ -172,7 +222,12 @@ export async function measurePgBossStats(
 	engine: PgBossEngine,
 	iterations: number,
 	refreshIterations: number,
-): Promise<{ firstCallMs: number; cached: Summary; refresh: Summary; sample: Record<string, unknown> }> {
+): Promise<{
+	firstCallMs: number;
+	cached: Summary;
+	refresh: Summary;
+	sample: Record<string, unknown>;
+}> {
 	const boss = engine.boss;
 	const s = quoteIdent(engine.schema);
 	// The first call on a queue that was never monitored runs the aggregate and caches it.
@@ -198,5 +253,10 @@ export async function measurePgBossStats(
 	}
 	delete sample.waitBins;
 	delete sample.runBins;
-	return { firstCallMs: round(firstCallMs, 3), cached: summarize(cached), refresh: summarize(refresh), sample };
+	return {
+		firstCallMs: round(firstCallMs, 3),
+		cached: summarize(cached),
+		refresh: summarize(refresh),
+		sample,
+	};
 }

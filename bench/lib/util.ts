@@ -55,8 +55,18 @@ export function round(value: number, digits = 1): number {
 }
 
 /** ours / theirs for throughputs; null when either side is missing. */
-export function ratio(ours: number | null | undefined, theirs: number | null | undefined): number | null {
-	if (ours === null || ours === undefined || theirs === null || theirs === undefined || theirs === 0) return null;
+export function ratio(
+	ours: number | null | undefined,
+	theirs: number | null | undefined,
+): number | null {
+	if (
+		ours === null ||
+		ours === undefined ||
+		theirs === null ||
+		theirs === undefined ||
+		theirs === 0
+	)
+		return null;
 	return round(ours / theirs, 2);
 }
 
@@ -93,7 +103,10 @@ export function sleep(ms: number): Promise<void> {
  * `--name value` / `--name=value` flags of a benchmark script, checked against the known
  * names, with a reader for whole numbers (`min` and up, else the fallback when absent).
  */
-export function readFlags(argv: string[], known: readonly string[]): { flags: Map<string, string>; int: (name: string, fallback: number, min?: number) => number } {
+export function readFlags(
+	argv: string[],
+	known: readonly string[],
+): { flags: Map<string, string>; int: (name: string, fallback: number, min?: number) => number } {
 	const flags = new Map<string, string>();
 	for (let i = 0; i < argv.length; i++) {
 		const arg = argv[i];
@@ -103,10 +116,13 @@ export function readFlags(argv: string[], known: readonly string[]): { flags: Ma
 		if (value === undefined) throw new Error(`--${name} needs a value`);
 		flags.set(name, value);
 	}
-	for (const name of flags.keys()) if (!known.includes(name)) throw new Error(`Unknown option --${name} (known: ${known.join(', ')})`);
+	for (const name of flags.keys())
+		if (!known.includes(name))
+			throw new Error(`Unknown option --${name} (known: ${known.join(', ')})`);
 	const int = (name: string, fallback: number, min = 0) => {
 		const value = flags.has(name) ? Number(flags.get(name)) : fallback;
-		if (!Number.isInteger(value) || value < min) throw new Error(`--${name} must be a whole number ≥ ${min}`);
+		if (!Number.isInteger(value) || value < min)
+			throw new Error(`--${name} must be a whole number ≥ ${min}`);
 		return value;
 	};
 	return { flags, int };

@@ -8,7 +8,14 @@ import {
 	type INodeTypeDescription,
 } from 'n8n-workflow';
 
-import { canonicalJson, fingerprint, type ClaimInput, type ClaimResult, type SettleInput, type SettleResult } from '../../src/core';
+import {
+	canonicalJson,
+	fingerprint,
+	type ClaimInput,
+	type ClaimResult,
+	type SettleInput,
+	type SettleResult,
+} from '../../src/core';
 import { validateKey, validateUuid } from '../../src/core/validate';
 import { itemPayload, parseJsonParameter, runBatch, secondsToMs } from '../shared/batch';
 import { lazyStore } from '../shared/connection';
@@ -19,14 +26,24 @@ const ROUTES = ['new', 'duplicate', 'in_progress', 'conflict', 'stale'] as const
 
 /** Reads a dotted path such as body.order.id from an item. */
 function pathValue(json: IDataObject, path: string): unknown {
-	return path.split('.').reduce<unknown>((value, key) => (value !== null && typeof value === 'object' ? (value as IDataObject)[key] : undefined), json);
+	return path
+		.split('.')
+		.reduce<unknown>(
+			(value, key) =>
+				value !== null && typeof value === 'object' ? (value as IDataObject)[key] : undefined,
+			json,
+		);
 }
 
 export function keyFromFields(json: IDataObject, fields: string[]): string {
 	const values = fields.map((field) => {
 		const value = pathValue(json, field);
 		if (value === undefined || value === null || value === '') {
-			throw invalidInput('keyFields', `the item has no value at "${field}"`, `Check the field path "${field}" (dotted, e.g. body.order_id), or choose another key source`);
+			throw invalidInput(
+				'keyFields',
+				`the item has no value at "${field}"`,
+				`Check the field path "${field}" (dotted, e.g. body.order_id), or choose another key source`,
+			);
 		}
 		return typeof value === 'object' ? canonicalJson(value) : String(value);
 	});
@@ -42,12 +59,15 @@ export class IdempotencyCheck implements INodeType {
 		group: ['transform'],
 		version: 1,
 		subtitle: '={{ $parameter["operation"] + " in " + $parameter["scope"] }}',
-		description: 'Process each event or request once: route new, duplicate, in-progress, conflicting and late items apart',
+		description:
+			'Process each event or request once: route new, duplicate, in-progress, conflicting and late items apart',
 		defaults: { name: 'Idempotency Check' },
 		usableAsTool: true,
 		inputs: [NodeConnectionTypes.Main],
 		outputs: `={{ $parameter["operation"] !== "claim" ? [{ "type": "main", "displayName": "Settled" }, { "type": "main", "displayName": "Claim Lost" }] : [{ "type": "main", "displayName": "New" }, { "type": "main", "displayName": "Duplicate" }, { "type": "main", "displayName": "In Progress" }, { "type": "main", "displayName": "Conflict" }].concat($parameter["lateEventGuard"] ? [{ "type": "main", "displayName": "Stale" }] : []) }}`,
-		credentials: [{ name: 'durableJobsPostgresApi', required: true, testedBy: 'durableJobsConnectionTest' }],
+		credentials: [
+			{ name: 'durableJobsPostgresApi', required: true, testedBy: 'durableJobsConnectionTest' },
+		],
 		properties: [
 			{
 				displayName: 'Operation',
@@ -55,9 +75,25 @@ export class IdempotencyCheck implements INodeType {
 				type: 'options',
 				noDataExpression: true,
 				options: [
-					{ name: 'Claim', value: 'claim', action: 'Claim an idempotency key', description: 'Check a key and claim it if it is new' },
-					{ name: 'Complete', value: 'complete', action: 'Complete a claim', description: 'Store the result: later items with the key go to Duplicate and carry it' },
-					{ name: 'Fail / Release', value: 'fail', action: 'Fail or release a claim', description: 'Mark the claim failed so a retry of the event is processed again (as a replay)' },
+					{
+						name: 'Claim',
+						value: 'claim',
+						action: 'Claim an idempotency key',
+						description: 'Check a key and claim it if it is new',
+					},
+					{
+						name: 'Complete',
+						value: 'complete',
+						action: 'Complete a claim',
+						description: 'Store the result: later items with the key go to Duplicate and carry it',
+					},
+					{
+						name: 'Fail / Release',
+						value: 'fail',
+						action: 'Fail or release a claim',
+						description:
+							'Mark the claim failed so a retry of the event is processed again (as a replay)',
+					},
 				],
 				default: 'claim',
 			},
@@ -76,7 +112,11 @@ export class IdempotencyCheck implements INodeType {
 				options: [
 					{ name: 'Key', value: 'key', description: 'An expression or value, e.g. the event ID' },
 					{ name: 'Fields', value: 'fields', description: 'The values of chosen fields, joined' },
-					{ name: 'Payload Hash', value: 'payloadHash', description: 'A SHA-256 of the payload (the webhook body, else the item)' },
+					{
+						name: 'Payload Hash',
+						value: 'payloadHash',
+						description: 'A SHA-256 of the payload (the webhook body, else the item)',
+					},
 				],
 				default: 'key',
 				displayOptions: { show: { operation: ['claim'] } },
@@ -105,7 +145,11 @@ export class IdempotencyCheck implements INodeType {
 				name: 'fingerprintSource',
 				type: 'options',
 				options: [
-					{ name: 'Payload', value: 'payload', description: 'The same key with a different payload goes to Conflict' },
+					{
+						name: 'Payload',
+						value: 'payload',
+						description: 'The same key with a different payload goes to Conflict',
+					},
 					{ name: 'Off', value: 'none', description: 'Only the key matters' },
 				],
 				default: 'payload',
@@ -117,7 +161,8 @@ export class IdempotencyCheck implements INodeType {
 				type: 'boolean',
 				default: false,
 				displayOptions: { show: { operation: ['claim'] } },
-				description: 'Whether to route events older than the newest one applied to the same entity (or moving its state backwards) to Stale',
+				description:
+					'Whether to route events older than the newest one applied to the same entity (or moving its state backwards) to Stale',
 			},
 			{
 				displayName: 'Entity Key',
@@ -135,7 +180,8 @@ export class IdempotencyCheck implements INodeType {
 				default: '',
 				placeholder: '={{ $json.body.version }}',
 				displayOptions: { show: { operation: ['claim'], lateEventGuard: [true] } },
-				description: 'A number that grows with every change of the entity (leave empty to use Occurred At)',
+				description:
+					'A number that grows with every change of the entity (leave empty to use Occurred At)',
 			},
 			{
 				displayName: 'Occurred At',
@@ -161,7 +207,8 @@ export class IdempotencyCheck implements INodeType {
 				default: '',
 				placeholder: 'pending, paid, shipped, refunded',
 				displayOptions: { show: { operation: ['claim'], lateEventGuard: [true] } },
-				description: 'Comma-separated states in the only order they may advance; an event moving backwards is Stale',
+				description:
+					'Comma-separated states in the only order they may advance; an event moving backwards is Stale',
 			},
 			{
 				displayName: 'Key',
@@ -177,7 +224,8 @@ export class IdempotencyCheck implements INodeType {
 				type: 'string',
 				default: '={{ $json.idempotency.claim_id }}',
 				displayOptions: { show: { operation: ['complete', 'fail'] } },
-				description: 'From the Claim output. It fences the write: a claimer whose claim expired and was taken over cannot settle it.',
+				description:
+					'From the Claim output. It fences the write: a claimer whose claim expired and was taken over cannot settle it.',
 			},
 			{
 				displayName: 'Result',
@@ -207,7 +255,8 @@ export class IdempotencyCheck implements INodeType {
 						type: 'number',
 						typeOptions: { minValue: 1 },
 						default: 300,
-						description: 'A claim not completed or failed by then may be taken over (the item is then a replay)',
+						description:
+							'A claim not completed or failed by then may be taken over (the item is then a replay)',
 					},
 					{
 						displayName: 'Keep Keys For (Hours)',
@@ -215,7 +264,8 @@ export class IdempotencyCheck implements INodeType {
 						type: 'number',
 						typeOptions: { minValue: 0.001 },
 						default: 24,
-						description: 'How long a key is remembered in this scope; after that the same key is new again',
+						description:
+							'How long a key is remembered in this scope; after that the same key is new again',
 					},
 				],
 			},
@@ -239,12 +289,24 @@ export class IdempotencyCheck implements INodeType {
 						scope: validateKey(this.getNodeParameter('scope', itemIndex), 'scope'),
 						key: validateKey(this.getNodeParameter('settleKey', itemIndex), 'key'),
 						claimId: claimId ? validateUuid(claimId, 'claimId') : null,
-						result: operation === 'complete' ? parseJsonParameter(this.getNodeParameter('result', itemIndex, null), 'Result') : undefined,
-						errorMessage: operation === 'fail' ? (this.getNodeParameter('errorMessage', itemIndex, '') as string) || null : null,
-						ttlMs: options.ttlHours === undefined ? null : Math.round(Number(options.ttlHours) * 3600_000),
+						result:
+							operation === 'complete'
+								? parseJsonParameter(this.getNodeParameter('result', itemIndex, null), 'Result')
+								: undefined,
+						errorMessage:
+							operation === 'fail'
+								? (this.getNodeParameter('errorMessage', itemIndex, '') as string) || null
+								: null,
+						ttlMs:
+							options.ttlHours === undefined
+								? null
+								: Math.round(Number(options.ttlHours) * 3600_000),
 					};
 				},
-				call: async (inputs, allOrNothing) => (operation === 'complete' ? await (await store()).completeClaims(inputs, { allOrNothing }) : await (await store()).failClaims(inputs, { allOrNothing })),
+				call: async (inputs, allOrNothing) =>
+					operation === 'complete'
+						? await (await store()).completeClaims(inputs, { allOrNothing })
+						: await (await store()).failClaims(inputs, { allOrNothing }),
 				route: (result, itemIndex, input) => ({
 					output: result.applied ? 0 : 1,
 					json: {
@@ -253,7 +315,11 @@ export class IdempotencyCheck implements INodeType {
 							scope: input.scope,
 							key: input.key,
 							claim_id: input.claimId ?? null,
-							status: result.applied ? (operation === 'complete' ? 'completed' : 'failed') : result.currentStatus,
+							status: result.applied
+								? operation === 'complete'
+									? 'completed'
+									: 'failed'
+								: result.currentStatus,
 							settled: result.applied,
 							expires_at: result.expiresAt ? result.expiresAt.toISOString() : null,
 						},
@@ -271,21 +337,36 @@ export class IdempotencyCheck implements INodeType {
 				const payload = itemPayload(item.json);
 				let key: string;
 				if (keySource === 'fields') {
-					const fields = String(this.getNodeParameter('keyFields', itemIndex, '')).split(',').map((field) => field.trim()).filter(Boolean);
-					if (fields.length === 0) throw invalidInput('keyFields', 'no field paths given', 'List one or more dotted paths, e.g. body.source, body.id');
+					const fields = String(this.getNodeParameter('keyFields', itemIndex, ''))
+						.split(',')
+						.map((field) => field.trim())
+						.filter(Boolean);
+					if (fields.length === 0)
+						throw invalidInput(
+							'keyFields',
+							'no field paths given',
+							'List one or more dotted paths, e.g. body.source, body.id',
+						);
 					key = keyFromFields(item.json, fields);
 				} else if (keySource === 'payloadHash') {
 					key = `sha256:${fingerprint(payload)}`;
 				} else {
 					const raw = this.getNodeParameter('key', itemIndex, '') as unknown;
 					if (raw === undefined || raw === null || raw === '') {
-						throw invalidInput('key', 'the key is empty for this item', 'Point Key at a field every item has (e.g. the event ID), or choose Key From: Payload Hash');
+						throw invalidInput(
+							'key',
+							'the key is empty for this item',
+							'Point Key at a field every item has (e.g. the event ID), or choose Key From: Payload Hash',
+						);
 					}
 					key = validateKey(String(raw), 'key');
 				}
 				let guard: ClaimInput['guard'] = null;
 				if (guardEnabled) {
-					const stateOrder = String(this.getNodeParameter('stateOrder', itemIndex, '') || '').split(',').map((state) => state.trim()).filter(Boolean);
+					const stateOrder = String(this.getNodeParameter('stateOrder', itemIndex, '') || '')
+						.split(',')
+						.map((state) => state.trim())
+						.filter(Boolean);
 					guard = {
 						entityKey: String(this.getNodeParameter('entityKey', itemIndex, '') ?? ''),
 						version: (this.getNodeParameter('version', itemIndex, '') as string | number) ?? null,
@@ -298,9 +379,15 @@ export class IdempotencyCheck implements INodeType {
 					// Checked before the batch is sent, so without "continue" a bad key claims nothing.
 					scope: validateKey(this.getNodeParameter('scope', itemIndex), 'scope'),
 					key,
-					fingerprint: this.getNodeParameter('fingerprintSource', itemIndex, 'payload') === 'payload' ? fingerprint(payload) : null,
+					fingerprint:
+						this.getNodeParameter('fingerprintSource', itemIndex, 'payload') === 'payload'
+							? fingerprint(payload)
+							: null,
 					claimMs: secondsToMs(options.claimTimeoutSeconds, 'Claim Timeout Seconds'),
-					ttlMs: options.ttlHours === undefined ? undefined : Math.round(Number(options.ttlHours) * 3600_000),
+					ttlMs:
+						options.ttlHours === undefined
+							? undefined
+							: Math.round(Number(options.ttlHours) * 3600_000),
 					guard,
 				};
 			},
@@ -320,7 +407,15 @@ export class IdempotencyCheck implements INodeType {
 						first_seen_at: result.firstSeenAt ? result.firstSeenAt.toISOString() : null,
 						stored_result: (result.storedResult ?? null) as IDataObject | null,
 						...(result.current
-							? { current: { version: result.current.version, occurred_at: result.current.occurredAt ? result.current.occurredAt.toISOString() : null, state: result.current.state } }
+							? {
+									current: {
+										version: result.current.version,
+										occurred_at: result.current.occurredAt
+											? result.current.occurredAt.toISOString()
+											: null,
+										state: result.current.state,
+									},
+								}
 							: {}),
 					},
 				},

@@ -7,7 +7,13 @@ import {
 	type INodeTypeDescription,
 } from 'n8n-workflow';
 
-import { classifyHttpStatus, type CompleteInput, type CompleteOutcome, type CompleteResult, type ErrorClass } from '../../src/core';
+import {
+	classifyHttpStatus,
+	type CompleteInput,
+	type CompleteOutcome,
+	type CompleteResult,
+	type ErrorClass,
+} from '../../src/core';
 import { validateUuid } from '../../src/core/validate';
 import { parseJsonParameter, runBatch, secondsToMs } from '../shared/batch';
 import { lazyStore } from '../shared/connection';
@@ -29,7 +35,9 @@ export class JobComplete implements INodeType {
 		inputs: [NodeConnectionTypes.Main],
 		outputs: [NodeConnectionTypes.Main, NodeConnectionTypes.Main],
 		outputNames: ['Completed', 'Lease Lost'],
-		credentials: [{ name: 'durableJobsPostgresApi', required: true, testedBy: 'durableJobsConnectionTest' }],
+		credentials: [
+			{ name: 'durableJobsPostgresApi', required: true, testedBy: 'durableJobsConnectionTest' },
+		],
 		properties: [
 			jobIdField,
 			attemptIdField,
@@ -38,11 +46,32 @@ export class JobComplete implements INodeType {
 				name: 'outcome',
 				type: 'options',
 				options: [
-					{ name: 'Failed', value: 'failed', description: 'Permanent problem: dead-letter the job with an error code and class' },
-					{ name: 'From HTTP Status', value: 'httpStatus', description: '2xx succeeded; 408/425/429/5xx/no answer retry; other 4xx failed' },
-					{ name: 'Release', value: 'release', description: 'Give the job back without using up an attempt' },
-					{ name: 'Retry', value: 'retry', description: 'Transient problem: run again later with backoff; after the last attempt the job fails' },
-					{ name: 'Succeeded', value: 'succeeded', description: 'The job is done; store its result' },
+					{
+						name: 'Failed',
+						value: 'failed',
+						description: 'Permanent problem: dead-letter the job with an error code and class',
+					},
+					{
+						name: 'From HTTP Status',
+						value: 'httpStatus',
+						description: '2xx succeeded; 408/425/429/5xx/no answer retry; other 4xx failed',
+					},
+					{
+						name: 'Release',
+						value: 'release',
+						description: 'Give the job back without using up an attempt',
+					},
+					{
+						name: 'Retry',
+						value: 'retry',
+						description:
+							'Transient problem: run again later with backoff; after the last attempt the job fails',
+					},
+					{
+						name: 'Succeeded',
+						value: 'succeeded',
+						description: 'The job is done; store its result',
+					},
 				],
 				default: 'succeeded',
 			},
@@ -52,7 +81,8 @@ export class JobComplete implements INodeType {
 				type: 'number',
 				default: 0,
 				displayOptions: { show: { outcome: ['httpStatus'] } },
-				description: 'Status code of the external call (0 or empty means no answer: timeout or connection error). With an HTTP Request node, turn on "Include Response Headers and Status" and "Never Error".',
+				description:
+					'Status code of the external call (0 or empty means no answer: timeout or connection error). With an HTTP Request node, turn on "Include Response Headers and Status" and "Never Error".',
 			},
 			{
 				displayName: 'Result',
@@ -72,7 +102,9 @@ export class JobComplete implements INodeType {
 				name: 'result',
 				type: 'json',
 				default: '={{ $json }}',
-				displayOptions: { show: { resultSource: ['custom'], outcome: ['succeeded', 'httpStatus'] } },
+				displayOptions: {
+					show: { resultSource: ['custom'], outcome: ['succeeded', 'httpStatus'] },
+				},
 			},
 			{
 				displayName: 'Error Code',
@@ -81,7 +113,8 @@ export class JobComplete implements INodeType {
 				default: '',
 				placeholder: 'crm_rejected',
 				displayOptions: { show: { outcome: ['failed', 'retry', 'httpStatus'] } },
-				description: 'Short machine-readable reason (From HTTP Status: http_&lt;status&gt; when empty)',
+				description:
+					'Short machine-readable reason (From HTTP Status: http_&lt;status&gt; when empty)',
 			},
 			{
 				displayName: 'Error Message',
@@ -95,11 +128,28 @@ export class JobComplete implements INodeType {
 				name: 'errorClass',
 				type: 'options',
 				options: [
-					{ name: 'Automatic', value: '', description: 'Failed: needs manual review; Retry: retryable; From HTTP Status: by status' },
+					{
+						name: 'Automatic',
+						value: '',
+						description:
+							'Failed: needs manual review; Retry: retryable; From HTTP Status: by status',
+					},
 					{ name: 'Discarded', value: 'discarded', description: 'Do not replay' },
-					{ name: 'Needs Manual Review', value: 'needs_manual_review', description: 'A person must look at it' },
-					{ name: 'Needs Mapping', value: 'needs_mapping', description: 'The data does not fit the target; fix the mapping, then replay' },
-					{ name: 'Retryable', value: 'retryable', description: 'A replay later is expected to work' },
+					{
+						name: 'Needs Manual Review',
+						value: 'needs_manual_review',
+						description: 'A person must look at it',
+					},
+					{
+						name: 'Needs Mapping',
+						value: 'needs_mapping',
+						description: 'The data does not fit the target; fix the mapping, then replay',
+					},
+					{
+						name: 'Retryable',
+						value: 'retryable',
+						description: 'A replay later is expected to work',
+					},
 				],
 				default: '',
 				displayOptions: { show: { outcome: ['failed', 'retry', 'httpStatus'] } },
@@ -138,7 +188,8 @@ export class JobComplete implements INodeType {
 						name: 'retryAfterSeconds',
 						type: 'number',
 						default: '',
-						description: 'Wait exactly this long before the retry (e.g. from a Retry-After header) instead of the backoff',
+						description:
+							'Wait exactly this long before the retry (e.g. from a Retry-After header) instead of the backoff',
 					},
 				],
 			},
@@ -162,7 +213,11 @@ export class JobComplete implements INodeType {
 					const raw = this.getNodeParameter('httpStatus', itemIndex, 0) as unknown;
 					const status = raw === '' || raw === null || raw === undefined ? 0 : Number(raw);
 					if (!Number.isFinite(status)) {
-						throw invalidInput('httpStatus', `"${String(raw).slice(0, 40)}" is not a status code`, 'Map HTTP Status to the numeric status code of the response');
+						throw invalidInput(
+							'httpStatus',
+							`"${String(raw).slice(0, 40)}" is not a status code`,
+							'Map HTTP Status to the numeric status code of the response',
+						);
 					}
 					const classified = classifyHttpStatus(status);
 					outcome = classified.outcome;
@@ -173,7 +228,11 @@ export class JobComplete implements INodeType {
 				if (outcome === 'succeeded') {
 					const source = this.getNodeParameter('resultSource', itemIndex, 'item') as string;
 					if (source === 'item') result = item.json;
-					else if (source === 'custom') result = parseJsonParameter(this.getNodeParameter('result', itemIndex), 'Custom Result');
+					else if (source === 'custom')
+						result = parseJsonParameter(
+							this.getNodeParameter('result', itemIndex),
+							'Custom Result',
+						);
 				}
 				return {
 					// Checked here, not only in the core, so that without "continue" a malformed id
@@ -193,7 +252,8 @@ export class JobComplete implements INodeType {
 					backoffMaxMs: secondsToMs(options.backoffMaxSeconds, 'Backoff Max Seconds'),
 				};
 			},
-			call: async (inputs, allOrNothing) => await (await store()).complete(inputs, { allOrNothing }),
+			call: async (inputs, allOrNothing) =>
+				await (await store()).complete(inputs, { allOrNothing }),
 			route: (result, _itemIndex, input) => ({
 				output: result.applied ? 0 : 1,
 				json: result.applied
@@ -204,7 +264,8 @@ export class JobComplete implements INodeType {
 							status: result.status,
 							attempts: result.attempts,
 							max_attempts: result.maxAttempts,
-							next_run_at: result.status === 'queued' && result.runAt ? result.runAt.toISOString() : null,
+							next_run_at:
+								result.status === 'queued' && result.runAt ? result.runAt.toISOString() : null,
 							error_code: result.errorCode,
 							error_class: result.errorClass,
 							callback_event_id: result.callbackEventId,

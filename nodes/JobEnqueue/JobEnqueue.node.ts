@@ -10,7 +10,13 @@ import {
 import type { EnqueueInput, EnqueueResult } from '../../src/core';
 import { testDurableJobsConnection } from '../shared/credentialTest';
 import { lazyStore } from '../shared/connection';
-import { headerValue, itemPayload, parseJsonParameter, runBatch, secondsToMs } from '../shared/batch';
+import {
+	headerValue,
+	itemPayload,
+	parseJsonParameter,
+	runBatch,
+	secondsToMs,
+} from '../shared/batch';
 import { queueField } from '../shared/descriptions';
 
 export class JobEnqueue implements INodeType {
@@ -21,12 +27,15 @@ export class JobEnqueue implements INodeType {
 		group: ['transform'],
 		version: 1,
 		subtitle: '={{ "into " + $parameter["queue"] }}',
-		description: 'Store one durable job per item in a PostgreSQL queue and return its job ID at once',
+		description:
+			'Store one durable job per item in a PostgreSQL queue and return its job ID at once',
 		defaults: { name: 'Job Enqueue' },
 		usableAsTool: true,
 		inputs: [NodeConnectionTypes.Main],
 		outputs: [NodeConnectionTypes.Main],
-		credentials: [{ name: 'durableJobsPostgresApi', required: true, testedBy: 'durableJobsConnectionTest' }],
+		credentials: [
+			{ name: 'durableJobsPostgresApi', required: true, testedBy: 'durableJobsConnectionTest' },
+		],
 		properties: [
 			queueField,
 			{
@@ -34,7 +43,11 @@ export class JobEnqueue implements INodeType {
 				name: 'payloadSource',
 				type: 'options',
 				options: [
-					{ name: 'Automatic', value: 'auto', description: 'The request body when the item comes from a Webhook, else the whole item' },
+					{
+						name: 'Automatic',
+						value: 'auto',
+						description: 'The request body when the item comes from a Webhook, else the whole item',
+					},
 					{ name: 'Whole Item', value: 'item', description: 'The whole item JSON' },
 					{ name: 'Custom', value: 'custom', description: 'A JSON value or expression' },
 				],
@@ -54,7 +67,8 @@ export class JobEnqueue implements INodeType {
 				type: 'string',
 				default: '',
 				placeholder: '={{ $json.body.order_id }}',
-				description: 'A key that identifies this request. The same key with the same payload returns the existing job instead of a new one. Empty: the Idempotency-Key request header when the item comes from a Webhook.',
+				description:
+					'A key that identifies this request. The same key with the same payload returns the existing job instead of a new one. Empty: the Idempotency-Key request header when the item comes from a Webhook.',
 			},
 			{
 				displayName: 'Options',
@@ -68,7 +82,8 @@ export class JobEnqueue implements INodeType {
 						name: 'callbackUrl',
 						type: 'string',
 						default: '',
-						description: 'URL that receives a signed job-finished event (through the callback relay workflow)',
+						description:
+							'URL that receives a signed job-finished event (through the callback relay workflow)',
 					},
 					{
 						displayName: 'Correlation ID',
@@ -91,7 +106,8 @@ export class JobEnqueue implements INodeType {
 						type: 'number',
 						typeOptions: { minValue: 1, maxValue: 1000 },
 						default: 5,
-						description: 'After this many attempts a retrying or crashed job is failed (dead letter)',
+						description:
+							'After this many attempts a retrying or crashed job is failed (dead letter)',
 					},
 					{
 						displayName: 'Max Payload Size (KB)',
@@ -99,15 +115,24 @@ export class JobEnqueue implements INodeType {
 						type: 'number',
 						typeOptions: { minValue: 1 },
 						default: 1024,
-						description: 'Larger payloads are rejected with a clear error; store big documents elsewhere and enqueue a reference',
+						description:
+							'Larger payloads are rejected with a clear error; store big documents elsewhere and enqueue a reference',
 					},
 					{
 						displayName: 'On Key Reused With Other Payload',
 						name: 'onConflict',
 						type: 'options',
 						options: [
-							{ name: 'Error (HTTP 422)', value: 'error', description: 'Reject the item; nothing is written' },
-							{ name: 'Return Existing Job', value: 'existing', description: 'Return the job stored under the key, with conflict: true' },
+							{
+								name: 'Error (HTTP 422)',
+								value: 'error',
+								description: 'Reject the item; nothing is written',
+							},
+							{
+								name: 'Return Existing Job',
+								value: 'existing',
+								description: 'Return the job stored under the key, with conflict: true',
+							},
 						],
 						default: 'error',
 					},
@@ -116,7 +141,8 @@ export class JobEnqueue implements INodeType {
 						name: 'orderingKey',
 						type: 'string',
 						default: '',
-						description: 'Jobs with the same ordering key run one at a time, in the order they were enqueued',
+						description:
+							'Jobs with the same ordering key run one at a time, in the order they were enqueued',
 					},
 					{
 						displayName: 'Priority',
@@ -138,7 +164,8 @@ export class JobEnqueue implements INodeType {
 						name: 'statusUrlBase',
 						type: 'string',
 						default: '/webhook/jobs/status',
-						description: 'Base of the status_url returned for each job; job_id and token are added as query parameters',
+						description:
+							'Base of the status_url returned for each job; job_id and token are added as query parameters',
 					},
 				],
 			},
@@ -149,7 +176,9 @@ export class JobEnqueue implements INodeType {
 
 	async execute(this: IExecuteFunctions): Promise<INodeExecutionData[][]> {
 		const firstOptions = this.getNodeParameter('options', 0, {}) as IDataObject;
-		const store = lazyStore(this, { maxPayloadBytes: Math.round(Number(firstOptions.maxPayloadKb ?? 1024) * 1024) });
+		const store = lazyStore(this, {
+			maxPayloadBytes: Math.round(Number(firstOptions.maxPayloadKb ?? 1024) * 1024),
+		});
 		const onConflict = firstOptions.onConflict === 'existing' ? 'existing' : 'error';
 		const statusUrlBases: string[] = [];
 
@@ -159,7 +188,11 @@ export class JobEnqueue implements INodeType {
 				const options = this.getNodeParameter('options', itemIndex, {}) as IDataObject;
 				const source = this.getNodeParameter('payloadSource', itemIndex, 'auto') as string;
 				let payload: unknown;
-				if (source === 'custom') payload = parseJsonParameter(this.getNodeParameter('payload', itemIndex), 'Custom Payload');
+				if (source === 'custom')
+					payload = parseJsonParameter(
+						this.getNodeParameter('payload', itemIndex),
+						'Custom Payload',
+					);
 				else if (source === 'item') payload = item.json;
 				else payload = itemPayload(item.json);
 				const rawKey = this.getNodeParameter('idempotencyKey', itemIndex, '') as unknown;
@@ -169,7 +202,8 @@ export class JobEnqueue implements INodeType {
 				return {
 					queue: this.getNodeParameter('queue', itemIndex) as string,
 					payload,
-					idempotencyKey: explicitKey !== '' ? explicitKey : headerValue(item.json, 'idempotency-key') ?? null,
+					idempotencyKey:
+						explicitKey !== '' ? explicitKey : (headerValue(item.json, 'idempotency-key') ?? null),
 					priority: options.priority as number | undefined,
 					delayMs: secondsToMs(options.delaySeconds, 'Delay Seconds'),
 					runAt: (options.runAt as string) || null,
@@ -179,14 +213,17 @@ export class JobEnqueue implements INodeType {
 					correlationId: (options.correlationId as string) || null,
 				};
 			},
-			call: async (inputs, allOrNothing) => await (await store()).enqueue(inputs, { allOrNothing, onConflict }),
+			call: async (inputs, allOrNothing) =>
+				await (await store()).enqueue(inputs, { allOrNothing, onConflict }),
 			route: (result, itemIndex, input) => ({
 				output: 0,
 				json: {
 					job_id: result.jobId,
 					status: result.status,
 					queue: input.queue,
-					status_url: result.statusToken ? statusUrl(statusUrlBases[itemIndex], result.jobId, result.statusToken) : null,
+					status_url: result.statusToken
+						? statusUrl(statusUrlBases[itemIndex], result.jobId, result.statusToken)
+						: null,
 					status_token: result.statusToken,
 					deduplicated: result.deduplicated,
 					...(result.conflict ? { conflict: true } : {}),

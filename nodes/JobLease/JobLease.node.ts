@@ -44,13 +44,16 @@ export class JobLease implements INodeType {
 		icon: { light: 'file:jobLease.svg', dark: 'file:jobLease.dark.svg' },
 		group: ['transform'],
 		version: 1,
-		subtitle: '={{ ($parameter["operation"] === "extendLease" ? "extend lease" : "lease from " + $parameter["queue"]) }}',
+		subtitle:
+			'={{ ($parameter["operation"] === "extendLease" ? "extend lease" : "lease from " + $parameter["queue"]) }}',
 		description: 'Claim due jobs from a queue for a worker (or extend a lease as a heartbeat)',
 		defaults: { name: 'Job Lease' },
 		usableAsTool: true,
 		inputs: [NodeConnectionTypes.Main],
 		outputs: `={{ $parameter["operation"] === "extendLease" ? [{ "type": "main", "displayName": "Extended" }, { "type": "main", "displayName": "Lease Lost" }] : [{ "type": "main", "displayName": "Leased" }, { "type": "main", "displayName": "Empty" }] }}`,
-		credentials: [{ name: 'durableJobsPostgresApi', required: true, testedBy: 'durableJobsConnectionTest' }],
+		credentials: [
+			{ name: 'durableJobsPostgresApi', required: true, testedBy: 'durableJobsConnectionTest' },
+		],
 		properties: [
 			{
 				displayName: 'Operation',
@@ -58,8 +61,18 @@ export class JobLease implements INodeType {
 				type: 'options',
 				noDataExpression: true,
 				options: [
-					{ name: 'Lease', value: 'lease', action: 'Lease jobs from a queue', description: 'Claim up to N due jobs (or jobs whose lease expired)' },
-					{ name: 'Extend Lease', value: 'extendLease', action: 'Extend the lease of a job', description: 'Heartbeat: keep owning a job that takes longer' },
+					{
+						name: 'Lease',
+						value: 'lease',
+						action: 'Lease jobs from a queue',
+						description: 'Claim up to N due jobs (or jobs whose lease expired)',
+					},
+					{
+						name: 'Extend Lease',
+						value: 'extendLease',
+						action: 'Extend the lease of a job',
+						description: 'Heartbeat: keep owning a job that takes longer',
+					},
 				],
 				default: 'lease',
 			},
@@ -81,7 +94,8 @@ export class JobLease implements INodeType {
 				typeOptions: { minValue: 0 },
 				default: 0,
 				displayOptions: { show: { operation: ['lease'] } },
-				description: 'Most jobs of this queue running at once, across all n8n instances (0 = no limit)',
+				description:
+					'Most jobs of this queue running at once, across all n8n instances (0 = no limit)',
 			},
 			{ ...jobIdField, displayOptions: { show: { operation: ['extendLease'] } } },
 			{ ...attemptIdField, displayOptions: { show: { operation: ['extendLease'] } } },
@@ -110,10 +124,13 @@ export class JobLease implements INodeType {
 					// Checked before the batch is sent, so a malformed id writes nothing for any item.
 					jobId: validateUuid(this.getNodeParameter('jobId', itemIndex), 'jobId'),
 					attemptId: validateUuid(this.getNodeParameter('attemptId', itemIndex), 'attemptId'),
-					leaseMs: Math.round((this.getNodeParameter('leaseSeconds', itemIndex, 300) as number) * 1000),
+					leaseMs: Math.round(
+						(this.getNodeParameter('leaseSeconds', itemIndex, 300) as number) * 1000,
+					),
 					checkpoint: validateCheckpoint(this.getNodeParameter('checkpoint', itemIndex, '')),
 				}),
-				call: async (inputs, allOrNothing) => await (await store()).extendLease(inputs, { allOrNothing }),
+				call: async (inputs, allOrNothing) =>
+					await (await store()).extendLease(inputs, { allOrNothing }),
 				route: (result, itemIndex, input) => ({
 					output: result.extended ? 0 : 1,
 					json: {
@@ -134,7 +151,9 @@ export class JobLease implements INodeType {
 		const queue = this.getNodeParameter('queue', 0) as string;
 		try {
 			const concurrencyLimit = this.getNodeParameter('concurrencyLimit', 0, 0) as number;
-			const jobs = await (await store()).lease({
+			const jobs = await (
+				await store()
+			).lease({
 				queue,
 				limit: this.getNodeParameter('maxJobs', 0, 10) as number,
 				leaseMs: Math.round((this.getNodeParameter('leaseSeconds', 0, 300) as number) * 1000),

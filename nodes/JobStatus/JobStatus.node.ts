@@ -30,12 +30,17 @@ export function statusJson(view: JobStatusView): IDataObject {
 		finished_at: job.finished_at ? job.finished_at.toISOString() : null,
 		correlation_id: job.correlation_id,
 		result: job.status === 'done' ? (job.result as IDataObject) : null,
-		error: job.status === 'failed' || job.status === 'cancelled' ? { code: job.error_code, message: job.error_message, class: job.error_class } : null,
+		error:
+			job.status === 'failed' || job.status === 'cancelled'
+				? { code: job.error_code, message: job.error_message, class: job.error_class }
+				: null,
 		timeline: attempts.map((attempt) => ({
 			attempt: attempt.attempt,
 			started_at: attempt.started_at.toISOString(),
 			finished_at: attempt.finished_at ? attempt.finished_at.toISOString() : null,
-			outcome: attempt.outcome ?? (job.status === 'running' && attempt.attempt_id === job.attempt_id ? 'running' : null),
+			outcome:
+				attempt.outcome ??
+				(job.status === 'running' && attempt.attempt_id === job.attempt_id ? 'running' : null),
 			error_code: attempt.error_code,
 		})),
 	};
@@ -44,7 +49,10 @@ export function statusJson(view: JobStatusView): IDataObject {
 function idList(value: unknown): string[] {
 	if (value === undefined || value === null || value === '') return [];
 	if (Array.isArray(value)) return value.map((entry) => String(entry).trim()).filter(Boolean);
-	return String(value).split(',').map((entry) => entry.trim()).filter(Boolean);
+	return String(value)
+		.split(',')
+		.map((entry) => entry.trim())
+		.filter(Boolean);
 }
 
 const OPERATIONS_WITH_TWO_OUTPUTS = ['get'];
@@ -62,7 +70,9 @@ export class JobStatus implements INodeType {
 		usableAsTool: true,
 		inputs: [NodeConnectionTypes.Main],
 		outputs: `={{ ${JSON.stringify(OPERATIONS_WITH_TWO_OUTPUTS)}.includes($parameter["operation"]) ? [{ "type": "main", "displayName": "Found" }, { "type": "main", "displayName": "Not Found" }] : [{ "type": "main" }] }}`,
-		credentials: [{ name: 'durableJobsPostgresApi', required: true, testedBy: 'durableJobsConnectionTest' }],
+		credentials: [
+			{ name: 'durableJobsPostgresApi', required: true, testedBy: 'durableJobsConnectionTest' },
+		],
 		properties: [
 			{
 				displayName: 'Operation',
@@ -70,12 +80,43 @@ export class JobStatus implements INodeType {
 				type: 'options',
 				noDataExpression: true,
 				options: [
-					{ name: 'Cancel', value: 'cancel', action: 'Cancel jobs', description: 'Stop queued or running jobs' },
-					{ name: 'Get', value: 'get', action: 'Get a job by ID and status token', description: 'Status, result or error, and the attempt timeline' },
-					{ name: 'Purge', value: 'purge', action: 'Purge old finished jobs', description: 'Delete done, failed or cancelled jobs older than a retention' },
-					{ name: 'Queue Stats', value: 'stats', action: 'Get queue stats', description: 'Counts by status, oldest waiting job, expired leases, dead letters' },
-					{ name: 'Requeue', value: 'requeue', action: 'Requeue failed jobs', description: 'Replay dead-lettered jobs deliberately' },
-					{ name: 'Unknown Outcomes', value: 'unknownOutcomes', action: 'List attempts with unknown outcome', description: 'Attempts that died mid-way: check the external system (by job ID) before replaying' },
+					{
+						name: 'Cancel',
+						value: 'cancel',
+						action: 'Cancel jobs',
+						description: 'Stop queued or running jobs',
+					},
+					{
+						name: 'Get',
+						value: 'get',
+						action: 'Get a job by ID and status token',
+						description: 'Status, result or error, and the attempt timeline',
+					},
+					{
+						name: 'Purge',
+						value: 'purge',
+						action: 'Purge old finished jobs',
+						description: 'Delete done, failed or cancelled jobs older than a retention',
+					},
+					{
+						name: 'Queue Stats',
+						value: 'stats',
+						action: 'Get queue stats',
+						description: 'Counts by status, oldest waiting job, expired leases, dead letters',
+					},
+					{
+						name: 'Requeue',
+						value: 'requeue',
+						action: 'Requeue failed jobs',
+						description: 'Replay dead-lettered jobs deliberately',
+					},
+					{
+						name: 'Unknown Outcomes',
+						value: 'unknownOutcomes',
+						action: 'List attempts with unknown outcome',
+						description:
+							'Attempts that died mid-way: check the external system (by job ID) before replaying',
+					},
 				],
 				default: 'get',
 			},
@@ -94,7 +135,8 @@ export class JobStatus implements INodeType {
 				typeOptions: { password: true },
 				default: '={{ $json.query?.token ?? $json.status_token }}',
 				displayOptions: { show: { operation: ['get'] } },
-				description: 'The token Job Enqueue returned. A wrong token answers exactly like an unknown job.',
+				description:
+					'The token Job Enqueue returned. A wrong token answers exactly like an unknown job.',
 			},
 			{
 				displayName: 'Queue',
@@ -123,7 +165,8 @@ export class JobStatus implements INodeType {
 				default: '={{ $json.job_id }}',
 				required: true,
 				displayOptions: { show: { operation: ['cancel'] } },
-				description: 'Comma-separated IDs, or an expression returning an array; IDs of all input items are handled in one statement',
+				description:
+					'Comma-separated IDs, or an expression returning an array; IDs of all input items are handled in one statement',
 			},
 			{
 				displayName: 'Job IDs',
@@ -226,15 +269,24 @@ export class JobStatus implements INodeType {
 		if (operation === 'get') {
 			return await runBatch<{ jobId: unknown; token: unknown }, JobStatusView | null>(this, {
 				outputs: 2,
-				read: (itemIndex) => ({ jobId: this.getNodeParameter('jobId', itemIndex, ''), token: this.getNodeParameter('token', itemIndex, '') }),
+				read: (itemIndex) => ({
+					jobId: this.getNodeParameter('jobId', itemIndex, ''),
+					token: this.getNodeParameter('token', itemIndex, ''),
+				}),
 				call: async (inputs) => await (await store()).getStatusMany(inputs),
-				route: (view) => (view ? { output: 0, json: statusJson(view) } : { output: 1, json: { found: false, status: 'not_found' } }),
+				route: (view) =>
+					view
+						? { output: 0, json: statusJson(view) }
+						: { output: 1, json: { found: false, status: 'not_found' } },
 			});
 		}
 
 		const items = this.getInputData();
 		try {
-			if (operation === 'cancel' || (operation === 'requeue' && this.getNodeParameter('selectBy', 0) === 'ids')) {
+			if (
+				operation === 'cancel' ||
+				(operation === 'requeue' && this.getNodeParameter('selectBy', 0) === 'ids')
+			) {
 				const owner = new Map<string, number>();
 				const failed: INodeExecutionData[] = [];
 				for (let itemIndex = 0; itemIndex < items.length; itemIndex++) {
@@ -242,7 +294,13 @@ export class JobStatus implements INodeType {
 					try {
 						// Validated per item, so a malformed id names the item that carried it and,
 						// with "continue", fails only that item.
-						ids = idList(this.getNodeParameter(operation === 'cancel' ? 'jobIds' : 'requeueJobIds', itemIndex, '')).map((id) => validateUuid(id, 'jobIds'));
+						ids = idList(
+							this.getNodeParameter(
+								operation === 'cancel' ? 'jobIds' : 'requeueJobIds',
+								itemIndex,
+								'',
+							),
+						).map((id) => validateUuid(id, 'jobIds'));
 					} catch (error) {
 						if (!this.continueOnFail()) throw toNodeError(this.getNode(), error, itemIndex);
 						failed.push(errorItem(this.getNode(), error, itemIndex));
@@ -252,21 +310,45 @@ export class JobStatus implements INodeType {
 				}
 				if (owner.size === 0) {
 					if (failed.length > 0) return [failed];
-					throw invalidInput('jobIds', 'no job IDs given', 'Map Job IDs to the IDs to handle (comma-separated or an array)');
+					throw invalidInput(
+						'jobIds',
+						'no job IDs given',
+						'Map Job IDs to the IDs to handle (comma-separated or an array)',
+					);
 				}
 				const rows =
 					operation === 'cancel'
-						? await (await store()).cancel([...owner.keys()], (this.getNodeParameter('reason', 0, '') as string) || null)
-						: await (await store()).requeue({ jobIds: [...owner.keys()], limit: 10_000, additionalAttempts: this.getNodeParameter('additionalAttempts', 0, 3) as number });
+						? await (
+								await store()
+							).cancel(
+								[...owner.keys()],
+								(this.getNodeParameter('reason', 0, '') as string) || null,
+							)
+						: await (
+								await store()
+							).requeue({
+								jobIds: [...owner.keys()],
+								limit: 10_000,
+								additionalAttempts: this.getNodeParameter('additionalAttempts', 0, 3) as number,
+							});
 				return [
 					[
-						...rows.map((row) => ({ json: { ...row, [operation === 'cancel' ? 'cancelled' : 'requeued']: operation === 'cancel' ? (row as { cancelled: boolean }).cancelled : true } as IDataObject, pairedItem: { item: owner.get(String(row.id)) ?? 0 } })),
+						...rows.map((row) => ({
+							json: {
+								...row,
+								[operation === 'cancel' ? 'cancelled' : 'requeued']:
+									operation === 'cancel' ? (row as { cancelled: boolean }).cancelled : true,
+							} as IDataObject,
+							pairedItem: { item: owner.get(String(row.id)) ?? 0 },
+						})),
 						...failed,
 					],
 				];
 			}
 			if (operation === 'requeue') {
-				const rows = await (await store()).requeue({
+				const rows = await (
+					await store()
+				).requeue({
 					queue: this.getNodeParameter('filterQueue', 0) as string,
 					errorCode: (this.getNodeParameter('filterErrorCode', 0, '') as string) || null,
 					errorClass: (this.getNodeParameter('filterErrorClass', 0, '') as string) || null,
@@ -277,19 +359,35 @@ export class JobStatus implements INodeType {
 				return [rows.map((row) => ({ json: { ...row, requeued: true }, pairedItem: { item: 0 } }))];
 			}
 			if (operation === 'stats') {
-				const stats = await (await store()).stats((this.getNodeParameter('queue', 0, '') as string) || null);
-				return [stats.map((entry) => ({ json: { ...entry, checked_at: new Date().toISOString() }, pairedItem: { item: 0 } }))];
+				const stats = await (
+					await store()
+				).stats((this.getNodeParameter('queue', 0, '') as string) || null);
+				return [
+					stats.map((entry) => ({
+						json: { ...entry, checked_at: new Date().toISOString() },
+						pairedItem: { item: 0 },
+					})),
+				];
 			}
 			if (operation === 'purge') {
-				const result = await (await store()).purge({
+				const result = await (
+					await store()
+				).purge({
 					queue: (this.getNodeParameter('queue', 0, '') as string) || null,
-					olderThanMs: Math.round((this.getNodeParameter('olderThanDays', 0, 7) as number) * 24 * 3600_000),
+					olderThanMs: Math.round(
+						(this.getNodeParameter('olderThanDays', 0, 7) as number) * 24 * 3600_000,
+					),
 					statuses: this.getNodeParameter('statuses', 0, ['done', 'cancelled']) as string[],
 				});
 				return [[{ json: result, pairedItem: { item: 0 } }]];
 			}
 			if (operation === 'unknownOutcomes') {
-				const rows = await (await store()).unknownOutcomes((this.getNodeParameter('queue', 0, '') as string) || null, this.getNodeParameter('maxJobs', 0, 100) as number);
+				const rows = await (
+					await store()
+				).unknownOutcomes(
+					(this.getNodeParameter('queue', 0, '') as string) || null,
+					this.getNodeParameter('maxJobs', 0, 100) as number,
+				);
 				return [
 					rows.map((row) => ({
 						json: {
@@ -302,7 +400,11 @@ export class JobStatus implements INodeType {
 					})),
 				];
 			}
-			throw invalidInput('operation', `"${operation}" is not supported`, 'Choose an operation from the list');
+			throw invalidInput(
+				'operation',
+				`"${operation}" is not supported`,
+				'Choose an operation from the list',
+			);
 		} catch (error) {
 			if (!this.continueOnFail()) throw toNodeError(this.getNode(), error, 0);
 			return [[errorItem(this.getNode(), error, 0)]];

@@ -22,7 +22,13 @@ export function deriveEventId(eventType: string, payload: unknown): string {
 	if (payload !== null && typeof payload === 'object' && !Array.isArray(payload)) {
 		const record = payload as IDataObject;
 		if (typeof record.event_id === 'string' && record.event_id !== '') return record.event_id;
-		if (record.id !== undefined && record.id !== null && record.id !== '' && typeof record.id !== 'object') return `${eventType}:${String(record.id)}`;
+		if (
+			record.id !== undefined &&
+			record.id !== null &&
+			record.id !== '' &&
+			typeof record.id !== 'object'
+		)
+			return `${eventType}:${String(record.id)}`;
 	}
 	return `${eventType}:sha256:${fingerprint(payload)}`;
 }
@@ -49,12 +55,15 @@ export class OutboxWrite implements INodeType {
 		group: ['transform'],
 		version: 1,
 		subtitle: '={{ $parameter["eventType"] + " → " + $parameter["queue"] }}',
-		description: 'Write events to a transactional outbox, optionally together with your own SQL, for reliable delivery',
+		description:
+			'Write events to a transactional outbox, optionally together with your own SQL, for reliable delivery',
 		defaults: { name: 'Outbox Write' },
 		usableAsTool: true,
 		inputs: [NodeConnectionTypes.Main],
 		outputs: [NodeConnectionTypes.Main],
-		credentials: [{ name: 'durableJobsPostgresApi', required: true, testedBy: 'durableJobsConnectionTest' }],
+		credentials: [
+			{ name: 'durableJobsPostgresApi', required: true, testedBy: 'durableJobsConnectionTest' },
+		],
 		properties: [
 			{
 				displayName: 'Event Type',
@@ -69,7 +78,12 @@ export class OutboxWrite implements INodeType {
 				name: 'eventIdSource',
 				type: 'options',
 				options: [
-					{ name: 'Derive a Stable ID', value: 'derive', description: 'The payload\'s event_id, else event type + its ID, else event type + a payload hash' },
+					{
+						name: 'Derive a Stable ID',
+						value: 'derive',
+						description:
+							"The payload's event_id, else event type + its ID, else event type + a payload hash",
+					},
 					{ name: 'Custom', value: 'custom' },
 				],
 				default: 'derive',
@@ -81,14 +95,19 @@ export class OutboxWrite implements INodeType {
 				default: '',
 				required: true,
 				displayOptions: { show: { eventIdSource: ['custom'] } },
-				description: 'Events with an ID already in the outbox are accepted once (deduplicated: true)',
+				description:
+					'Events with an ID already in the outbox are accepted once (deduplicated: true)',
 			},
 			{
 				displayName: 'Payload',
 				name: 'payloadSource',
 				type: 'options',
 				options: [
-					{ name: 'Automatic', value: 'auto', description: 'The request body when the item comes from a Webhook, else the whole item' },
+					{
+						name: 'Automatic',
+						value: 'auto',
+						description: 'The request body when the item comes from a Webhook, else the whole item',
+					},
 					{ name: 'Custom', value: 'custom' },
 				],
 				default: 'auto',
@@ -114,7 +133,8 @@ export class OutboxWrite implements INodeType {
 				typeOptions: { editor: 'sqlEditor', sqlDialect: 'PostgreSQL' },
 				default: '',
 				placeholder: 'UPDATE orders SET status = $1 WHERE ID = $2',
-				description: 'Your business write. It and the event commit together or not at all. Runs once per item; use $1, $2 … for values.',
+				description:
+					'Your business write. It and the event commit together or not at all. Runs once per item; use $1, $2 … for values.',
 			},
 			{
 				displayName: 'Query Parameters',
@@ -123,7 +143,8 @@ export class OutboxWrite implements INodeType {
 				default: '',
 				placeholder: '={{ [$json.status, $json.order_id] }}',
 				displayOptions: { hide: { companionSql: [''] } },
-				description: 'Values for $1, $2 …: an expression returning an array, or comma-separated values',
+				description:
+					'Values for $1, $2 …: an expression returning an array, or comma-separated values',
 			},
 			{
 				displayName: 'Envelope',
@@ -133,11 +154,35 @@ export class OutboxWrite implements INodeType {
 				default: {},
 				options: [
 					{ displayName: 'Correlation ID', name: 'correlationId', type: 'string', default: '' },
-					{ displayName: 'Destination', name: 'destination', type: 'string', default: '', description: 'Where the relay delivers the event, e.g. a URL' },
+					{
+						displayName: 'Destination',
+						name: 'destination',
+						type: 'string',
+						default: '',
+						description: 'Where the relay delivers the event, e.g. a URL',
+					},
 					{ displayName: 'Event Version', name: 'eventVersion', type: 'number', default: 1 },
-					{ displayName: 'Max Delivery Attempts', name: 'maxAttempts', type: 'number', typeOptions: { minValue: 1 }, default: 10 },
-					{ displayName: 'Occurred At', name: 'occurredAt', type: 'string', default: '', description: 'When it happened (ISO 8601); default now' },
-					{ displayName: 'Ordering Key', name: 'orderingKey', type: 'string', default: '', description: 'Events with the same key are delivered one at a time, in order' },
+					{
+						displayName: 'Max Delivery Attempts',
+						name: 'maxAttempts',
+						type: 'number',
+						typeOptions: { minValue: 1 },
+						default: 10,
+					},
+					{
+						displayName: 'Occurred At',
+						name: 'occurredAt',
+						type: 'string',
+						default: '',
+						description: 'When it happened (ISO 8601); default now',
+					},
+					{
+						displayName: 'Ordering Key',
+						name: 'orderingKey',
+						type: 'string',
+						default: '',
+						description: 'Events with the same key are delivered one at a time, in order',
+					},
 					{ displayName: 'Source', name: 'source', type: 'string', default: '' },
 					{ displayName: 'Tenant ID', name: 'tenantId', type: 'string', default: '' },
 				],
@@ -154,8 +199,12 @@ export class OutboxWrite implements INodeType {
 			read: (itemIndex, item) => {
 				const envelope = this.getNodeParameter('envelope', itemIndex, {}) as IDataObject;
 				const eventType = this.getNodeParameter('eventType', itemIndex) as string;
-				if (!eventType) throw invalidInput('eventType', 'is empty', 'Set Event Type, e.g. order.paid');
-				const payload = this.getNodeParameter('payloadSource', itemIndex, 'auto') === 'custom' ? parseJsonParameter(this.getNodeParameter('payload', itemIndex), 'Custom Payload') : itemPayload(item.json);
+				if (!eventType)
+					throw invalidInput('eventType', 'is empty', 'Set Event Type, e.g. order.paid');
+				const payload =
+					this.getNodeParameter('payloadSource', itemIndex, 'auto') === 'custom'
+						? parseJsonParameter(this.getNodeParameter('payload', itemIndex), 'Custom Payload')
+						: itemPayload(item.json);
 				let eventId: string;
 				if (this.getNodeParameter('eventIdSource', itemIndex, 'derive') === 'custom') {
 					const customId = this.getNodeParameter('eventId', itemIndex) as unknown;
@@ -164,7 +213,8 @@ export class OutboxWrite implements INodeType {
 				} else {
 					eventId = deriveEventId(eventType, payload);
 				}
-				const companionSql = (this.getNodeParameter('companionSql', itemIndex, '') as string) || null;
+				const companionSql =
+					(this.getNodeParameter('companionSql', itemIndex, '') as string) || null;
 				return {
 					eventId,
 					eventType,
@@ -179,10 +229,13 @@ export class OutboxWrite implements INodeType {
 					destination: (envelope.destination as string) || null,
 					maxAttempts: envelope.maxAttempts as number | undefined,
 					companionSql,
-					companionParams: companionSql ? parseQueryParameters(this.getNodeParameter('queryParameters', itemIndex, '')) : [],
+					companionParams: companionSql
+						? parseQueryParameters(this.getNodeParameter('queryParameters', itemIndex, ''))
+						: [],
 				};
 			},
-			call: async (inputs, allOrNothing) => await (await store()).writeOutbox(inputs, { allOrNothing }),
+			call: async (inputs, allOrNothing) =>
+				await (await store()).writeOutbox(inputs, { allOrNothing }),
 			route: (result, itemIndex) => ({
 				output: 0,
 				json: {

@@ -60,7 +60,9 @@ export async function runBatch<TInput, TResult>(
 		const result = results[position];
 		const itemIndex = inputItemIndexes[position];
 		if (result instanceof DurableJobsError || result === undefined) {
-			const error = result ?? new DurableJobsError('no_result', 'The database returned no result for this item; retry');
+			const error =
+				result ??
+				new DurableJobsError('no_result', 'The database returned no result for this item; retry');
 			if (!continueOnFail) throw toNodeError(node, error, itemIndex);
 			outputs[0].push(errorItem(node, error, itemIndex));
 			continue;
@@ -86,7 +88,12 @@ export function headerValue(json: IDataObject, name: string): string | undefined
 	const headers = json.headers as IDataObject;
 	const wanted = name.toLowerCase();
 	for (const [key, value] of Object.entries(headers)) {
-		if (key.toLowerCase() === wanted) return Array.isArray(value) ? String(value[0]) : value === undefined || value === null ? undefined : String(value);
+		if (key.toLowerCase() === wanted)
+			return Array.isArray(value)
+				? String(value[0])
+				: value === undefined || value === null
+					? undefined
+					: String(value);
 	}
 	return undefined;
 }
@@ -103,7 +110,11 @@ export function parseJsonParameter(value: unknown, field: string): unknown {
 	try {
 		return JSON.parse(text);
 	} catch {
-		throw invalidInput(field, 'is not valid JSON', `Enter valid JSON in ${field}, or use an expression that returns an object`);
+		throw invalidInput(
+			field,
+			'is not valid JSON',
+			`Enter valid JSON in ${field}, or use an expression that returns an object`,
+		);
 	}
 }
 
@@ -111,7 +122,11 @@ export function secondsToMs(value: unknown, field: string): number | undefined {
 	if (value === undefined || value === null || value === '') return undefined;
 	const number = Number(value);
 	if (!Number.isFinite(number) || number < 0) {
-		throw invalidInput(field, `must be a number of seconds ≥ 0, got "${String(value).slice(0, 40)}"`, `Set ${field} to a number of seconds`);
+		throw invalidInput(
+			field,
+			`must be a number of seconds ≥ 0, got "${String(value).slice(0, 40)}"`,
+			`Set ${field} to a number of seconds`,
+		);
 	}
 	return Math.round(number * 1000);
 }

@@ -1,4 +1,8 @@
-import type { ICredentialDataDecryptedObject, IExecuteFunctions, ITriggerFunctions } from 'n8n-workflow';
+import type {
+	ICredentialDataDecryptedObject,
+	IExecuteFunctions,
+	ITriggerFunctions,
+} from 'n8n-workflow';
 
 import { openStore, type JobStore, type SslMode, type StoreConfig } from '../../src/core';
 
@@ -29,7 +33,9 @@ export async function storeFor(
 ): Promise<JobStore> {
 	const credential = await context.getCredentials(CREDENTIAL_TYPE);
 	return await openStore(credentialToConfig(credential), options, (error) => {
-		context.logger.warn(`Durable Jobs: an idle database connection failed and was discarded (${error.message})`);
+		context.logger.warn(
+			`Durable Jobs: an idle database connection failed and was discarded (${error.message})`,
+		);
 	});
 }
 

@@ -1,7 +1,18 @@
 import pg from 'pg';
-import type { ICredentialsDecrypted, ICredentialTestFunctions, INodeCredentialTestResult } from 'n8n-workflow';
+import type {
+	ICredentialsDecrypted,
+	ICredentialTestFunctions,
+	INodeCredentialTestResult,
+} from 'n8n-workflow';
 
-import { appliedMigrationIds, classifyDatabaseError, DurableJobsError, loadMigrations, toPoolConfig, validateSchemaName } from '../../src/core';
+import {
+	appliedMigrationIds,
+	classifyDatabaseError,
+	DurableJobsError,
+	loadMigrations,
+	toPoolConfig,
+	validateSchemaName,
+} from '../../src/core';
 import { credentialToConfig } from './connection';
 
 /**
@@ -16,7 +27,11 @@ export async function testDurableJobsConnection(
 	try {
 		validateSchemaName(config.schema ?? 'durable_jobs');
 	} catch (error) {
-		return { status: 'Error', message: `${(error as DurableJobsError).message}. ${(error as DurableJobsError).fix ?? ''}`.trim() };
+		return {
+			status: 'Error',
+			message:
+				`${(error as DurableJobsError).message}. ${(error as DurableJobsError).fix ?? ''}`.trim(),
+		};
 	}
 	const client = new pg.Client({ ...toPoolConfig(config), connectionTimeoutMillis: 8_000 });
 	client.on('error', () => undefined);
@@ -24,14 +39,18 @@ export async function testDurableJobsConnection(
 		await client.connect();
 		const applied = new Set((await appliedMigrationIds(client, config.schema!)) ?? []);
 		const missing = loadMigrations().filter((migration) => !applied.has(migration.id));
-		if (missing.length === 0) return { status: 'OK', message: `Connected; schema "${config.schema}" is up to date` };
+		if (missing.length === 0)
+			return { status: 'OK', message: `Connected; schema "${config.schema}" is up to date` };
 		if (config.autoMigrate === false) {
 			return {
 				status: 'Error',
 				message: `Connected, but schema "${config.schema}" is missing migrations (${missing.map((m) => m.name).join(', ')}) and Auto-Migrate is off. Apply them with "npx n8n-nodes-durable-jobs migrate" or turn Auto-Migrate on.`,
 			};
 		}
-		return { status: 'OK', message: `Connected; schema "${config.schema}" will be created or upgraded on first use` };
+		return {
+			status: 'OK',
+			message: `Connected; schema "${config.schema}" will be created or upgraded on first use`,
+		};
 	} catch (error) {
 		const classified = classifyDatabaseError(error);
 		return { status: 'Error', message: `${classified.message}. ${classified.fix ?? ''}`.trim() };

@@ -25,7 +25,8 @@ export const attemptIdField: INodeProperties = {
 	type: 'string',
 	default: '={{ $json.attempt_id }}',
 	required: true,
-	description: 'Attempt ID from the same Job Lease item. It fences the write: a worker whose lease was taken over cannot change the job.',
+	description:
+		'Attempt ID from the same Job Lease item. It fences the write: a worker whose lease was taken over cannot change the job.',
 };
 
 export const leaseSecondsField: INodeProperties = {
@@ -34,5 +35,6 @@ export const leaseSecondsField: INodeProperties = {
 	type: 'number',
 	typeOptions: { minValue: 1, maxValue: 86400 },
 	default: 300,
-	description: 'How long the worker owns the job. If it has not completed or extended the lease by then, another worker may take the job over with a new attempt.',
+	description:
+		'How long the worker owns the job. If it has not completed or extended the lease by then, another worker may take the job over with a new attempt.',
 };

@@ -1,4 +1,10 @@
-import { ExecutionBaseError, NodeOperationError, type IDataObject, type INode, type INodeExecutionData } from 'n8n-workflow';
+import {
+	ExecutionBaseError,
+	NodeOperationError,
+	type IDataObject,
+	type INode,
+	type INodeExecutionData,
+} from 'n8n-workflow';
 
 import { DurableJobsError, classifyDatabaseError } from '../../src/core';
 
@@ -7,8 +13,13 @@ export function asDurableError(error: unknown): DurableJobsError {
 	// n8n's own errors (a NodeOperationError, or an ExpressionError from a parameter whose
 	// expression failed) are parameter problems, not database errors.
 	if (error instanceof ExecutionBaseError) {
-		const parameter = typeof error.context?.parameter === 'string' ? error.context.parameter : undefined;
-		return new DurableJobsError('invalid_parameter', error.message, { field: parameter, fix: error.description ?? undefined, httpStatus: 400 });
+		const parameter =
+			typeof error.context?.parameter === 'string' ? error.context.parameter : undefined;
+		return new DurableJobsError('invalid_parameter', error.message, {
+			field: parameter,
+			fix: error.description ?? undefined,
+			httpStatus: 400,
+		});
 	}
 	return classifyDatabaseError(error);
 }
@@ -19,7 +30,10 @@ export function toNodeError(node: INode, error: unknown, itemIndex?: number): No
 	const durable = asDurableError(error);
 	return new NodeOperationError(node, durable.message, {
 		itemIndex,
-		description: [durable.fix, durable.field ? `Field: ${durable.field}` : undefined].filter(Boolean).join(' — ') || undefined,
+		description:
+			[durable.fix, durable.field ? `Field: ${durable.field}` : undefined]
+				.filter(Boolean)
+				.join(' — ') || undefined,
 	});
 }
 
@@ -38,7 +52,9 @@ export function errorJson(error: unknown): IDataObject {
 			field: durable.field ?? null,
 			fix: durable.fix ?? null,
 			http_status: durable.httpStatus,
-			...(durable.code === 'idempotency_key_reused' ? { existing_job_id: (durable as unknown as { existingJobId: string }).existingJobId } : {}),
+			...(durable.code === 'idempotency_key_reused'
+				? { existing_job_id: (durable as unknown as { existingJobId: string }).existingJobId }
+				: {}),
 		},
 	};
 }
@@ -49,5 +65,9 @@ export function errorItem(_node: INode, error: unknown, itemIndex: number): INod
 
 /** Bad input found by the glue itself, in the core's error shape (field and fix named). */
 export function invalidInput(field: string, message: string, fix: string): DurableJobsError {
-	return new DurableJobsError('invalid_input', `${field}: ${message}`, { field, fix, httpStatus: 400 });
+	return new DurableJobsError('invalid_input', `${field}: ${message}`, {
+		field,
+		fix,
+		httpStatus: 400,
+	});
 }

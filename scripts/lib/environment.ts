@@ -39,7 +39,10 @@ export interface Environment {
 	schema: string;
 	workflows: WorkflowJson[];
 	/** POST/GET a production webhook; returns status, headers and parsed body. */
-	request(path: string, init?: { method?: string; body?: unknown; headers?: Record<string, string> }): Promise<{ status: number; headers: Headers; body: unknown; text: string; ms: number }>;
+	request(
+		path: string,
+		init?: { method?: string; body?: unknown; headers?: Record<string, string> },
+	): Promise<{ status: number; headers: Headers; body: unknown; text: string; ms: number }>;
 	stop(): Promise<void>;
 }
 
@@ -53,7 +56,9 @@ export function loadWorkflows(): WorkflowJson[] {
 function setConfig(workflow: WorkflowJson, values: Record<string, string | number>): void {
 	const config = workflow.nodes.find((node) => node.name === 'Config');
 	if (!config) return;
-	const assignments = (config.parameters.assignments as { assignments: Array<{ name: string; value: unknown }> }).assignments;
+	const assignments = (
+		config.parameters.assignments as { assignments: Array<{ name: string; value: unknown }> }
+	).assignments;
 	for (const assignment of assignments) {
 		if (assignment.name in values) assignment.value = values[assignment.name];
 	}
@@ -62,7 +67,8 @@ function setConfig(workflow: WorkflowJson, values: Record<string, string | numbe
 function setScheduleSeconds(workflow: WorkflowJson, seconds: number): void {
 	for (const node of workflow.nodes) {
 		if (node.type !== 'n8n-nodes-base.scheduleTrigger') continue;
-		const interval = (node.parameters.rule as { interval: Array<Record<string, unknown>> }).interval[0];
+		const interval = (node.parameters.rule as { interval: Array<Record<string, unknown>> })
+			.interval[0];
 		if (interval.field === 'seconds') interval.secondsInterval = seconds;
 	}
 }
@@ -89,7 +95,11 @@ export interface EnvironmentOptions {
 }
 
 /** The node of a bundled workflow, by workflow id and node name (for `customize`). */
-export function workflowNode(workflows: WorkflowJson[], workflowId: string, nodeName: string): WorkflowJson['nodes'][number] {
+export function workflowNode(
+	workflows: WorkflowJson[],
+	workflowId: string,
+	nodeName: string,
+): WorkflowJson['nodes'][number] {
 	const workflow = workflows.find((candidate) => candidate.id === workflowId);
 	const node = workflow?.nodes.find((candidate) => candidate.name === nodeName);
 	if (!node) throw new Error(`No node "${nodeName}" in workflow ${workflowId}`);
@@ -148,9 +158,15 @@ export async function startEnvironment(options: EnvironmentOptions): Promise<Env
 			publishIds: workflows.map((workflow) => workflow.id),
 			// Probes run the workflows for real: requests they reject at validation cost nothing.
 			webhooks: [
-				{ path: 'jobs', init: { method: 'POST', headers: { 'content-type': 'application/json' }, body: '[]' } },
+				{
+					path: 'jobs',
+					init: { method: 'POST', headers: { 'content-type': 'application/json' }, body: '[]' },
+				},
 				{ path: 'jobs/status?job_id=probe&token=probe' },
-				{ path: 'events', init: { method: 'POST', headers: { 'content-type': 'application/json' }, body: '[]' } },
+				{
+					path: 'events',
+					init: { method: 'POST', headers: { 'content-type': 'application/json' }, body: '[]' },
+				},
 			],
 			env: options.n8nEnv,
 			queue: options.queue,
@@ -167,8 +183,16 @@ export async function startEnvironment(options: EnvironmentOptions): Promise<Env
 		const started = performance.now();
 		const response = await fetch(n8n.webhookUrl(path), {
 			method: init.method ?? (init.body === undefined ? 'GET' : 'POST'),
-			headers: { ...(init.body === undefined ? {} : { 'content-type': 'application/json' }), ...(init.headers ?? {}) },
-			body: init.body === undefined ? undefined : typeof init.body === 'string' ? init.body : JSON.stringify(init.body),
+			headers: {
+				...(init.body === undefined ? {} : { 'content-type': 'application/json' }),
+				...(init.headers ?? {}),
+			},
+			body:
+				init.body === undefined
+					? undefined
+					: typeof init.body === 'string'
+						? init.body
+						: JSON.stringify(init.body),
 		});
 		const text = await response.text();
 		const ms = performance.now() - started;
@@ -192,7 +216,9 @@ export async function startEnvironment(options: EnvironmentOptions): Promise<Env
 		stop: async () => {
 			await n8n.stop().catch(() => undefined);
 			await Promise.allSettled([standins.close(), proxy.close()]);
-			await jobsDb.query(`DROP SCHEMA IF EXISTS "${options.schema}" CASCADE`).catch(() => undefined);
+			await jobsDb
+				.query(`DROP SCHEMA IF EXISTS "${options.schema}" CASCADE`)
+				.catch(() => undefined);
 			await jobsDb.end();
 		},
 	};

@@ -7,7 +7,12 @@ import type pg from 'pg';
  * every notice the call raised, outer statement included; throws when auto_explain cannot be
  * loaded.
  */
-export async function loggedPlans(pool: pg.Pool, text: string, values: unknown[] = [], options: { analyze?: boolean } = {}): Promise<string[]> {
+export async function loggedPlans(
+	pool: pg.Pool,
+	text: string,
+	values: unknown[] = [],
+	options: { analyze?: boolean } = {},
+): Promise<string[]> {
 	const client = await pool.connect();
 	const notices: string[] = [];
 	const onNotice = (notice: { message?: string }) => {

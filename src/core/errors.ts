@@ -27,7 +27,11 @@ export class DurableJobsError extends Error {
 
 export class ValidationError extends DurableJobsError {
 	constructor(field: string, message: string, fix: string, httpStatus = 400) {
-		super(httpStatus === 413 ? 'payload_too_large' : 'invalid_input', `${field}: ${message}`, { field, fix, httpStatus });
+		super(httpStatus === 413 ? 'payload_too_large' : 'invalid_input', `${field}: ${message}`, {
+			field,
+			fix,
+			httpStatus,
+		});
 		this.name = 'ValidationError';
 	}
 }
@@ -58,15 +62,11 @@ export class DatabaseUnavailableError extends DurableJobsError {
 
 export class MigrationsMissingError extends DurableJobsError {
 	constructor(schema: string, missing: string[]) {
-		super(
-			'migrations_missing',
-			`Schema "${schema}" is missing migrations: ${missing.join(', ')}`,
-			{
-				field: 'autoMigrate',
-				fix: `Turn on "Auto-Migrate" in the credential, or apply them by hand: npx n8n-nodes-durable-jobs migrate --schema ${schema} (needs DATABASE_URL)`,
-				httpStatus: 503,
-			},
-		);
+		super('migrations_missing', `Schema "${schema}" is missing migrations: ${missing.join(', ')}`, {
+			field: 'autoMigrate',
+			fix: `Turn on "Auto-Migrate" in the credential, or apply them by hand: npx n8n-nodes-durable-jobs migrate --schema ${schema} (needs DATABASE_URL)`,
+			httpStatus: 503,
+		});
 		this.name = 'MigrationsMissingError';
 	}
 }
@@ -76,8 +76,26 @@ export function truncate(text: string, max: number): string {
 }
 
 /** SQLSTATE classes and node socket codes that mean "the database cannot be reached right now". */
-const UNAVAILABLE_SQLSTATES = new Set(['57P01', '57P02', '57P03', '53300', '08000', '08001', '08003', '08004', '08006']);
-const UNAVAILABLE_SOCKET_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'EPIPE', 'EAI_AGAIN']);
+const UNAVAILABLE_SQLSTATES = new Set([
+	'57P01',
+	'57P02',
+	'57P03',
+	'53300',
+	'08000',
+	'08001',
+	'08003',
+	'08004',
+	'08006',
+]);
+const UNAVAILABLE_SOCKET_CODES = new Set([
+	'ECONNREFUSED',
+	'ECONNRESET',
+	'ETIMEDOUT',
+	'EHOSTUNREACH',
+	'ENETUNREACH',
+	'EPIPE',
+	'EAI_AGAIN',
+]);
 
 interface PgLikeError {
 	code?: string;
@@ -114,7 +132,11 @@ export function classifyDatabaseError(error: unknown): DurableJobsError {
 			error,
 		);
 	}
-	if (UNAVAILABLE_SOCKET_CODES.has(code) || UNAVAILABLE_SQLSTATES.has(code) || /timeout exceeded when trying to connect|Connection terminated/i.test(message)) {
+	if (
+		UNAVAILABLE_SOCKET_CODES.has(code) ||
+		UNAVAILABLE_SQLSTATES.has(code) ||
+		/timeout exceeded when trying to connect|Connection terminated/i.test(message)
+	) {
 		return new DatabaseUnavailableError(
 			`PostgreSQL is unreachable (${code || 'connection lost'})`,
 			'Check that PostgreSQL is running and that Host and Port in the credential are right; the next run retries',

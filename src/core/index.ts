@@ -2,8 +2,22 @@ export * from './errors';
 export * from './identifiers';
 export * from './types';
 export { JobStore, hashToken, type ItemResults, type StoreOptions } from './store';
-export { getPool, closeAllPools, poolKey, toPoolConfig, cachedPoolCount, type ConnectionConfig, type SslMode } from './pool';
-export { migrate, assertMigrated, loadMigrations, migrationScript, appliedMigrationIds } from './migrate';
+export {
+	getPool,
+	closeAllPools,
+	poolKey,
+	toPoolConfig,
+	cachedPoolCount,
+	type ConnectionConfig,
+	type SslMode,
+} from './pool';
+export {
+	migrate,
+	assertMigrated,
+	loadMigrations,
+	migrationScript,
+	appliedMigrationIds,
+} from './migrate';
 export { openStore, resetMigrationCache, type StoreConfig } from './connect';
 export { canonicalJson, fingerprint, MAX_KEY_LENGTH, DEFAULT_MAX_PAYLOAD_BYTES } from './validate';
 export { classifyHttpStatus, type Classification } from './classify';

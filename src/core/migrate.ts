@@ -41,7 +41,9 @@ export function loadMigrations(): Migration[] {
 		}));
 	cachedMigrations.forEach((migration, index) => {
 		if (migration.id !== index + 1) {
-			throw new Error(`Migrations must be numbered without gaps: found ${migration.name} at position ${index + 1}`);
+			throw new Error(
+				`Migrations must be numbered without gaps: found ${migration.name} at position ${index + 1}`,
+			);
 		}
 	});
 	return cachedMigrations;
@@ -59,7 +61,9 @@ export function migrationScript(schema: string): string {
 	const s = quoteIdentifier(validateSchemaName(schema));
 	const parts = [`CREATE SCHEMA IF NOT EXISTS ${s};`, migrationsTableSql(s)];
 	for (const migration of loadMigrations()) {
-		parts.push(`-- ${migration.name}\nBEGIN;\n${renderMigration(migration, schema)}\nINSERT INTO ${s}.migrations (id, name) VALUES (${migration.id}, '${migration.name}');\nCOMMIT;`);
+		parts.push(
+			`-- ${migration.name}\nBEGIN;\n${renderMigration(migration, schema)}\nINSERT INTO ${s}.migrations (id, name) VALUES (${migration.id}, '${migration.name}');\nCOMMIT;`,
+		);
 	}
 	return parts.join('\n\n') + '\n';
 }
@@ -72,13 +76,18 @@ function migrationsTableSql(quotedSchema: string): string {
 );`;
 }
 
-export async function appliedMigrationIds(client: pg.ClientBase, schema: string): Promise<number[] | null> {
+export async function appliedMigrationIds(
+	client: pg.ClientBase,
+	schema: string,
+): Promise<number[] | null> {
 	const exists = await client.query<{ present: boolean }>(
 		`SELECT to_regclass($1) IS NOT NULL AS present`,
 		[`${quoteIdentifier(schema)}.migrations`],
 	);
 	if (!exists.rows[0]?.present) return null;
-	const rows = await client.query<{ id: number }>(`SELECT id FROM ${quoteIdentifier(schema)}.migrations ORDER BY id`);
+	const rows = await client.query<{ id: number }>(
+		`SELECT id FROM ${quoteIdentifier(schema)}.migrations ORDER BY id`,
+	);
 	return rows.rows.map((row) => row.id);
 }
 
@@ -104,10 +113,16 @@ export async function migrate(pool: pg.Pool, schemaName: string): Promise<Migrat
 		for (;;) {
 			await client.query('BEGIN');
 			try {
-				await client.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [MIGRATION_LOCK_NAMESPACE, schema]);
+				await client.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [
+					MIGRATION_LOCK_NAMESPACE,
+					schema,
+				]);
 				// Only create what is missing: a migration role that owns a schema created by a DBA
 				// needs no CREATE privilege on the database.
-				const present = await client.query<{ schema_exists: boolean }>('SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1) AS schema_exists', [schema]);
+				const present = await client.query<{ schema_exists: boolean }>(
+					'SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1) AS schema_exists',
+					[schema],
+				);
 				if (!present.rows[0]?.schema_exists) await client.query(`CREATE SCHEMA ${s}`);
 				const appliedIds = await appliedMigrationIds(client, schema);
 				if (appliedIds === null) await client.query(migrationsTableSql(s));
@@ -118,7 +133,10 @@ export async function migrate(pool: pg.Pool, schemaName: string): Promise<Migrat
 					break;
 				}
 				await client.query(renderMigration(next, schema));
-				await client.query(`INSERT INTO ${s}.migrations (id, name) VALUES ($1, $2)`, [next.id, next.name]);
+				await client.query(`INSERT INTO ${s}.migrations (id, name) VALUES ($1, $2)`, [
+					next.id,
+					next.name,
+				]);
 				await client.query('COMMIT');
 				applied.push(next.name);
 			} catch (error) {
@@ -143,7 +161,11 @@ export async function assertMigrated(pool: pg.Pool, schemaName: string): Promise
 	try {
 		const done = new Set((await appliedMigrationIds(client, schema)) ?? []);
 		const missing = loadMigrations().filter((migration) => !done.has(migration.id));
-		if (missing.length > 0) throw new MigrationsMissingError(schema, missing.map((m) => m.name));
+		if (missing.length > 0)
+			throw new MigrationsMissingError(
+				schema,
+				missing.map((m) => m.name),
+			);
 	} catch (error) {
 		throw classifyDatabaseError(error);
 	} finally {

@@ -50,7 +50,8 @@ export function poolKey(config: ConnectionConfig): string {
 export function toPoolConfig(config: ConnectionConfig): pg.PoolConfig {
 	let ssl: pg.PoolConfig['ssl'] = false;
 	if (config.ssl === 'require') ssl = { rejectUnauthorized: false };
-	if (config.ssl === 'verify') ssl = { rejectUnauthorized: true, ca: config.caCertificate || undefined };
+	if (config.ssl === 'verify')
+		ssl = { rejectUnauthorized: true, ca: config.caCertificate || undefined };
 	return {
 		host: config.host,
 		port: config.port,

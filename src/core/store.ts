@@ -2,11 +2,35 @@ import { createHash, createHmac, hash, timingSafeEqual } from 'node:crypto';
 import type pg from 'pg';
 import { v7 as uuidv7 } from 'uuid';
 
-import { DurableJobsError, IdempotencyConflictError, ValidationError, classifyDatabaseError } from './errors';
-import { DEFAULT_SCHEMA, quoteIdentifier, validateQueueName, validateSchemaName } from './identifiers';
+import {
+	DurableJobsError,
+	IdempotencyConflictError,
+	ValidationError,
+	classifyDatabaseError,
+} from './errors';
+import {
+	DEFAULT_SCHEMA,
+	quoteIdentifier,
+	validateQueueName,
+	validateSchemaName,
+} from './identifiers';
 import { completeQuery, type CompleteRow } from './sql/complete';
-import { enqueueQuery, enqueueWithoutKeysQuery, findByKeysQuery, type EnqueueRow } from './sql/enqueue';
-import { claimQuery, guardQuery, readKeysQuery, releaseClaimsQuery, settleClaimsQuery, type ClaimRow, type GuardRow, type SettleRow } from './sql/idempotency';
+import {
+	enqueueQuery,
+	enqueueWithoutKeysQuery,
+	findByKeysQuery,
+	type EnqueueRow,
+} from './sql/enqueue';
+import {
+	claimQuery,
+	guardQuery,
+	readKeysQuery,
+	releaseClaimsQuery,
+	settleClaimsQuery,
+	type ClaimRow,
+	type GuardRow,
+	type SettleRow,
+} from './sql/idempotency';
 import { extendLeaseQuery, leaseQuery, queueLockQuery, runningCountQuery } from './sql/lease';
 import { outboxInsertQuery, type OutboxRow } from './sql/outbox';
 import {
@@ -143,8 +167,16 @@ export class JobStore {
 		}
 		let secret = bySchema.get(this.schema);
 		if (!secret) {
-			secret = this.run<{ value: Buffer }>({ text: `SELECT value FROM ${this.s}.settings WHERE name = 'status_token_secret'`, values: [] }).then((rows) => {
-				if (!rows[0]) throw new DurableJobsError('schema_incomplete', `Schema "${this.schema}" has no status token secret`, { fix: 'Run the migrations again (npx n8n-nodes-durable-jobs migrate)' });
+			secret = this.run<{ value: Buffer }>({
+				text: `SELECT value FROM ${this.s}.settings WHERE name = 'status_token_secret'`,
+				values: [],
+			}).then((rows) => {
+				if (!rows[0])
+					throw new DurableJobsError(
+						'schema_incomplete',
+						`Schema "${this.schema}" has no status token secret`,
+						{ fix: 'Run the migrations again (npx n8n-nodes-durable-jobs migrate)' },
+					);
 				return rows[0].value;
 			});
 			bySchema.set(this.schema, secret);
@@ -158,10 +190,15 @@ export class JobStore {
 		return createHmac('sha256', secret).update(jobId).digest('base64url');
 	}
 
-	private async run<R extends pg.QueryResultRow>(query: SqlQuery, client?: pg.ClientBase): Promise<R[]> {
+	private async run<R extends pg.QueryResultRow>(
+		query: SqlQuery,
+		client?: pg.ClientBase,
+	): Promise<R[]> {
 		try {
 			const config: pg.QueryConfig =
-				query.prepare && this.preparedStatements ? { name: statementName(query.text), text: query.text, values: query.values } : { text: query.text, values: query.values };
+				query.prepare && this.preparedStatements
+					? { name: statementName(query.text), text: query.text, values: query.values }
+					: { text: query.text, values: query.values };
 			const result = await (client ?? this.pool).query<R>(config);
 			return result.rows;
 		} catch (error) {
@@ -197,7 +234,10 @@ export class JobStore {
 	 * gets an IdempotencyConflictError and writes nothing. With `allOrNothing`, any bad item
 	 * rolls the whole batch back and the first error is thrown.
 	 */
-	async enqueue(items: EnqueueInput[], options: { allOrNothing?: boolean; onConflict?: 'error' | 'existing' } = {}): Promise<ItemResults<EnqueueResult>> {
+	async enqueue(
+		items: EnqueueInput[],
+		options: { allOrNothing?: boolean; onConflict?: 'error' | 'existing' } = {},
+	): Promise<ItemResults<EnqueueResult>> {
 		const results: ItemResults<EnqueueResult> = new Array(items.length);
 		const rows: EnqueueRow[] = [];
 		/** The status token of each new job id, derived once. */
@@ -221,7 +261,13 @@ export class JobStore {
 					priority: integerInRange(item.priority, 'priority', -1000, 1000, 0),
 					run_at: runAt ? runAt.toISOString() : null,
 					delay_ms: integerInRange(item.delayMs, 'delayMs', 0, 365 * 24 * 3600_000, 0),
-					max_attempts: integerInRange(item.maxAttempts, 'maxAttempts', 1, 1000, DEFAULT_MAX_ATTEMPTS),
+					max_attempts: integerInRange(
+						item.maxAttempts,
+						'maxAttempts',
+						1,
+						1000,
+						DEFAULT_MAX_ATTEMPTS,
+					),
 					ordering_key: optionalKey(item.orderingKey, 'orderingKey'),
 					callback_url: optionalUrl(item.callbackUrl, 'callbackUrl'),
 					correlation_id: optionalText(item.correlationId, 'correlationId', 255),
@@ -244,12 +290,25 @@ export class JobStore {
 		if (!withKeys) {
 			// Nothing can conflict: one INSERT, atomic on its own, so no transaction either.
 			const byId = new Map(rows.map((row) => [row.id, row]));
-			const inserted = await this.run<{ id: string; status: Job['status']; run_at: Date }>(enqueueWithoutKeysQuery(this.s, rows));
+			const inserted = await this.run<{ id: string; status: Job['status']; run_at: Date }>(
+				enqueueWithoutKeysQuery(this.s, rows),
+			);
 			for (const row of inserted) {
-				results[byId.get(row.id)!.ord] = { jobId: row.id, status: row.status, runAt: row.run_at, deduplicated: false, conflict: false, statusToken: tokens.get(row.id)! };
+				results[byId.get(row.id)!.ord] = {
+					jobId: row.id,
+					status: row.status,
+					runAt: row.run_at,
+					deduplicated: false,
+					conflict: false,
+					statusToken: tokens.get(row.id)!,
+				};
 			}
 			for (const row of rows) {
-				results[row.ord] ??= new DurableJobsError('enqueue_unresolved', 'The job could not be stored or found; retry the request', { httpStatus: 503 });
+				results[row.ord] ??= new DurableJobsError(
+					'enqueue_unresolved',
+					'The job could not be stored or found; retry the request',
+					{ httpStatus: 503 },
+				);
 			}
 			return results;
 		}
@@ -262,7 +321,11 @@ export class JobStore {
 				const found = await this.run<EnqueueReturnRow>(
 					findByKeysQuery(
 						this.s,
-						unresolved.map((row) => ({ ord: row.ord, queue: byOrd.get(row.ord)!.queue, idempotency_key: byOrd.get(row.ord)!.idempotency_key! })),
+						unresolved.map((row) => ({
+							ord: row.ord,
+							queue: byOrd.get(row.ord)!.queue,
+							idempotency_key: byOrd.get(row.ord)!.idempotency_key!,
+						})),
 					),
 					client,
 				);
@@ -276,8 +339,16 @@ export class JobStore {
 			for (const row of returned) {
 				const input = byOrd.get(row.ord)!;
 				if (row.id === null) {
-					results[row.ord] = new DurableJobsError('enqueue_unresolved', 'The job could not be stored or found; retry the request', { httpStatus: 503 });
-				} else if (row.deduplicated && row.existing_fingerprint !== input.payload_fingerprint && options.onConflict !== 'existing') {
+					results[row.ord] = new DurableJobsError(
+						'enqueue_unresolved',
+						'The job could not be stored or found; retry the request',
+						{ httpStatus: 503 },
+					);
+				} else if (
+					row.deduplicated &&
+					row.existing_fingerprint !== input.payload_fingerprint &&
+					options.onConflict !== 'existing'
+				) {
 					results[row.ord] = new IdempotencyConflictError(input.idempotency_key ?? '', row.id);
 				} else {
 					results[row.ord] = {
@@ -286,7 +357,10 @@ export class JobStore {
 						runAt: row.run_at,
 						deduplicated: row.deduplicated,
 						conflict: row.deduplicated && row.existing_fingerprint !== input.payload_fingerprint,
-						statusToken: row.deduplicated && row.existing_fingerprint !== input.payload_fingerprint ? null : (tokens.get(row.id) ?? this.statusToken(secret, row.id)),
+						statusToken:
+							row.deduplicated && row.existing_fingerprint !== input.payload_fingerprint
+								? null
+								: (tokens.get(row.id) ?? this.statusToken(secret, row.id)),
 					};
 				}
 			}
@@ -312,7 +386,9 @@ export class JobStore {
 		const limit = integerInRange(input.limit, 'limit', 1, 10_000, 1);
 		const leaseMs = integerInRange(input.leaseMs, 'leaseMs', 1_000, MAX_LEASE_MS, DEFAULT_LEASE_MS);
 		const concurrencyLimit =
-			input.concurrencyLimit === null || input.concurrencyLimit === undefined || (input.concurrencyLimit as unknown) === ''
+			input.concurrencyLimit === null ||
+			input.concurrencyLimit === undefined ||
+			(input.concurrencyLimit as unknown) === ''
 				? null
 				: integerInRange(input.concurrencyLimit, 'concurrencyLimit', 1, 100_000, 1);
 		const params = {
@@ -332,14 +408,25 @@ export class JobStore {
 			// starts, and a lock taken inside the lease statement would count with stale data.
 			rows = await this.transaction(async (client) => {
 				await this.run(queueLockQuery(QUEUE_LOCK_NAMESPACE, queue), client);
-				const [{ running }] = await this.run<{ running: number }>(runningCountQuery(this.s, queue), client);
+				const [{ running }] = await this.run<{ running: number }>(
+					runningCountQuery(this.s, queue),
+					client,
+				);
 				const slots = Math.min(limit, concurrencyLimit - running);
 				if (slots <= 0) return [];
 				return await this.run<LeaseReturnRow>(leaseQuery(this.s, { ...params, slots }), client);
 			});
 		}
 		return rows.map((row) => {
-			const { previous_attempt_id: _previous, expired, lease_order_seq: _seq, lease_order_priority: _priority, lease_order_run_at: _runAt, exhausted_count: _exhausted, ...job } = row;
+			const {
+				previous_attempt_id: _previous,
+				expired,
+				lease_order_seq: _seq,
+				lease_order_priority: _priority,
+				lease_order_run_at: _runAt,
+				exhausted_count: _exhausted,
+				...job
+			} = row;
 			return { ...job, recovered: expired } as LeasedJob;
 		});
 	}
@@ -348,9 +435,18 @@ export class JobStore {
 	 * Heartbeat: moves lease_until forward, fenced by (job_id, attempt_id, running). A checkpoint
 	 * is recorded on the attempt (see migration 0006), only for items whose lease was extended.
 	 */
-	async extendLease(items: ExtendInput[], options: { allOrNothing?: boolean } = {}): Promise<ItemResults<ExtendResult>> {
+	async extendLease(
+		items: ExtendInput[],
+		options: { allOrNothing?: boolean } = {},
+	): Promise<ItemResults<ExtendResult>> {
 		const results: ItemResults<ExtendResult> = new Array(items.length);
-		const rows: Array<{ ord: number; job_id: string; attempt_id: string; lease_ms: number; checkpoint: string | null }> = [];
+		const rows: Array<{
+			ord: number;
+			job_id: string;
+			attempt_id: string;
+			lease_ms: number;
+			checkpoint: string | null;
+		}> = [];
 		items.forEach((item, ord) => {
 			try {
 				rows.push({
@@ -366,25 +462,45 @@ export class JobStore {
 		});
 		if (options.allOrNothing) throwFirst(results);
 		if (rows.length === 0) return results;
-		const returned = await this.run<{ ord: number; extended: boolean; lease_until: Date | null; current_status: Job['status'] | null }>(extendLeaseQuery(this.s, rows));
+		const returned = await this.run<{
+			ord: number;
+			extended: boolean;
+			lease_until: Date | null;
+			current_status: Job['status'] | null;
+		}>(extendLeaseQuery(this.s, rows));
 		for (const row of returned) {
-			results[row.ord] = { extended: row.extended, leaseUntil: row.lease_until, currentStatus: row.extended ? 'running' : row.current_status };
+			results[row.ord] = {
+				extended: row.extended,
+				leaseUntil: row.lease_until,
+				currentStatus: row.extended ? 'running' : row.current_status,
+			};
 		}
 		return results;
 	}
 
 	// ---------------------------------------------------------------- complete
 
-	async complete(items: CompleteInput[], options: { allOrNothing?: boolean } = {}): Promise<ItemResults<CompleteResult>> {
+	async complete(
+		items: CompleteInput[],
+		options: { allOrNothing?: boolean } = {},
+	): Promise<ItemResults<CompleteResult>> {
 		const results: ItemResults<CompleteResult> = new Array(items.length);
 		const rows: CompleteRow[] = [];
 		items.forEach((item, ord) => {
 			try {
 				if (!COMPLETE_OUTCOMES.includes(item.outcome)) {
-					throw new ValidationError('outcome', `"${String(item.outcome).slice(0, 40)}" is not an outcome`, `Use one of: ${COMPLETE_OUTCOMES.join(', ')}`);
+					throw new ValidationError(
+						'outcome',
+						`"${String(item.outcome).slice(0, 40)}" is not an outcome`,
+						`Use one of: ${COMPLETE_OUTCOMES.join(', ')}`,
+					);
 				}
 				if (item.errorClass && !ERROR_CLASSES.includes(item.errorClass)) {
-					throw new ValidationError('errorClass', `"${String(item.errorClass).slice(0, 40)}" is not a class`, `Use one of: ${ERROR_CLASSES.join(', ')}`);
+					throw new ValidationError(
+						'errorClass',
+						`"${String(item.errorClass).slice(0, 40)}" is not a class`,
+						`Use one of: ${ERROR_CLASSES.join(', ')}`,
+					);
 				}
 				let result: string | null = null;
 				if (item.outcome === 'succeeded' && item.result !== undefined) {
@@ -402,9 +518,24 @@ export class JobStore {
 					error_node: optionalText(item.errorNode, 'errorNode', 255),
 					error_workflow: optionalText(item.errorWorkflow, 'errorWorkflow', 255),
 					error_execution: optionalText(item.errorExecution, 'errorExecution', 255),
-					delay_ms: item.delayMs === undefined || item.delayMs === null ? null : integerInRange(item.delayMs, 'delayMs', 0, 365 * 24 * 3600_000, 0),
-					backoff_base_ms: integerInRange(item.backoffBaseMs, 'backoffBaseMs', 0, 24 * 3600_000, DEFAULT_BACKOFF_BASE_MS),
-					backoff_max_ms: integerInRange(item.backoffMaxMs, 'backoffMaxMs', 0, 30 * 24 * 3600_000, DEFAULT_BACKOFF_MAX_MS),
+					delay_ms:
+						item.delayMs === undefined || item.delayMs === null
+							? null
+							: integerInRange(item.delayMs, 'delayMs', 0, 365 * 24 * 3600_000, 0),
+					backoff_base_ms: integerInRange(
+						item.backoffBaseMs,
+						'backoffBaseMs',
+						0,
+						24 * 3600_000,
+						DEFAULT_BACKOFF_BASE_MS,
+					),
+					backoff_max_ms: integerInRange(
+						item.backoffMaxMs,
+						'backoffMaxMs',
+						0,
+						30 * 24 * 3600_000,
+						DEFAULT_BACKOFF_MAX_MS,
+					),
 					jitter: null,
 				};
 				// The equal jitter of the retry backoff, drawn here so the statement has no random().
@@ -416,7 +547,9 @@ export class JobStore {
 		});
 		if (options.allOrNothing) throwFirst(results);
 		if (rows.length === 0) return results;
-		const returned = await this.run<CompleteReturnRow>(completeQuery(this.s, rows, this.callbackQueue));
+		const returned = await this.run<CompleteReturnRow>(
+			completeQuery(this.s, rows, this.callbackQueue),
+		);
 		for (const row of returned) {
 			results[row.ord] = {
 				applied: row.applied,
@@ -435,7 +568,10 @@ export class JobStore {
 
 	// ---------------------------------------------------------------- idempotency
 
-	async claim(items: ClaimInput[], options: { allOrNothing?: boolean } = {}): Promise<ItemResults<ClaimResult>> {
+	async claim(
+		items: ClaimInput[],
+		options: { allOrNothing?: boolean } = {},
+	): Promise<ItemResults<ClaimResult>> {
 		const results: ItemResults<ClaimResult> = new Array(items.length);
 		const rows: ClaimRow[] = [];
 		const guards = new Map<number, GuardRow>();
@@ -460,7 +596,13 @@ export class JobStore {
 					key,
 					fingerprint: fp,
 					claim_id: uuidv7(),
-					claim_ms: integerInRange(item.claimMs, 'claimMs', 1_000, 7 * 24 * 3600_000, DEFAULT_CLAIM_MS),
+					claim_ms: integerInRange(
+						item.claimMs,
+						'claimMs',
+						1_000,
+						7 * 24 * 3600_000,
+						DEFAULT_CLAIM_MS,
+					),
 					ttl_ms: integerInRange(item.ttlMs, 'ttlMs', 1_000, 3650 * 24 * 3600_000, DEFAULT_TTL_MS),
 				});
 				if (guard) guards.set(ord, guard);
@@ -475,7 +617,17 @@ export class JobStore {
 				const returned = await this.run<ClaimReturnRow>(claimQuery(this.s, rows), client);
 				const unseen = returned.filter((row) => !row.claimed && row.existing_status === null);
 				if (unseen.length > 0) {
-					const read = await this.run<ClaimReturnRow>(readKeysQuery(this.s, unseen.map((row) => ({ ord: row.ord, scope: byOrd.get(row.ord)!.scope, key: byOrd.get(row.ord)!.key }))), client);
+					const read = await this.run<ClaimReturnRow>(
+						readKeysQuery(
+							this.s,
+							unseen.map((row) => ({
+								ord: row.ord,
+								scope: byOrd.get(row.ord)!.scope,
+								key: byOrd.get(row.ord)!.key,
+							})),
+						),
+						client,
+					);
 					const readByOrd = new Map(read.map((row) => [row.ord, row]));
 					for (const row of unseen) Object.assign(row, readByOrd.get(row.ord) ?? {});
 				}
@@ -483,13 +635,32 @@ export class JobStore {
 
 				const guarded = returned.filter((row) => row.claimed && guards.has(row.ord));
 				if (guarded.length > 0 && client) {
-					const verdicts = await this.run<{ ord: number; applied: boolean; current_version: string | null; current_occurred_at: Date | null; current_state: string | null }>(
-						guardQuery(this.s, guarded.map((row) => guards.get(row.ord)!)),
+					const verdicts = await this.run<{
+						ord: number;
+						applied: boolean;
+						current_version: string | null;
+						current_occurred_at: Date | null;
+						current_state: string | null;
+					}>(
+						guardQuery(
+							this.s,
+							guarded.map((row) => guards.get(row.ord)!),
+						),
 						client,
 					);
 					const stale = verdicts.filter((verdict) => !verdict.applied);
 					if (stale.length > 0) {
-						await this.run(releaseClaimsQuery(this.s, stale.map((verdict) => ({ scope: byOrd.get(verdict.ord)!.scope, key: byOrd.get(verdict.ord)!.key, claim_id: byOrd.get(verdict.ord)!.claim_id }))), client);
+						await this.run(
+							releaseClaimsQuery(
+								this.s,
+								stale.map((verdict) => ({
+									scope: byOrd.get(verdict.ord)!.scope,
+									key: byOrd.get(verdict.ord)!.key,
+									claim_id: byOrd.get(verdict.ord)!.claim_id,
+								})),
+							),
+							client,
+						);
 					}
 					for (const verdict of stale) {
 						const previous = results[verdict.ord] as ClaimResult;
@@ -498,7 +669,11 @@ export class JobStore {
 							route: 'stale',
 							claimId: null,
 							replay: false,
-							current: { version: verdict.current_version, occurredAt: verdict.current_occurred_at, state: verdict.current_state },
+							current: {
+								version: verdict.current_version,
+								occurredAt: verdict.current_occurred_at,
+								state: verdict.current_state,
+							},
 						};
 					}
 				}
@@ -509,10 +684,13 @@ export class JobStore {
 		for (const repeat of repeats) {
 			const first = results[repeat.firstOrd];
 			if (first instanceof DurableJobsError || first === undefined) {
-				results[repeat.ord] = first ?? new DurableJobsError('claim_failed', 'The first item with this key failed');
+				results[repeat.ord] =
+					first ?? new DurableJobsError('claim_failed', 'The first item with this key failed');
 				continue;
 			}
-			const sameFingerprint = (rows.find((row) => row.ord === repeat.firstOrd)?.fingerprint ?? null) === repeat.fingerprint;
+			const sameFingerprint =
+				(rows.find((row) => row.ord === repeat.firstOrd)?.fingerprint ?? null) ===
+				repeat.fingerprint;
 			results[repeat.ord] = {
 				...first,
 				route: sameFingerprint ? (first.route === 'new' ? 'in_progress' : first.route) : 'conflict',
@@ -523,11 +701,23 @@ export class JobStore {
 		return results;
 	}
 
-	private guardRow(guard: NonNullable<ClaimInput['guard']>, ord: number, scope: string, key: string): GuardRow {
+	private guardRow(
+		guard: NonNullable<ClaimInput['guard']>,
+		ord: number,
+		scope: string,
+		key: string,
+	): GuardRow {
 		const entityKey = validateKey(guard.entityKey, 'entityKey');
-		const version = guard.version === undefined || guard.version === null || guard.version === '' ? null : String(guard.version);
+		const version =
+			guard.version === undefined || guard.version === null || guard.version === ''
+				? null
+				: String(guard.version);
 		if (version !== null && !/^-?\d+(\.\d+)?$/.test(version)) {
-			throw new ValidationError('version', `"${version.slice(0, 40)}" is not a number`, 'Pass the entity version as a number (e.g. a sequence or revision number), or use Occurred At instead');
+			throw new ValidationError(
+				'version',
+				`"${version.slice(0, 40)}" is not a number`,
+				'Pass the entity version as a number (e.g. a sequence or revision number), or use Occurred At instead',
+			);
 		}
 		const occurredAt = optionalDate(guard.occurredAt, 'occurredAt');
 		const state = optionalText(guard.state, 'state', 255);
@@ -535,11 +725,19 @@ export class JobStore {
 		if (state !== null && guard.stateOrder && guard.stateOrder.length > 0) {
 			stateRank = guard.stateOrder.indexOf(state);
 			if (stateRank < 0) {
-				throw new ValidationError('state', `"${state.slice(0, 40)}" is not in the state order (${guard.stateOrder.join(' → ')})`, 'Add the state to the State Order, or fix the state field');
+				throw new ValidationError(
+					'state',
+					`"${state.slice(0, 40)}" is not in the state order (${guard.stateOrder.join(' → ')})`,
+					'Add the state to the State Order, or fix the state field',
+				);
 			}
 		}
 		if (version === null && occurredAt === null && stateRank === null) {
-			throw new ValidationError('version', 'the late-event guard needs a version, an occurred-at time or a state', 'Map Version, Occurred At or State to a field of the event');
+			throw new ValidationError(
+				'version',
+				'the late-event guard needs a version, an occurred-at time or a state',
+				'Map Version, Occurred At or State to a field of the event',
+			);
 		}
 		return {
 			ord,
@@ -553,15 +751,25 @@ export class JobStore {
 		};
 	}
 
-	async completeClaims(items: SettleInput[], options: { allOrNothing?: boolean } = {}): Promise<ItemResults<SettleResult>> {
+	async completeClaims(
+		items: SettleInput[],
+		options: { allOrNothing?: boolean } = {},
+	): Promise<ItemResults<SettleResult>> {
 		return await this.settle(items, 'completed', options);
 	}
 
-	async failClaims(items: SettleInput[], options: { allOrNothing?: boolean } = {}): Promise<ItemResults<SettleResult>> {
+	async failClaims(
+		items: SettleInput[],
+		options: { allOrNothing?: boolean } = {},
+	): Promise<ItemResults<SettleResult>> {
 		return await this.settle(items, 'failed', options);
 	}
 
-	private async settle(items: SettleInput[], status: 'completed' | 'failed', options: { allOrNothing?: boolean }): Promise<ItemResults<SettleResult>> {
+	private async settle(
+		items: SettleInput[],
+		status: 'completed' | 'failed',
+		options: { allOrNothing?: boolean },
+	): Promise<ItemResults<SettleResult>> {
 		const results: ItemResults<SettleResult> = new Array(items.length);
 		const rows: SettleRow[] = [];
 		items.forEach((item, ord) => {
@@ -571,9 +779,15 @@ export class JobStore {
 					scope: validateKey(item.scope, 'scope'),
 					key: validateKey(item.key, 'key'),
 					claim_id: item.claimId ? validateUuid(item.claimId, 'claimId') : null,
-					result: status === 'completed' && item.result !== undefined ? JSON.parse(serializePayload(item.result, 'result', this.maxPayloadBytes)) : null,
+					result:
+						status === 'completed' && item.result !== undefined
+							? JSON.parse(serializePayload(item.result, 'result', this.maxPayloadBytes))
+							: null,
 					error_message: optionalText(item.errorMessage, 'errorMessage', 4000),
-					ttl_ms: item.ttlMs === undefined || item.ttlMs === null ? null : integerInRange(item.ttlMs, 'ttlMs', 1_000, 3650 * 24 * 3600_000, DEFAULT_TTL_MS),
+					ttl_ms:
+						item.ttlMs === undefined || item.ttlMs === null
+							? null
+							: integerInRange(item.ttlMs, 'ttlMs', 1_000, 3650 * 24 * 3600_000, DEFAULT_TTL_MS),
 				});
 			} catch (error) {
 				results[ord] = asItemError(error);
@@ -581,9 +795,18 @@ export class JobStore {
 		});
 		if (options.allOrNothing) throwFirst(results);
 		if (rows.length === 0) return results;
-		const returned = await this.run<{ ord: number; applied: boolean; expires_at: Date | null; current_status: string | null }>(settleClaimsQuery(this.s, rows, status));
+		const returned = await this.run<{
+			ord: number;
+			applied: boolean;
+			expires_at: Date | null;
+			current_status: string | null;
+		}>(settleClaimsQuery(this.s, rows, status));
 		for (const row of returned) {
-			results[row.ord] = { applied: row.applied, expiresAt: row.expires_at, currentStatus: row.applied ? status : row.current_status };
+			results[row.ord] = {
+				applied: row.applied,
+				expiresAt: row.expires_at,
+				currentStatus: row.applied ? status : row.current_status,
+			};
 		}
 		return results;
 	}
@@ -596,7 +819,10 @@ export class JobStore {
 	 * one statement. With `allOrNothing`, any failure rolls everything back and is thrown;
 	 * otherwise a failing item's companion SQL is undone by a savepoint and only that item fails.
 	 */
-	async writeOutbox(items: OutboxEventInput[], options: { allOrNothing?: boolean; defaultQueue?: string } = {}): Promise<ItemResults<OutboxResult>> {
+	async writeOutbox(
+		items: OutboxEventInput[],
+		options: { allOrNothing?: boolean; defaultQueue?: string } = {},
+	): Promise<ItemResults<OutboxResult>> {
 		const results: ItemResults<OutboxResult> = new Array(items.length);
 		const rows: OutboxRow[] = [];
 		const companions = new Map<number, { sql: string; params: unknown[] }>();
@@ -611,7 +837,12 @@ export class JobStore {
 				const envelope = {
 					event_id: eventId,
 					event_type: eventType,
-					event_version: item.eventVersion === undefined || item.eventVersion === null || item.eventVersion === '' ? 1 : item.eventVersion,
+					event_version:
+						item.eventVersion === undefined ||
+						item.eventVersion === null ||
+						item.eventVersion === ''
+							? 1
+							: item.eventVersion,
 					occurred_at: occurredAt.toISOString(),
 					source: optionalText(item.source, 'source', 255),
 					tenant_id: optionalText(item.tenantId, 'tenantId', 255),
@@ -620,7 +851,11 @@ export class JobStore {
 					destination: optionalText(item.destination, 'destination', 2048),
 					payload: item.payload,
 				};
-				if (item.companionSql !== undefined && item.companionSql !== null && item.companionSql.trim() !== '') {
+				if (
+					item.companionSql !== undefined &&
+					item.companionSql !== null &&
+					item.companionSql.trim() !== ''
+				) {
 					companions.set(ord, { sql: item.companionSql, params: item.companionParams ?? [] });
 				}
 				rows.push({
@@ -654,11 +889,13 @@ export class JobStore {
 						continue;
 					}
 					if (options.allOrNothing) {
-						const result = await client.query(companion.sql, companion.params).catch((error: unknown) => {
-							const itemError = companionError(error);
-							itemError.itemPosition = row.ord;
-							throw itemError;
-						});
+						const result = await client
+							.query(companion.sql, companion.params)
+							.catch((error: unknown) => {
+								const itemError = companionError(error);
+								itemError.itemPosition = row.ord;
+								throw itemError;
+							});
 						companionResults.set(row.ord, { rowCount: result.rowCount, rows: result.rows });
 						accepted.push(row);
 						continue;
@@ -676,7 +913,12 @@ export class JobStore {
 				}
 			}
 			if (accepted.length === 0) return;
-			const returned = await this.run<{ ord: number; id: string; status: Job['status']; deduplicated: boolean }>(outboxInsertQuery(this.s, accepted), client);
+			const returned = await this.run<{
+				ord: number;
+				id: string;
+				status: Job['status'];
+				deduplicated: boolean;
+			}>(outboxInsertQuery(this.s, accepted), client);
 			const byOrd = new Map(accepted.map((row) => [row.ord, row]));
 			for (const row of returned) {
 				const input = byOrd.get(row.ord)!;
@@ -710,19 +952,32 @@ export class JobStore {
 	 * Batch form of getStatus: two statements for any number of lookups. Each entry is the view
 	 * or null, and null means the same thing for unknown ids, malformed ids and wrong tokens.
 	 */
-	async getStatusMany(lookups: Array<{ jobId: unknown; token: unknown }>): Promise<Array<JobStatusView | null>> {
-		const ids = lookups.map((lookup) => (typeof lookup.jobId === 'string' && UUID_TEXT.test(lookup.jobId) ? lookup.jobId.toLowerCase() : NIL_UUID));
-		const hashes = await this.run<{ id: string; status_token_hash: Buffer | null }>(tokenHashesQuery(this.s, [...new Set(ids)]));
+	async getStatusMany(
+		lookups: Array<{ jobId: unknown; token: unknown }>,
+	): Promise<Array<JobStatusView | null>> {
+		const ids = lookups.map((lookup) =>
+			typeof lookup.jobId === 'string' && UUID_TEXT.test(lookup.jobId)
+				? lookup.jobId.toLowerCase()
+				: NIL_UUID,
+		);
+		const hashes = await this.run<{ id: string; status_token_hash: Buffer | null }>(
+			tokenHashesQuery(this.s, [...new Set(ids)]),
+		);
 		const hashById = new Map(hashes.map((row) => [row.id, row.status_token_hash]));
 		const matchedIds = lookups.map((lookup, index) => {
 			const stored = hashById.get(ids[index]);
-			const expected = stored && stored.length === DUMMY_TOKEN_HASH.length ? stored : DUMMY_TOKEN_HASH;
+			const expected =
+				stored && stored.length === DUMMY_TOKEN_HASH.length ? stored : DUMMY_TOKEN_HASH;
 			const given = hashToken(typeof lookup.token === 'string' ? lookup.token : '');
-			return timingSafeEqual(expected, given) && stored !== undefined && stored !== null ? ids[index] : null;
+			return timingSafeEqual(expected, given) && stored !== undefined && stored !== null
+				? ids[index]
+				: null;
 		});
 		const wanted = [...new Set(matchedIds.filter((id): id is string => id !== null))];
 		if (wanted.length === 0) return matchedIds.map(() => null);
-		const rows = await this.run<Job & { attempt_rows: Array<Record<string, unknown>> }>(statusViewsQuery(this.s, wanted));
+		const rows = await this.run<Job & { attempt_rows: Array<Record<string, unknown>> }>(
+			statusViewsQuery(this.s, wanted),
+		);
 		const views = new Map(
 			rows.map(({ attempt_rows: attemptRows, ...job }) => [
 				job.id,
@@ -738,15 +993,20 @@ export class JobStore {
 		if (ids.length === 0) return [];
 		const jobs = await this.run<Job>(jobsByIdQuery(this.s, ids));
 		const attempts = await this.run<Attempt>(attemptsQuery(this.s, ids));
-		return jobs.map((job) => ({ job, attempts: attempts.filter((attempt) => attempt.job_id === job.id) }));
+		return jobs.map((job) => ({
+			job,
+			attempts: attempts.filter((attempt) => attempt.job_id === job.id),
+		}));
 	}
 
 	async stats(queue?: string | null): Promise<QueueStats[]> {
 		const name = queue ? validateQueueName(queue) : null;
 		const rows = await this.run<Record<string, string | number | null>>(statsQuery(this.s, name));
 		return rows.map((row) => {
-			const number = (value: unknown) => (value === null || value === undefined ? 0 : Number(value));
-			const age = (value: unknown) => (value === null || value === undefined ? null : Math.max(0, Number(value)));
+			const number = (value: unknown) =>
+				value === null || value === undefined ? 0 : Number(value);
+			const age = (value: unknown) =>
+				value === null || value === undefined ? null : Math.max(0, Number(value));
 			return {
 				queue: String(row.queue),
 				queued: number(row.queued),
@@ -779,14 +1039,27 @@ export class JobStore {
 		confirm?: boolean;
 		limit?: number;
 		additionalAttempts?: number;
-	}): Promise<Array<{ id: string; queue: string; status: string; attempts: number; max_attempts: number }>> {
-		const jobIds = selection.jobIds && selection.jobIds.length > 0 ? selection.jobIds.map((id, index) => validateUuid(id, `jobIds[${index}]`)) : null;
+	}): Promise<
+		Array<{ id: string; queue: string; status: string; attempts: number; max_attempts: number }>
+	> {
+		const jobIds =
+			selection.jobIds && selection.jobIds.length > 0
+				? selection.jobIds.map((id, index) => validateUuid(id, `jobIds[${index}]`))
+				: null;
 		if (!jobIds) {
 			if (!selection.queue) {
-				throw new ValidationError('jobIds', 'requeue needs job ids or a queue filter', 'Pass the ids of the failed jobs to replay, or select by queue (and error code/class) with Confirm turned on');
+				throw new ValidationError(
+					'jobIds',
+					'requeue needs job ids or a queue filter',
+					'Pass the ids of the failed jobs to replay, or select by queue (and error code/class) with Confirm turned on',
+				);
 			}
 			if (selection.confirm !== true) {
-				throw new ValidationError('confirm', 'requeue by filter must be confirmed', 'Turn on "Confirm Requeue by Filter" to replay every failed job the filter matches (up to the limit)');
+				throw new ValidationError(
+					'confirm',
+					'requeue by filter must be confirmed',
+					'Turn on "Confirm Requeue by Filter" to replay every failed job the filter matches (up to the limit)',
+				);
 			}
 		}
 		const query: RequeueSelection = {
@@ -798,42 +1071,103 @@ export class JobStore {
 			failedBefore: optionalDate(selection.failedBefore, 'failedBefore')?.toISOString() ?? null,
 			includeCancelled: selection.includeCancelled === true,
 			limit: integerInRange(selection.limit, 'limit', 1, 10_000, 100),
-			additionalAttempts: integerInRange(selection.additionalAttempts, 'additionalAttempts', 1, 1000, 3),
+			additionalAttempts: integerInRange(
+				selection.additionalAttempts,
+				'additionalAttempts',
+				1,
+				1000,
+				3,
+			),
 		};
 		return await this.run(requeueQuery(this.s, query));
 	}
 
-	async cancel(jobIds: string[], reason?: string | null): Promise<Array<{ id: string; cancelled: boolean; status: string | null }>> {
+	async cancel(
+		jobIds: string[],
+		reason?: string | null,
+	): Promise<Array<{ id: string; cancelled: boolean; status: string | null }>> {
 		const ids = jobIds.map((id, index) => validateUuid(id, `jobIds[${index}]`));
 		if (ids.length === 0) return [];
-		return await this.run(cancelQuery(this.s, ids, optionalText(reason, 'reason', 1000) ?? 'Cancelled by an operator'));
+		return await this.run(
+			cancelQuery(this.s, ids, optionalText(reason, 'reason', 1000) ?? 'Cancelled by an operator'),
+		);
 	}
 
-	async purge(options: { queue?: string | null; olderThanMs: number; statuses?: string[]; limit?: number; includeIdempotencyKeys?: boolean }): Promise<{ deleted: number; done: number; failed: number; cancelled: number; idempotencyKeys: number }> {
-		const olderThanMs = integerInRange(options.olderThanMs, 'olderThanMs', 0, 3650 * 24 * 3600_000, 7 * 24 * 3600_000);
-		const statuses = options.statuses && options.statuses.length > 0 ? options.statuses : ['done', 'failed', 'cancelled'];
+	async purge(options: {
+		queue?: string | null;
+		olderThanMs: number;
+		statuses?: string[];
+		limit?: number;
+		includeIdempotencyKeys?: boolean;
+	}): Promise<{
+		deleted: number;
+		done: number;
+		failed: number;
+		cancelled: number;
+		idempotencyKeys: number;
+	}> {
+		const olderThanMs = integerInRange(
+			options.olderThanMs,
+			'olderThanMs',
+			0,
+			3650 * 24 * 3600_000,
+			7 * 24 * 3600_000,
+		);
+		const statuses =
+			options.statuses && options.statuses.length > 0
+				? options.statuses
+				: ['done', 'failed', 'cancelled'];
 		for (const status of statuses) {
 			if (!['done', 'failed', 'cancelled'].includes(status)) {
-				throw new ValidationError('statuses', `"${status}" is not a terminal status`, 'Purge only done, failed or cancelled jobs');
+				throw new ValidationError(
+					'statuses',
+					`"${status}" is not a terminal status`,
+					'Purge only done, failed or cancelled jobs',
+				);
 			}
 		}
 		const limit = integerInRange(options.limit, 'limit', 1, 100_000, 10_000);
-		const [counts] = await this.run<{ deleted: number; done: number; failed: number; cancelled: number }>(
-			purgeJobsQuery(this.s, options.queue ? validateQueueName(options.queue) : null, olderThanMs, statuses, limit),
+		const [counts] = await this.run<{
+			deleted: number;
+			done: number;
+			failed: number;
+			cancelled: number;
+		}>(
+			purgeJobsQuery(
+				this.s,
+				options.queue ? validateQueueName(options.queue) : null,
+				olderThanMs,
+				statuses,
+				limit,
+			),
 		);
 		let idempotencyKeys = 0;
 		if (options.includeIdempotencyKeys !== false) {
-			const result = await this.pool.query(purgeIdempotencyQuery(this.s, limit).text, purgeIdempotencyQuery(this.s, limit).values).catch((error: unknown) => {
-				throw classifyDatabaseError(error);
-			});
+			const result = await this.pool
+				.query(
+					purgeIdempotencyQuery(this.s, limit).text,
+					purgeIdempotencyQuery(this.s, limit).values,
+				)
+				.catch((error: unknown) => {
+					throw classifyDatabaseError(error);
+				});
 			idempotencyKeys = result.rowCount ?? 0;
 		}
 		return { ...counts, idempotencyKeys };
 	}
 
 	/** Jobs whose attempt ended with no recorded outcome: check the external system before replaying. */
-	async unknownOutcomes(queue?: string | null, limit = 100): Promise<Array<Record<string, unknown>>> {
-		return await this.run(unknownOutcomeQuery(this.s, queue ? validateQueueName(queue) : null, integerInRange(limit, 'limit', 1, 10_000, 100)));
+	async unknownOutcomes(
+		queue?: string | null,
+		limit = 100,
+	): Promise<Array<Record<string, unknown>>> {
+		return await this.run(
+			unknownOutcomeQuery(
+				this.s,
+				queue ? validateQueueName(queue) : null,
+				integerInRange(limit, 'limit', 1, 10_000, 100),
+			),
+		);
 	}
 }
 
@@ -916,13 +1250,16 @@ function claimResult(row: ClaimReturnRow, input: ClaimRow): ClaimResult {
 		// The key vanished between the two statements (purged); the caller may simply retry.
 		return { ...base, route: 'in_progress' };
 	}
-	if ((row.existing_fingerprint ?? null) !== (input.fingerprint ?? null)) return { ...base, route: 'conflict' };
-	if (row.existing_status === 'completed') return { ...base, route: 'duplicate', storedResult: row.existing_result };
+	if ((row.existing_fingerprint ?? null) !== (input.fingerprint ?? null))
+		return { ...base, route: 'conflict' };
+	if (row.existing_status === 'completed')
+		return { ...base, route: 'duplicate', storedResult: row.existing_result };
 	return { ...base, route: 'in_progress' };
 }
 
 function attemptFromJson(row: Record<string, unknown>): Attempt {
-	const date = (value: unknown) => (value === null || value === undefined ? null : new Date(String(value)));
+	const date = (value: unknown) =>
+		value === null || value === undefined ? null : new Date(String(value));
 	return {
 		attempt_id: String(row.attempt_id),
 		job_id: String(row.job_id),
@@ -961,10 +1298,14 @@ function throwFirst<T>(results: ItemResults<T>): void {
 function companionError(error: unknown): DurableJobsError {
 	const classified = classifyDatabaseError(error);
 	if (classified.code === 'database_unavailable') return classified;
-	return new DurableJobsError('companion_sql_failed', `The SQL to run in the same transaction failed, so no event was written: ${(error as Error).message ?? String(error)}`, {
-		field: 'companionSql',
-		fix: 'Fix the SQL or its parameters; the business write and the event commit together or not at all',
-		httpStatus: 400,
-		cause: error,
-	});
+	return new DurableJobsError(
+		'companion_sql_failed',
+		`The SQL to run in the same transaction failed, so no event was written: ${(error as Error).message ?? String(error)}`,
+		{
+			field: 'companionSql',
+			fix: 'Fix the SQL or its parameters; the business write and the event commit together or not at all',
+			httpStatus: 400,
+			cause: error,
+		},
+	);
 }

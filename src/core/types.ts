@@ -2,8 +2,18 @@ export type JobStatus = 'queued' | 'running' | 'done' | 'failed' | 'cancelled';
 export type ErrorClass = 'retryable' | 'needs_mapping' | 'needs_manual_review' | 'discarded';
 export type CompleteOutcome = 'succeeded' | 'failed' | 'retry' | 'release';
 
-export const ERROR_CLASSES: readonly ErrorClass[] = ['retryable', 'needs_mapping', 'needs_manual_review', 'discarded'];
-export const COMPLETE_OUTCOMES: readonly CompleteOutcome[] = ['succeeded', 'failed', 'retry', 'release'];
+export const ERROR_CLASSES: readonly ErrorClass[] = [
+	'retryable',
+	'needs_mapping',
+	'needs_manual_review',
+	'discarded',
+];
+export const COMPLETE_OUTCOMES: readonly CompleteOutcome[] = [
+	'succeeded',
+	'failed',
+	'retry',
+	'release',
+];
 
 export interface Job {
 	id: string;

@@ -12,16 +12,32 @@ const NUL = /\u0000/;
 
 export function validateKey(value: unknown, field: string): string {
 	if (typeof value !== 'string') {
-		throw new ValidationError(field, `must be text, got ${describe(value)}`, 'Pass the key as a string');
+		throw new ValidationError(
+			field,
+			`must be text, got ${describe(value)}`,
+			'Pass the key as a string',
+		);
 	}
 	if (value.trim().length === 0) {
-		throw new ValidationError(field, 'is empty or only spaces', 'Pass a non-blank key, or leave the field unset');
+		throw new ValidationError(
+			field,
+			'is empty or only spaces',
+			'Pass a non-blank key, or leave the field unset',
+		);
 	}
 	if (value.length > MAX_KEY_LENGTH) {
-		throw new ValidationError(field, `is ${value.length} characters long; the limit is ${MAX_KEY_LENGTH}`, 'Shorten the key, e.g. hash long values with SHA-256');
+		throw new ValidationError(
+			field,
+			`is ${value.length} characters long; the limit is ${MAX_KEY_LENGTH}`,
+			'Shorten the key, e.g. hash long values with SHA-256',
+		);
 	}
 	if (CONTROL_CHARACTERS.test(value)) {
-		throw new ValidationError(field, 'contains control characters', 'Remove tabs, newlines and other control characters from the key');
+		throw new ValidationError(
+			field,
+			'contains control characters',
+			'Remove tabs, newlines and other control characters from the key',
+		);
 	}
 	return value;
 }
@@ -33,7 +49,11 @@ export function optionalKey(value: unknown, field: string): string | null {
 
 export function validateUuid(value: unknown, field: string): string {
 	if (typeof value !== 'string' || !UUID_PATTERN.test(value)) {
-		throw new ValidationError(field, `"${String(value).slice(0, 60)}" is not a valid id`, `Pass the ${field} exactly as the node that produced it returned it (a UUID)`);
+		throw new ValidationError(
+			field,
+			`"${String(value).slice(0, 60)}" is not a valid id`,
+			`Pass the ${field} exactly as the node that produced it returned it (a UUID)`,
+		);
 	}
 	return value.toLowerCase();
 }
@@ -41,32 +61,59 @@ export function validateUuid(value: unknown, field: string): string {
 export function optionalText(value: unknown, field: string, maxLength = 10_000): string | null {
 	if (value === undefined || value === null || value === '') return null;
 	if (typeof value !== 'string' && typeof value !== 'number') {
-		throw new ValidationError(field, `must be text, got ${describe(value)}`, `Pass ${field} as a string`);
+		throw new ValidationError(
+			field,
+			`must be text, got ${describe(value)}`,
+			`Pass ${field} as a string`,
+		);
 	}
 	const text = String(value);
 	if (text.length > maxLength) {
-		throw new ValidationError(field, `is ${text.length} characters long; the limit is ${maxLength}`, `Shorten ${field}`);
+		throw new ValidationError(
+			field,
+			`is ${text.length} characters long; the limit is ${maxLength}`,
+			`Shorten ${field}`,
+		);
 	}
 	if (NUL.test(text)) {
-		throw new ValidationError(field, 'contains a NUL character (\\u0000), which PostgreSQL cannot store', 'Remove \\u0000 from the text');
+		throw new ValidationError(
+			field,
+			'contains a NUL character (\\u0000), which PostgreSQL cannot store',
+			'Remove \\u0000 from the text',
+		);
 	}
 	return text;
 }
 
-export function integerInRange(value: unknown, field: string, min: number, max: number, fallback: number): number {
+export function integerInRange(
+	value: unknown,
+	field: string,
+	min: number,
+	max: number,
+	fallback: number,
+): number {
 	if (value === undefined || value === null || value === '') return fallback;
 	const number = typeof value === 'string' ? Number(value) : value;
 	if (typeof number !== 'number' || !Number.isInteger(number) || number < min || number > max) {
-		throw new ValidationError(field, `must be a whole number from ${min} to ${max}, got ${describe(value)}`, `Set ${field} to a whole number between ${min} and ${max}`);
+		throw new ValidationError(
+			field,
+			`must be a whole number from ${min} to ${max}, got ${describe(value)}`,
+			`Set ${field} to a whole number between ${min} and ${max}`,
+		);
 	}
 	return number;
 }
 
 export function optionalDate(value: unknown, field: string): Date | null {
 	if (value === undefined || value === null || value === '') return null;
-	const date = value instanceof Date ? value : new Date(typeof value === 'number' ? value : String(value));
+	const date =
+		value instanceof Date ? value : new Date(typeof value === 'number' ? value : String(value));
 	if (Number.isNaN(date.getTime())) {
-		throw new ValidationError(field, `"${String(value).slice(0, 60)}" is not a date`, `Pass ${field} as an ISO 8601 timestamp, e.g. 2030-01-31T12:00:00Z`);
+		throw new ValidationError(
+			field,
+			`"${String(value).slice(0, 60)}" is not a date`,
+			`Pass ${field} as an ISO 8601 timestamp, e.g. 2030-01-31T12:00:00Z`,
+		);
 	}
 	return date;
 }
@@ -78,10 +125,18 @@ export function optionalUrl(value: unknown, field: string): string | null {
 	try {
 		url = new URL(text);
 	} catch {
-		throw new ValidationError(field, `"${text.slice(0, 80)}" is not a URL`, `Pass an absolute http(s) URL, e.g. https://example.com/hooks/jobs`);
+		throw new ValidationError(
+			field,
+			`"${text.slice(0, 80)}" is not a URL`,
+			`Pass an absolute http(s) URL, e.g. https://example.com/hooks/jobs`,
+		);
 	}
 	if (url.protocol !== 'http:' && url.protocol !== 'https:') {
-		throw new ValidationError(field, `uses ${url.protocol}; only http and https are delivered`, 'Use an http:// or https:// URL');
+		throw new ValidationError(
+			field,
+			`uses ${url.protocol}; only http and https are delivered`,
+			'Use an http:// or https:// URL',
+		);
 	}
 	return url.toString();
 }
@@ -98,17 +153,30 @@ export function serializePayload(value: unknown, field: string, maxBytes: number
 	try {
 		json = JSON.stringify(value);
 	} catch (error) {
-		throw new ValidationError(field, `is not JSON-serialisable (${(error as Error).message})`, 'Pass plain JSON data (no circular references or BigInt values)');
+		throw new ValidationError(
+			field,
+			`is not JSON-serialisable (${(error as Error).message})`,
+			'Pass plain JSON data (no circular references or BigInt values)',
+		);
 	}
 	if (json === undefined) {
 		throw new ValidationError(field, 'is not JSON', `Pass a JSON object or value as ${field}`);
 	}
 	const bytes = Buffer.byteLength(json, 'utf8');
 	if (bytes > maxBytes) {
-		throw new ValidationError(field, `is ${bytes} bytes; the limit is ${maxBytes}`, 'Send a smaller payload (store large documents elsewhere and pass a reference), or raise the payload size limit', 413);
+		throw new ValidationError(
+			field,
+			`is ${bytes} bytes; the limit is ${maxBytes}`,
+			'Send a smaller payload (store large documents elsewhere and pass a reference), or raise the payload size limit',
+			413,
+		);
 	}
 	if (json.includes('\\u0000')) {
-		throw new ValidationError(field, 'contains a NUL character (\\u0000), which PostgreSQL jsonb cannot store', 'Remove \\u0000 from the payload');
+		throw new ValidationError(
+			field,
+			'contains a NUL character (\\u0000), which PostgreSQL jsonb cannot store',
+			'Remove \\u0000 from the payload',
+		);
 	}
 	return json;
 }
@@ -116,9 +184,12 @@ export function serializePayload(value: unknown, field: string, maxBytes: number
 /** JSON with object keys sorted, so equal payloads hash equally whatever their key order. */
 export function canonicalJson(value: unknown): string {
 	if (value === null || typeof value !== 'object') return JSON.stringify(value) ?? 'null';
-	if (Array.isArray(value)) return `[${value.map((entry) => canonicalJson(entry === undefined ? null : entry)).join(',')}]`;
+	if (Array.isArray(value))
+		return `[${value.map((entry) => canonicalJson(entry === undefined ? null : entry)).join(',')}]`;
 	const record = value as Record<string, unknown>;
-	const keys = Object.keys(record).filter((key) => record[key] !== undefined).sort();
+	const keys = Object.keys(record)
+		.filter((key) => record[key] !== undefined)
+		.sort();
 	return `{${keys.map((key) => `${JSON.stringify(key)}:${canonicalJson(record[key])}`).join(',')}}`;
 }
 
@@ -137,7 +208,11 @@ function describe(value: unknown): string {
 export function validateCheckpoint(value: unknown): string | null {
 	const text = optionalText(typeof value === 'string' ? value.trim() : value, 'checkpoint', 100);
 	if (text !== null && CONTROL_CHARACTERS.test(text)) {
-		throw new ValidationError('checkpoint', 'contains a control character', 'Use a short name such as crm_request (letters, digits, punctuation, spaces)');
+		throw new ValidationError(
+			'checkpoint',
+			'contains a control character',
+			'Use a short name such as crm_request (letters, digits, punctuation, spaces)',
+		);
 	}
 	return text;
 }

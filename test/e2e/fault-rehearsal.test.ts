@@ -26,7 +26,12 @@ const log = (line: string) => {
 };
 
 beforeAll(async () => {
-	env = await startRehearsalEnvironment({ databaseUrl: inject('databaseUrl'), schema: 'dj_e2e_fault_rehearsal', leaseSeconds: LEASE_SECONDS, log });
+	env = await startRehearsalEnvironment({
+		databaseUrl: inject('databaseUrl'),
+		schema: 'dj_e2e_fault_rehearsal',
+		leaseSeconds: LEASE_SECONDS,
+		log,
+	});
 });
 
 afterAll(async () => {
@@ -59,7 +64,9 @@ function expectCommonGuarantees(result: KillRehearsalResult): void {
 	expect(report.checkListMatchesCrmRequests).toBe(true);
 	expect(report.withCheckpoint + report.withoutCheckpoint).toBe(report.rows);
 	expect(report.checkedWithCrmRequest).toBe(report.leaseExpiredWithCrmRequest);
-	expect(report.checkedWithCrmRequest + report.checkedKilledBeforeRequest).toBe(report.withCheckpoint);
+	expect(report.checkedWithCrmRequest + report.checkedKilledBeforeRequest).toBe(
+		report.withCheckpoint,
+	);
 	expect(report.withCheckpoint).toBeGreaterThan(0);
 	// Every CRM record a job does not hold was made by an attempt the operator is told to check.
 	expect(report.unheldRecordsListed).toBe(report.unheldRecords);
@@ -76,7 +83,17 @@ function summary(result: KillRehearsalResult): string {
 
 describe('SIGKILL of n8n while jobs are in flight (T0 queued … T4 CRM answered, before Job Complete)', () => {
 	it('CRM honours Idempotency-Key: nothing lost or stuck, exactly one CRM record per job id, no stale result applied', async () => {
-		const result = await runKillRehearsal(env, { kills: 3, targets: ['T1', 'T3', 'T4'], honourKeys: true, leaseSeconds: LEASE_SECONDS, runId: 'kh', seed: 11, minUpMs: 1_500, maxUpMs: 5_000, log });
+		const result = await runKillRehearsal(env, {
+			kills: 3,
+			targets: ['T1', 'T3', 'T4'],
+			honourKeys: true,
+			leaseSeconds: LEASE_SECONDS,
+			runId: 'kh',
+			seed: 11,
+			minUpMs: 1_500,
+			maxUpMs: 5_000,
+			log,
+		});
 		log(summary(result));
 		expectCommonGuarantees(result);
 		expect(result.crm.jobsWithMoreThanOneRecord).toBe(0);
@@ -88,7 +105,17 @@ describe('SIGKILL of n8n while jobs are in flight (T0 queued … T4 CRM answered
 	});
 
 	it('CRM ignores the key: extra records come only from attempts that died after reaching the CRM, and the reconciliation report lists each of them under "check the CRM"', async () => {
-		const result = await runKillRehearsal(env, { kills: 3, targets: ['T2', 'T3', 'T4'], honourKeys: false, leaseSeconds: LEASE_SECONDS, runId: 'kn', seed: 12, minUpMs: 1_500, maxUpMs: 5_000, log });
+		const result = await runKillRehearsal(env, {
+			kills: 3,
+			targets: ['T2', 'T3', 'T4'],
+			honourKeys: false,
+			leaseSeconds: LEASE_SECONDS,
+			runId: 'kn',
+			seed: 12,
+			minUpMs: 1_500,
+			maxUpMs: 5_000,
+			log,
+		});
 		log(summary(result));
 		expectCommonGuarantees(result);
 		// Every extra record is attributed to a cause (violations would list any other source).
@@ -104,7 +131,13 @@ describe('SIGKILL of n8n while jobs are in flight (T0 queued … T4 CRM answered
 
 describe('job database restarted mid-run (real PostgreSQL restart, n8n and its own database keep running)', () => {
 	it('receiver answers 503, nodes fail with a connection error naming PostgreSQL, pools recover without a restart, every job ends terminal with one CRM record', async () => {
-		const result = await runOutageScenario(env, { runId: 'outage', cutMs: 8_000, jobs: 10, leaseSeconds: LEASE_SECONDS, log });
+		const result = await runOutageScenario(env, {
+			runId: 'outage',
+			cutMs: 8_000,
+			jobs: 10,
+			leaseSeconds: LEASE_SECONDS,
+			log,
+		});
 		log(JSON.stringify({ ...result, receiverAnswers: result.receiverAnswers.length }));
 		expect(result.violations).toEqual([]);
 		expect(result.kind).toBe('restart');
@@ -128,8 +161,12 @@ describe('job database restarted mid-run (real PostgreSQL restart, n8n and its o
 });
 
 describe('a worker slower than its lease', () => {
-	it('past the checkpoint (late CRM answer): the job is leased again, the slow attempt\'s Job Complete lands on Lease Lost and changes nothing, the new attempt\'s result stands, the report says check the CRM; before it (late AI answer): the slow attempt stops at the checkpoint on Lease Lost and never calls the CRM', async () => {
-		const result = await runSlowWorkerScenario(env, { runId: 'slow', leaseSeconds: LEASE_SECONDS, log });
+	it("past the checkpoint (late CRM answer): the job is leased again, the slow attempt's Job Complete lands on Lease Lost and changes nothing, the new attempt's result stands, the report says check the CRM; before it (late AI answer): the slow attempt stops at the checkpoint on Lease Lost and never calls the CRM", async () => {
+		const result = await runSlowWorkerScenario(env, {
+			runId: 'slow',
+			leaseSeconds: LEASE_SECONDS,
+			log,
+		});
 		log(JSON.stringify(result));
 		expect(result.violations).toEqual([]);
 
@@ -139,14 +176,21 @@ describe('a worker slower than its lease', () => {
 			{ attempt: 2, outcome: 'succeeded', checkpoint: 'crm_request' },
 		]);
 		expect(lateCrm.stoppedAt).toBe('Finish job');
-		expect(lateCrm.leaseLostOutput).toMatchObject({ lease_lost: true, reason: 'job_done', current_status: 'done' });
+		expect(lateCrm.leaseLostOutput).toMatchObject({
+			lease_lost: true,
+			reason: 'job_done',
+			current_status: 'done',
+		});
 		expect(lateCrm.jobUnchangedAfterStaleAttempt).toBe(true);
 		// The CRM ignored the key, so both attempts created a record; the job holds the new one's.
 		expect(lateCrm.crmRequests.map((request) => request.attempt)).toEqual([1, 2]);
 		expect(lateCrm.crmRequests[0].answerDelayMs).toBe(lateCrm.lateAnswerMs);
 		expect(lateCrm.resultRecordId).toBe(lateCrm.crmRequests[1].createdRecordId);
 		expect(lateCrm.resultName).not.toBe('stale attempt');
-		expect(lateCrm.reportRow).toMatchObject({ checkpoint: 'crm_request', external_call: 'may have happened' });
+		expect(lateCrm.reportRow).toMatchObject({
+			checkpoint: 'crm_request',
+			external_call: 'may have happened',
+		});
 		expect(lateCrm.inCheckExternalSystem).toBe(true);
 
 		expect(lateAi.attempts).toEqual([

@@ -42,7 +42,8 @@ beforeAll(async () => {
 		customize: (workflows) => {
 			for (const workflow of workflows) {
 				for (const node of workflow.nodes) {
-					if (node.type === 'n8n-nodes-base.scheduleTrigger') node.parameters.rule = { interval: [{ field: 'hours', hoursInterval: 24 }] };
+					if (node.type === 'n8n-nodes-base.scheduleTrigger')
+						node.parameters.rule = { interval: [{ field: 'hours', hoursInterval: 24 }] };
 				}
 			}
 		},
@@ -52,26 +53,42 @@ beforeAll(async () => {
 	// Two real jobs (the schema is created on first use) and one processed event: the fixtures
 	// for token and cross-queue cases.
 	for (let n = 0; n < 2; n++) {
-		const answer = await env.request('jobs', { body: { document: { id: `fixture-${n}`, text: 'hello' } } });
+		const answer = await env.request('jobs', {
+			body: { document: { id: `fixture-${n}`, text: 'hello' } },
+		});
 		expect(answer.status).toBe(202);
 		accepted.push(answer.body as Accepted);
 	}
 	accepted = accepted.slice(0, 2);
-	const event = await env.request('events', { body: { source: 'shop', external_id: 'fixture', status: 'paid', occurred_at: '2026-01-01T00:00:00Z' } });
+	const event = await env.request('events', {
+		body: {
+			source: 'shop',
+			external_id: 'fixture',
+			status: 'paid',
+			occurred_at: '2026-01-01T00:00:00Z',
+		},
+	});
 	expect(event.status).toBe(200);
 });
 
 afterAll(async () => {
 	await n8nDb?.end();
 	await env?.stop();
-	console.log(`[hostile-webhooks] ${cases.length} cases:\n${cases.map((entry, index) => `  ${String(index + 1).padStart(2)}. ${entry.endpoint} — ${entry.name}\n      → ${entry.answer}`).join('\n')}`);
+	console.log(
+		`[hostile-webhooks] ${cases.length} cases:\n${cases.map((entry, index) => `  ${String(index + 1).padStart(2)}. ${entry.endpoint} — ${entry.name}\n      → ${entry.answer}`).join('\n')}`,
+	);
 });
 
 async function snapshot(): Promise<Record<string, string[]>> {
-	const { rows: tables } = await env.jobsDb.query<{ tablename: string }>('SELECT tablename FROM pg_tables WHERE schemaname = $1 ORDER BY 1', [env.schema]);
+	const { rows: tables } = await env.jobsDb.query<{ tablename: string }>(
+		'SELECT tablename FROM pg_tables WHERE schemaname = $1 ORDER BY 1',
+		[env.schema],
+	);
 	const result: Record<string, string[]> = {};
 	for (const { tablename } of tables) {
-		const { rows } = await env.jobsDb.query<{ row: string }>(`SELECT t::text AS row FROM "${env.schema}"."${tablename}" t ORDER BY 1`);
+		const { rows } = await env.jobsDb.query<{ row: string }>(
+			`SELECT t::text AS row FROM "${env.schema}"."${tablename}" t ORDER BY 1`,
+		);
 		result[tablename] = rows.map((row) => row.row);
 	}
 	return result;
@@ -80,21 +97,39 @@ async function snapshot(): Promise<Record<string, string[]>> {
 type Answer = Awaited<ReturnType<Environment['request']>>;
 
 /** Sends one hostile request; the answer must have `status`, and no table may change. */
-async function hostile(endpoint: string, name: string, send: () => Promise<Answer>, status: number, check: (answer: Answer) => void = () => undefined): Promise<Answer> {
+async function hostile(
+	endpoint: string,
+	name: string,
+	send: () => Promise<Answer>,
+	status: number,
+	check: (answer: Answer) => void = () => undefined,
+): Promise<Answer> {
 	const before = await snapshot();
 	const answer = await send();
 	expect(answer.status, `${name}: ${answer.text.slice(0, 300)}`).toBe(status);
 	check(answer);
 	expect(await snapshot(), name).toEqual(before);
 	const type = answer.headers.get('content-type') ?? '';
-	const body = typeof answer.body === 'object' && answer.body !== null ? (answer.body as Record<string, unknown>) : undefined;
-	const summary = body ? JSON.stringify(pick(body, ['title', 'detail', 'field', 'status', 'message', 'code'])) : JSON.stringify(answer.text.slice(0, 120));
+	const body =
+		typeof answer.body === 'object' && answer.body !== null
+			? (answer.body as Record<string, unknown>)
+			: undefined;
+	const summary = body
+		? JSON.stringify(pick(body, ['title', 'detail', 'field', 'status', 'message', 'code']))
+		: JSON.stringify(answer.text.slice(0, 120));
 	cases.push({ endpoint, name, answer: `${answer.status} ${type.split(';')[0]} ${summary}` });
 	return answer;
 }
 
 function pick(body: Record<string, unknown>, keys: string[]): Record<string, unknown> {
-	return Object.fromEntries(keys.filter((key) => body[key] !== undefined).map((key) => [key, typeof body[key] === 'string' ? (body[key] as string).slice(0, 140) : body[key]]));
+	return Object.fromEntries(
+		keys
+			.filter((key) => body[key] !== undefined)
+			.map((key) => [
+				key,
+				typeof body[key] === 'string' ? (body[key] as string).slice(0, 140) : body[key],
+			]),
+	);
 }
 
 function problem(status: number, field?: string | RegExp) {
@@ -103,16 +138,27 @@ function problem(status: number, field?: string | RegExp) {
 		expect(answer.body).toMatchObject({ status });
 		if (field !== undefined) {
 			const body = answer.body as { field?: string; errors?: Array<{ field: string }> };
-			const fields = [body.field, ...(body.errors ?? []).map((error) => error.field)].filter(Boolean).join(' ');
+			const fields = [body.field, ...(body.errors ?? []).map((error) => error.field)]
+				.filter(Boolean)
+				.join(' ');
 			expect(fields).toMatch(field);
 		}
 	};
 }
 
-const post = (path: string, body: string | undefined, headers: Record<string, string> = {}) => async () =>
-	await env.request(path, { method: 'POST', body, headers: { 'content-type': 'application/json', ...headers } });
+const post =
+	(path: string, body: string | undefined, headers: Record<string, string> = {}) =>
+	async () =>
+		await env.request(path, {
+			method: 'POST',
+			body,
+			headers: { 'content-type': 'application/json', ...headers },
+		});
 
-const jobs = (body: unknown, headers: Record<string, string> = {}) => async () => await env.request('jobs', { method: 'POST', body, headers });
+const jobs =
+	(body: unknown, headers: Record<string, string> = {}) =>
+	async () =>
+		await env.request('jobs', { method: 'POST', body, headers });
 
 /** A request written byte by byte to n8n's port (for what fetch refuses to send). */
 async function raw(request: string): Promise<Answer> {
@@ -140,7 +186,10 @@ async function raw(request: string): Promise<Answer> {
 }
 
 async function executionCount(workflowId: string): Promise<number> {
-	const { rows } = await n8nDb.query<{ n: number }>(`SELECT count(*)::int AS n FROM execution_entity WHERE "workflowId" = $1`, [workflowId]);
+	const { rows } = await n8nDb.query<{ n: number }>(
+		`SELECT count(*)::int AS n FROM execution_entity WHERE "workflowId" = $1`,
+		[workflowId],
+	);
 	return rows[0].n;
 }
 
@@ -152,7 +201,12 @@ describe('POST /webhook/jobs (receiver)', () => {
 			['JSON with a trailing comma', '{"document": {"id": "a", "text": "b",}}'],
 			['single quotes', "{'document': 1}"],
 		] as const) {
-			const answer = await hostile('POST /webhook/jobs', `${name} with Content-Type: application/json`, post('jobs', body), 422);
+			const answer = await hostile(
+				'POST /webhook/jobs',
+				`${name} with Content-Type: application/json`,
+				post('jobs', body),
+				422,
+			);
 			expect(answer.text.length).toBeLessThan(2_000);
 		}
 		await new Promise((resolve) => setTimeout(resolve, 1_500));
@@ -160,28 +214,102 @@ describe('POST /webhook/jobs (receiver)', () => {
 	});
 
 	it('non-JSON, empty and non-object bodies answer 400 problem+json from the validation step', async () => {
-		await hostile('POST /webhook/jobs', 'text/plain body "hello"', post('jobs', 'hello', { 'content-type': 'text/plain' }), 400, problem(400, /body/));
+		await hostile(
+			'POST /webhook/jobs',
+			'text/plain body "hello"',
+			post('jobs', 'hello', { 'content-type': 'text/plain' }),
+			400,
+			problem(400, /body/),
+		);
 		// n8n parses XML and form bodies into objects; they lack `document`.
-		await hostile('POST /webhook/jobs', 'XML body', post('jobs', '<job><id>1</id></job>', { 'content-type': 'application/xml' }), 400, problem(400, /document/));
-		await hostile('POST /webhook/jobs', 'form-encoded body', post('jobs', 'document[id]=a&document[text]=b', { 'content-type': 'application/x-www-form-urlencoded' }), 400, problem(400, /document/));
+		await hostile(
+			'POST /webhook/jobs',
+			'XML body',
+			post('jobs', '<job><id>1</id></job>', { 'content-type': 'application/xml' }),
+			400,
+			problem(400, /document/),
+		);
+		await hostile(
+			'POST /webhook/jobs',
+			'form-encoded body',
+			post('jobs', 'document[id]=a&document[text]=b', {
+				'content-type': 'application/x-www-form-urlencoded',
+			}),
+			400,
+			problem(400, /document/),
+		);
 		// n8n turns an empty JSON body into {}.
-		await hostile('POST /webhook/jobs', 'empty body with Content-Type: application/json', post('jobs', ''), 400, problem(400, /document/));
-		await hostile('POST /webhook/jobs', 'JSON array [1,2,3] where an object is expected', jobs([1, 2, 3]), 400, problem(400, /body/));
-		await hostile('POST /webhook/jobs', 'JSON array of two valid requests', jobs([{ document: { id: 'a', text: 'b' } }, { document: { id: 'c', text: 'd' } }]), 400, problem(400, /body/));
-		await hostile('POST /webhook/jobs', 'JSON string "text"', jobs('"text"'), 400, problem(400, /body/));
+		await hostile(
+			'POST /webhook/jobs',
+			'empty body with Content-Type: application/json',
+			post('jobs', ''),
+			400,
+			problem(400, /document/),
+		);
+		await hostile(
+			'POST /webhook/jobs',
+			'JSON array [1,2,3] where an object is expected',
+			jobs([1, 2, 3]),
+			400,
+			problem(400, /body/),
+		);
+		await hostile(
+			'POST /webhook/jobs',
+			'JSON array of two valid requests',
+			jobs([{ document: { id: 'a', text: 'b' } }, { document: { id: 'c', text: 'd' } }]),
+			400,
+			problem(400, /body/),
+		);
+		await hostile(
+			'POST /webhook/jobs',
+			'JSON string "text"',
+			jobs('"text"'),
+			400,
+			problem(400, /body/),
+		);
 		// n8n turns a JSON null body into {} (then `document` is missing).
-		await hostile('POST /webhook/jobs', 'JSON null', jobs('null'), 400, problem(400, /body|document/));
-		await hostile('POST /webhook/jobs', 'JSON number 42', jobs('42'), 400, problem(400, /body|document/));
-		await hostile('POST /webhook/jobs', 'document is an array', jobs({ document: [{ id: 'a', text: 'b' }] }), 400, problem(400, /document/));
-		await hostile('POST /webhook/jobs', 'document.id is an object', jobs({ document: { id: { $gt: '' }, text: 'b' } }), 400, problem(400, /document\.id/));
+		await hostile(
+			'POST /webhook/jobs',
+			'JSON null',
+			jobs('null'),
+			400,
+			problem(400, /body|document/),
+		);
+		await hostile(
+			'POST /webhook/jobs',
+			'JSON number 42',
+			jobs('42'),
+			400,
+			problem(400, /body|document/),
+		);
+		await hostile(
+			'POST /webhook/jobs',
+			'document is an array',
+			jobs({ document: [{ id: 'a', text: 'b' }] }),
+			400,
+			problem(400, /document/),
+		);
+		await hostile(
+			'POST /webhook/jobs',
+			'document.id is an object',
+			jobs({ document: { id: { $gt: '' }, text: 'b' } }),
+			400,
+			problem(400, /document\.id/),
+		);
 	});
 
 	it('a payload above the 1 MB limit answers 413 problem+json naming the payload', async () => {
 		const body = { document: { id: 'big', text: 'x'.repeat(1024 * 1024) } };
-		await hostile('POST /webhook/jobs', 'body of 1 MB + 30 bytes (Job Enqueue limit 1 MB)', jobs(body), 413, (answer) => {
-			problem(413, 'payload')(answer);
-			expect((answer.body as { detail: string }).detail).toMatch(/the limit is 1048576/);
-		});
+		await hostile(
+			'POST /webhook/jobs',
+			'body of 1 MB + 30 bytes (Job Enqueue limit 1 MB)',
+			jobs(body),
+			413,
+			(answer) => {
+				problem(413, 'payload')(answer);
+				expect((answer.body as { detail: string }).detail).toMatch(/the limit is 1048576/);
+			},
+		);
 	});
 
 	// n8n's body parser refuses bodies over N8N_PAYLOAD_SIZE_MAX (16 MiB) before the workflow
@@ -190,61 +318,157 @@ describe('POST /webhook/jobs (receiver)', () => {
 	// (see docs/SECURITY.md); what the package guarantees is that nothing is written.
 	it('a body above n8n’s own request limit (16 MiB) is refused by n8n (500 in n8n 2.40.7) and writes nothing', async () => {
 		const body = JSON.stringify({ document: { id: 'huge', text: 'x'.repeat(17 * 1024 * 1024) } });
-		await hostile('POST /webhook/jobs', 'body of 17 MiB (above n8n N8N_PAYLOAD_SIZE_MAX = 16 MiB)', post('jobs', body), 500, (answer) => {
-			expect(answer.text).toMatch(/There was a problem executing the workflow/);
-		});
+		await hostile(
+			'POST /webhook/jobs',
+			'body of 17 MiB (above n8n N8N_PAYLOAD_SIZE_MAX = 16 MiB)',
+			post('jobs', body),
+			500,
+			(answer) => {
+				expect(answer.text).toMatch(/There was a problem executing the workflow/);
+			},
+		);
 	});
 
 	it('Idempotency-Key headers: 256 characters, a tab, a raw control byte, only spaces', async () => {
 		const document = { document: { id: 'key-tests', text: 'b' } };
-		await hostile('POST /webhook/jobs', 'Idempotency-Key of 256 characters', jobs(document, { 'Idempotency-Key': 'k'.repeat(256) }), 400, problem(400, /Idempotency-Key/));
-		await hostile('POST /webhook/jobs', 'Idempotency-Key of 8,000 characters', jobs(document, { 'Idempotency-Key': 'k'.repeat(8_000) }), 400, problem(400, /Idempotency-Key/));
-		await hostile('POST /webhook/jobs', 'Idempotency-Key with a tab inside ("order\\t1")', jobs(document, { 'Idempotency-Key': 'order\t1' }), 400, (answer) => {
-			problem(400, 'idempotencyKey')(answer);
-			expect((answer.body as { detail: string }).detail).toMatch(/control characters/);
-		});
-		await hostile('POST /webhook/jobs', 'Idempotency-Key of only spaces (HTTP trims it to "")', jobs(document, { 'Idempotency-Key': '     ' }), 400, problem(400, /Idempotency-Key/));
+		await hostile(
+			'POST /webhook/jobs',
+			'Idempotency-Key of 256 characters',
+			jobs(document, { 'Idempotency-Key': 'k'.repeat(256) }),
+			400,
+			problem(400, /Idempotency-Key/),
+		);
+		await hostile(
+			'POST /webhook/jobs',
+			'Idempotency-Key of 8,000 characters',
+			jobs(document, { 'Idempotency-Key': 'k'.repeat(8_000) }),
+			400,
+			problem(400, /Idempotency-Key/),
+		);
+		await hostile(
+			'POST /webhook/jobs',
+			'Idempotency-Key with a tab inside ("order\\t1")',
+			jobs(document, { 'Idempotency-Key': 'order\t1' }),
+			400,
+			(answer) => {
+				problem(400, 'idempotencyKey')(answer);
+				expect((answer.body as { detail: string }).detail).toMatch(/control characters/);
+			},
+		);
+		await hostile(
+			'POST /webhook/jobs',
+			'Idempotency-Key of only spaces (HTTP trims it to "")',
+			jobs(document, { 'Idempotency-Key': '     ' }),
+			400,
+			problem(400, /Idempotency-Key/),
+		);
 		const body = JSON.stringify(document);
 		const port = new URL(env.n8n.baseUrl).port;
 		await hostile(
 			'POST /webhook/jobs',
 			'Idempotency-Key with a raw 0x01 byte (sent over a socket; fetch refuses)',
-			async () => await raw(`POST /webhook/jobs HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nContent-Type: application/json\r\nIdempotency-Key: a\u0001b\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`),
+			async () =>
+				await raw(
+					`POST /webhook/jobs HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nContent-Type: application/json\r\nIdempotency-Key: a\u0001b\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+				),
 			400,
 		);
 		await hostile(
 			'POST /webhook/jobs',
 			'Idempotency-Key with a raw CR LF (header injection attempt)',
-			async () => await raw(`POST /webhook/jobs HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nContent-Type: application/json\r\nIdempotency-Key: a\rX-Injected: 1\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`),
+			async () =>
+				await raw(
+					`POST /webhook/jobs HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nContent-Type: application/json\r\nIdempotency-Key: a\rX-Injected: 1\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+				),
 			400,
 		);
 	});
 
 	it('bad field values reach Job Enqueue and answer 400 naming the field: NUL, long correlation id, callback URL scheme', async () => {
-		await hostile('POST /webhook/jobs', 'document.text with a NUL character (\\u0000)', jobs({ document: { id: 'nul', text: 'a\u0000b' } }), 400, problem(400, 'payload'));
-		await hostile('POST /webhook/jobs', 'correlation_id of 300 characters', jobs({ document: { id: 'corr', text: 'b' }, correlation_id: 'c'.repeat(300) }), 400, problem(400, 'correlationId'));
-		await hostile('POST /webhook/jobs', 'correlation_id is an object', jobs({ document: { id: 'corr', text: 'b' }, correlation_id: { a: 1 } }), 400, problem(400, 'correlationId'));
-		await hostile('POST /webhook/jobs', 'callback_url "javascript:alert(1)"', jobs({ document: { id: 'cb', text: 'b' }, callback_url: 'javascript:alert(1)' }), 400, problem(400, 'callback_url'));
-		await hostile('POST /webhook/jobs', 'callback_url "http://" (no host)', jobs({ document: { id: 'cb', text: 'b' }, callback_url: 'http://' }), 400, problem(400, 'callbackUrl'));
+		await hostile(
+			'POST /webhook/jobs',
+			'document.text with a NUL character (\\u0000)',
+			jobs({ document: { id: 'nul', text: 'a\u0000b' } }),
+			400,
+			problem(400, 'payload'),
+		);
+		await hostile(
+			'POST /webhook/jobs',
+			'correlation_id of 300 characters',
+			jobs({ document: { id: 'corr', text: 'b' }, correlation_id: 'c'.repeat(300) }),
+			400,
+			problem(400, 'correlationId'),
+		);
+		await hostile(
+			'POST /webhook/jobs',
+			'correlation_id is an object',
+			jobs({ document: { id: 'corr', text: 'b' }, correlation_id: { a: 1 } }),
+			400,
+			problem(400, 'correlationId'),
+		);
+		await hostile(
+			'POST /webhook/jobs',
+			'callback_url "javascript:alert(1)"',
+			jobs({ document: { id: 'cb', text: 'b' }, callback_url: 'javascript:alert(1)' }),
+			400,
+			problem(400, 'callback_url'),
+		);
+		await hostile(
+			'POST /webhook/jobs',
+			'callback_url "http://" (no host)',
+			jobs({ document: { id: 'cb', text: 'b' }, callback_url: 'http://' }),
+			400,
+			problem(400, 'callbackUrl'),
+		);
 	});
 
 	it('the same key with another body answers 422 and writes nothing', async () => {
-		const first = await env.request('jobs', { body: { document: { id: 'conflict', text: 'one' } }, headers: { 'Idempotency-Key': 'hostile-conflict' } });
+		const first = await env.request('jobs', {
+			body: { document: { id: 'conflict', text: 'one' } },
+			headers: { 'Idempotency-Key': 'hostile-conflict' },
+		});
 		expect(first.status).toBe(202);
-		await hostile('POST /webhook/jobs', 'Idempotency-Key reused with another body', jobs({ document: { id: 'conflict', text: 'two' } }, { 'Idempotency-Key': 'hostile-conflict' }), 422, problem(422, 'idempotencyKey'));
+		await hostile(
+			'POST /webhook/jobs',
+			'Idempotency-Key reused with another body',
+			jobs(
+				{ document: { id: 'conflict', text: 'two' } },
+				{ 'Idempotency-Key': 'hostile-conflict' },
+			),
+			422,
+			problem(422, 'idempotencyKey'),
+		);
 	});
 
 	it('SQL-injection strings in the body and in the Idempotency-Key are stored verbatim and change nothing else', async () => {
 		const text = `x'); DROP TABLE "${env.schema}".jobs; --`;
 		const before = await snapshot();
-		const answer = await env.request('jobs', { body: { document: { id: text, text: `"; DELETE FROM "${env.schema}".settings; --` }, correlation_id: `' OR '1'='1` }, headers: { 'Idempotency-Key': `k'; TRUNCATE "${env.schema}".job_attempts; --` } });
+		const answer = await env.request('jobs', {
+			body: {
+				document: { id: text, text: `"; DELETE FROM "${env.schema}".settings; --` },
+				correlation_id: `' OR '1'='1`,
+			},
+			headers: { 'Idempotency-Key': `k'; TRUNCATE "${env.schema}".job_attempts; --` },
+		});
 		expect(answer.status).toBe(202);
 		const after = await snapshot();
-		for (const table of Object.keys(before)) if (table !== 'jobs') expect(after[table], table).toEqual(before[table]);
+		for (const table of Object.keys(before))
+			if (table !== 'jobs') expect(after[table], table).toEqual(before[table]);
 		expect(after.jobs.filter((row) => !before.jobs.includes(row))).toHaveLength(1);
-		const { rows } = await env.jobsDb.query(`SELECT payload, idempotency_key, correlation_id FROM "${env.schema}".jobs WHERE id = $1`, [(answer.body as Accepted).job_id]);
-		expect(rows[0]).toMatchObject({ payload: { document: { id: text } }, idempotency_key: `k'; TRUNCATE "${env.schema}".job_attempts; --`, correlation_id: `' OR '1'='1` });
-		cases.push({ endpoint: 'POST /webhook/jobs', name: 'SQL injection in document.id, document.text, correlation_id and Idempotency-Key', answer: '202, stored verbatim; no other row or table changed' });
+		const { rows } = await env.jobsDb.query(
+			`SELECT payload, idempotency_key, correlation_id FROM "${env.schema}".jobs WHERE id = $1`,
+			[(answer.body as Accepted).job_id],
+		);
+		expect(rows[0]).toMatchObject({
+			payload: { document: { id: text } },
+			idempotency_key: `k'; TRUNCATE "${env.schema}".job_attempts; --`,
+			correlation_id: `' OR '1'='1`,
+		});
+		cases.push({
+			endpoint: 'POST /webhook/jobs',
+			name: 'SQL injection in document.id, document.text, correlation_id and Idempotency-Key',
+			answer: '202, stored verbatim; no other row or table changed',
+		});
 	});
 
 	// A 30 KB body nested 5,000 levels deep overflows the stack in n8n-workflow's
@@ -256,26 +480,42 @@ describe('POST /webhook/jobs (receiver)', () => {
 		const body = `{"document":{"id":"deep","text":"t","x":${'['.repeat(depth)}${']'.repeat(depth)}}}`;
 		const before = await snapshot();
 		const started = Date.now();
-		const outcome = await fetch(env.n8n.webhookUrl('jobs'), { method: 'POST', headers: { 'content-type': 'application/json' }, body, signal: AbortSignal.timeout(20_000) }).then(
+		const outcome = await fetch(env.n8n.webhookUrl('jobs'), {
+			method: 'POST',
+			headers: { 'content-type': 'application/json' },
+			body,
+			signal: AbortSignal.timeout(20_000),
+		}).then(
 			async (response) => `${response.status} ${(await response.text()).slice(0, 120)}`,
 			(error: Error) => `no answer within 20 s (${error.name})`,
 		);
-		cases.push({ endpoint: 'POST /webhook/jobs', name: `body nested ${depth} levels deep (${body.length} bytes)`, answer: `${outcome} after ${((Date.now() - started) / 1000).toFixed(1)} s` });
+		cases.push({
+			endpoint: 'POST /webhook/jobs',
+			name: `body nested ${depth} levels deep (${body.length} bytes)`,
+			answer: `${outcome} after ${((Date.now() - started) / 1000).toFixed(1)} s`,
+		});
 		expect(outcome).not.toMatch(/^2\d\d /);
 		expect(await snapshot()).toEqual(before);
 		expect((await env.request('jobs/status?job_id=x&token=y')).status).toBe(404);
-		expect((await env.request('jobs', { body: { document: { id: 'after-deep', text: 'ok' } } })).status).toBe(202);
+		expect(
+			(await env.request('jobs', { body: { document: { id: 'after-deep', text: 'ok' } } })).status,
+		).toBe(202);
 	});
 });
 
 describe('GET /webhook/jobs/status', () => {
 	it('malformed, unknown, foreign and cross-queue ids and wrong tokens all answer the same 404', async () => {
 		const [a, b] = accepted;
-		const tokenOf = (statusUrl: string) => new URL(statusUrl, 'http://x').searchParams.get('token')!;
+		const tokenOf = (statusUrl: string) =>
+			new URL(statusUrl, 'http://x').searchParams.get('token')!;
 		const idOf = (statusUrl: string) => new URL(statusUrl, 'http://x').searchParams.get('job_id')!;
-		const { rows: outbox } = await env.jobsDb.query<{ id: string }>(`SELECT id FROM "${env.schema}".jobs WHERE queue = 'outbox' LIMIT 1`);
+		const { rows: outbox } = await env.jobsDb.query<{ id: string }>(
+			`SELECT id FROM "${env.schema}".jobs WHERE queue = 'outbox' LIMIT 1`,
+		);
 		expect(outbox).toHaveLength(1);
-		const reference = await env.request(`jobs/status?job_id=${idOf(a.status_url)}&token=${'A'.repeat(43)}`);
+		const reference = await env.request(
+			`jobs/status?job_id=${idOf(a.status_url)}&token=${'A'.repeat(43)}`,
+		);
 		expect(reference.status).toBe(404);
 		const get = (query: string) => async () => await env.request(`jobs/status?${query}`);
 		const same = (answer: Answer) => {
@@ -284,48 +524,146 @@ describe('GET /webhook/jobs/status', () => {
 		};
 		const lookups: Array<[string, string]> = [
 			['wrong token (43 × "A")', `job_id=${idOf(a.status_url)}&token=${'A'.repeat(43)}`],
-			['status token of another job', `job_id=${idOf(a.status_url)}&token=${tokenOf(b.status_url)}`],
-			['unknown job id with a valid token', `job_id=0190d1a2-0000-7000-8000-000000000000&token=${tokenOf(a.status_url)}`],
-			['job id from another queue (an outbox event) with a token', `job_id=${outbox[0].id}&token=${tokenOf(a.status_url)}`],
-			['job id from another queue (an outbox event) with an empty token', `job_id=${outbox[0].id}&token=`],
+			[
+				'status token of another job',
+				`job_id=${idOf(a.status_url)}&token=${tokenOf(b.status_url)}`,
+			],
+			[
+				'unknown job id with a valid token',
+				`job_id=0190d1a2-0000-7000-8000-000000000000&token=${tokenOf(a.status_url)}`,
+			],
+			[
+				'job id from another queue (an outbox event) with a token',
+				`job_id=${outbox[0].id}&token=${tokenOf(a.status_url)}`,
+			],
+			[
+				'job id from another queue (an outbox event) with an empty token',
+				`job_id=${outbox[0].id}&token=`,
+			],
 			['malformed job id "not-a-uuid"', `job_id=not-a-uuid&token=${tokenOf(a.status_url)}`],
-			['SQL injection in job_id', `job_id=${encodeURIComponent(`' OR 1=1; DROP TABLE "${env.schema}".jobs; --`)}&token=x`],
-			['SQL injection in token', `job_id=${idOf(a.status_url)}&token=${encodeURIComponent(`' OR '1'='1`)}`],
+			[
+				'SQL injection in job_id',
+				`job_id=${encodeURIComponent(`' OR 1=1; DROP TABLE "${env.schema}".jobs; --`)}&token=x`,
+			],
+			[
+				'SQL injection in token',
+				`job_id=${idOf(a.status_url)}&token=${encodeURIComponent(`' OR '1'='1`)}`,
+			],
 			['no query parameters', ''],
-			['job_id and token given twice (arrays)', `job_id=${idOf(a.status_url)}&job_id=${idOf(a.status_url)}&token=${tokenOf(a.status_url)}&token=${tokenOf(a.status_url)}`],
+			[
+				'job_id and token given twice (arrays)',
+				`job_id=${idOf(a.status_url)}&job_id=${idOf(a.status_url)}&token=${tokenOf(a.status_url)}&token=${tokenOf(a.status_url)}`,
+			],
 			['token of 10,000 characters', `job_id=${idOf(a.status_url)}&token=${'t'.repeat(10_000)}`],
 			['token with a NUL (%00)', `job_id=${idOf(a.status_url)}&token=${tokenOf(a.status_url)}%00`],
 		];
-		for (const [name, query] of lookups) await hostile('GET /webhook/jobs/status', name, get(query), 404, same);
+		for (const [name, query] of lookups)
+			await hostile('GET /webhook/jobs/status', name, get(query), 404, same);
 		// Control: the right pair answers 200.
 		expect((await env.request(a.status_url.replace(/^\/webhook\//, ''))).status).toBe(200);
 	});
 });
 
 describe('POST /webhook/events (event intake)', () => {
-	const valid = { source: 'shop', external_id: 'ev-hostile', status: 'paid', occurred_at: '2026-02-01T00:00:00Z' };
+	const valid = {
+		source: 'shop',
+		external_id: 'ev-hostile',
+		status: 'paid',
+		occurred_at: '2026-02-01T00:00:00Z',
+	};
 
 	it('non-JSON, empty, array and incomplete bodies answer 400', async () => {
-		await hostile('POST /webhook/events', 'truncated JSON', post('events', '{"source": "shop", '), 422);
-		await hostile('POST /webhook/events', 'text/plain body', post('events', 'event!', { 'content-type': 'text/plain' }), 400, problem(400, /body/));
+		await hostile(
+			'POST /webhook/events',
+			'truncated JSON',
+			post('events', '{"source": "shop", '),
+			422,
+		);
+		await hostile(
+			'POST /webhook/events',
+			'text/plain body',
+			post('events', 'event!', { 'content-type': 'text/plain' }),
+			400,
+			problem(400, /body/),
+		);
 		await hostile('POST /webhook/events', 'empty body', post('events', ''), 400, problem(400));
-		await hostile('POST /webhook/events', 'JSON array of events', async () => await env.request('events', { body: [valid, valid] }), 400, problem(400, /body/));
-		await hostile('POST /webhook/events', 'missing source / external_id / status / occurred_at', async () => await env.request('events', { body: { data: 1 } }), 400, problem(400, /source/));
-		await hostile('POST /webhook/events', 'occurred_at "yesterday"', async () => await env.request('events', { body: { ...valid, occurred_at: 'yesterday' } }), 400, problem(400, /occurred_at/));
+		await hostile(
+			'POST /webhook/events',
+			'JSON array of events',
+			async () => await env.request('events', { body: [valid, valid] }),
+			400,
+			problem(400, /body/),
+		);
+		await hostile(
+			'POST /webhook/events',
+			'missing source / external_id / status / occurred_at',
+			async () => await env.request('events', { body: { data: 1 } }),
+			400,
+			problem(400, /source/),
+		);
+		await hostile(
+			'POST /webhook/events',
+			'occurred_at "yesterday"',
+			async () => await env.request('events', { body: { ...valid, occurred_at: 'yesterday' } }),
+			400,
+			problem(400, /occurred_at/),
+		);
 	});
 
 	it('event ids of 256+ characters, with control characters or only spaces answer 400 naming the key', async () => {
-		await hostile('POST /webhook/events', 'event_id of 256 characters', async () => await env.request('events', { body: { ...valid, event_id: 'e'.repeat(256) } }), 400, problem(400, 'key'));
-		await hostile('POST /webhook/events', 'event_id with a newline', async () => await env.request('events', { body: { ...valid, event_id: 'evt\n1' } }), 400, problem(400, 'key'));
-		await hostile('POST /webhook/events', 'event_id of only spaces', async () => await env.request('events', { body: { ...valid, event_id: '    ' } }), 400, problem(400, 'key'));
-		await hostile('POST /webhook/events', 'source of 300 characters (makes the derived event id too long)', async () => await env.request('events', { body: { ...valid, source: 's'.repeat(300) } }), 400, problem(400, 'key'));
+		await hostile(
+			'POST /webhook/events',
+			'event_id of 256 characters',
+			async () => await env.request('events', { body: { ...valid, event_id: 'e'.repeat(256) } }),
+			400,
+			problem(400, 'key'),
+		);
+		await hostile(
+			'POST /webhook/events',
+			'event_id with a newline',
+			async () => await env.request('events', { body: { ...valid, event_id: 'evt\n1' } }),
+			400,
+			problem(400, 'key'),
+		);
+		await hostile(
+			'POST /webhook/events',
+			'event_id of only spaces',
+			async () => await env.request('events', { body: { ...valid, event_id: '    ' } }),
+			400,
+			problem(400, 'key'),
+		);
+		await hostile(
+			'POST /webhook/events',
+			'source of 300 characters (makes the derived event id too long)',
+			async () => await env.request('events', { body: { ...valid, source: 's'.repeat(300) } }),
+			400,
+			problem(400, 'key'),
+		);
 	});
 
 	// An object or array event_id must not be turned into a key such as "[object Object]", which
 	// would make every later unrelated event collide with the first.
 	it('an object as event_id is rejected with 400 (not keyed as "[object Object]")', async () => {
-		await hostile('POST /webhook/events', 'event_id is an object', async () => await env.request('events', { body: { ...valid, external_id: 'obj-1', event_id: { id: 1 } } }), 400, problem(400));
-		await hostile('POST /webhook/events', 'another object event_id', async () => await env.request('events', { body: { ...valid, external_id: 'obj-2', event_id: { id: 2 } } }), 400, problem(400));
+		await hostile(
+			'POST /webhook/events',
+			'event_id is an object',
+			async () =>
+				await env.request('events', {
+					body: { ...valid, external_id: 'obj-1', event_id: { id: 1 } },
+				}),
+			400,
+			problem(400),
+		);
+		await hostile(
+			'POST /webhook/events',
+			'another object event_id',
+			async () =>
+				await env.request('events', {
+					body: { ...valid, external_id: 'obj-2', event_id: { id: 2 } },
+				}),
+			400,
+			problem(400),
+		);
 	});
 });
 
@@ -334,15 +672,39 @@ describe('job database unreachable', () => {
 		const [a] = accepted;
 		await env.proxy.cut();
 		try {
-			await hostile('GET /webhook/jobs/status', 'job database unreachable', async () => await env.request(a.status_url.replace(/^\/webhook\//, '')), 503, (answer) => {
-				expect(answer.headers.get('retry-after')).toBe('5');
-			});
-			await hostile('POST /webhook/events', 'job database unreachable', async () => await env.request('events', { body: { ...valid(), external_id: 'down' } }), 503, problem(503));
-			await hostile('POST /webhook/jobs', 'job database unreachable', jobs({ document: { id: 'down', text: 'b' } }), 503, problem(503));
+			await hostile(
+				'GET /webhook/jobs/status',
+				'job database unreachable',
+				async () => await env.request(a.status_url.replace(/^\/webhook\//, '')),
+				503,
+				(answer) => {
+					expect(answer.headers.get('retry-after')).toBe('5');
+				},
+			);
+			await hostile(
+				'POST /webhook/events',
+				'job database unreachable',
+				async () => await env.request('events', { body: { ...valid(), external_id: 'down' } }),
+				503,
+				problem(503),
+			);
+			await hostile(
+				'POST /webhook/jobs',
+				'job database unreachable',
+				jobs({ document: { id: 'down', text: 'b' } }),
+				503,
+				problem(503),
+			);
 		} finally {
 			await env.proxy.restore();
 		}
-		await waitFor(async () => ((await env.request(a.status_url.replace(/^\/webhook\//, ''))).status === 200 ? true : undefined), { timeoutMs: 30_000, intervalMs: 500, what: 'status endpoint to recover' });
+		await waitFor(
+			async () =>
+				(await env.request(a.status_url.replace(/^\/webhook\//, ''))).status === 200
+					? true
+					: undefined,
+			{ timeoutMs: 30_000, intervalMs: 500, what: 'status endpoint to recover' },
+		);
 	});
 
 	function valid() {

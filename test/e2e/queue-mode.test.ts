@@ -32,15 +32,27 @@ describe('n8n queue mode', () => {
 		for (let n = 0; n < 12; n++) {
 			const key = `queue-mode-${n}`;
 			const body = { document: { id: `qm-${n}`, text: `name: Worker ${n}, amount: ${n}` } };
-			const first = await env.request('jobs', { method: 'POST', body, headers: { 'Idempotency-Key': key } });
-			const retry = await env.request('jobs', { method: 'POST', body, headers: { 'Idempotency-Key': key } });
+			const first = await env.request('jobs', {
+				method: 'POST',
+				body,
+				headers: { 'Idempotency-Key': key },
+			});
+			const retry = await env.request('jobs', {
+				method: 'POST',
+				body,
+				headers: { 'Idempotency-Key': key },
+			});
 			expect(first.status).toBe(202);
-			expect((retry.body as { job_id: string }).job_id).toBe((first.body as { job_id: string }).job_id);
+			expect((retry.body as { job_id: string }).job_id).toBe(
+				(first.body as { job_id: string }).job_id,
+			);
 			accepted.push(first.body as { job_id: string; status_url: string });
 		}
 		await waitFor(
 			async () => {
-				const { rows } = await env.jobsDb.query(`SELECT count(*)::int AS n FROM "${env.schema}".jobs WHERE queue = 'documents' AND status = 'done'`);
+				const { rows } = await env.jobsDb.query(
+					`SELECT count(*)::int AS n FROM "${env.schema}".jobs WHERE queue = 'documents' AND status = 'done'`,
+				);
 				return rows[0].n === accepted.length;
 			},
 			{ timeoutMs: 180_000, intervalMs: 500, what: 'all queue-mode jobs done' },

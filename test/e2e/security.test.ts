@@ -42,7 +42,17 @@ function credential(secret: string) {
 		id: CREDENTIAL_ID,
 		name: 'Durable Jobs',
 		type: 'durableJobsPostgresApi',
-		data: { host: env.proxy.host, port: env.proxy.port, database: 'postgres', user: ROLE, password: secret, ssl: 'disable', schema: SCHEMA, maxConnections: 10, autoMigrate: true },
+		data: {
+			host: env.proxy.host,
+			port: env.proxy.port,
+			database: 'postgres',
+			user: ROLE,
+			password: secret,
+			ssl: 'disable',
+			schema: SCHEMA,
+			maxConnections: 10,
+			autoMigrate: true,
+		},
 	};
 }
 
@@ -67,8 +77,12 @@ beforeAll(async () => {
 		n8nEnv: { N8N_LOG_LEVEL: 'debug' },
 		// Fewer background executions while response times are measured: the relays poll every 10 s.
 		customize: (workflows) => {
-			for (const workflow of workflows.filter((candidate) => ['DjCallbackRelay1', 'DjOutboxRelay001'].includes(candidate.id))) {
-				for (const node of workflow.nodes) if (node.type === 'n8n-nodes-base.scheduleTrigger') node.parameters.rule = { interval: [{ field: 'seconds', secondsInterval: 10 }] };
+			for (const workflow of workflows.filter((candidate) =>
+				['DjCallbackRelay1', 'DjOutboxRelay001'].includes(candidate.id),
+			)) {
+				for (const node of workflow.nodes)
+					if (node.type === 'n8n-nodes-base.scheduleTrigger')
+						node.parameters.rule = { interval: [{ field: 'seconds', secondsInterval: 10 }] };
 			}
 		},
 		log: (line) => {
@@ -102,28 +116,55 @@ let job: Accepted;
 
 describe('the bundled workflows with a password-protected job database', () => {
 	it('a job runs to done through the job credential’s own role', async () => {
-		const answer = await submit({ document: { id: 'sec-1', text: 'name: Ada, amount: 1' } }, { 'Idempotency-Key': 'sec-1' });
+		const answer = await submit(
+			{ document: { id: 'sec-1', text: 'name: Ada, amount: 1' } },
+			{ 'Idempotency-Key': 'sec-1' },
+		);
 		expect(answer.status).toBe(202);
 		job = answer.body as Accepted;
 		const done = await waitFor(
 			async () => {
 				const status = await env.request(statusPath(job.status_url));
-				return status.status === 200 && (status.body as { status: string }).status === 'done' ? status.body : undefined;
+				return status.status === 200 && (status.body as { status: string }).status === 'done'
+					? status.body
+					: undefined;
 			},
 			{ timeoutMs: 90_000, intervalMs: 300, what: 'job done' },
 		);
 		expect(done).toMatchObject({ status: 'done' });
-		const { rows } = await admin.query(`SELECT DISTINCT usename FROM pg_stat_activity WHERE application_name = 'n8n-nodes-durable-jobs'`);
+		const { rows } = await admin.query(
+			`SELECT DISTINCT usename FROM pg_stat_activity WHERE application_name = 'n8n-nodes-durable-jobs'`,
+		);
 		expect(rows.map((row) => row.usename)).toContain(ROLE);
 	});
 
 	it('errors: wrong token, key conflict, event duplicate', async () => {
-		expect((await env.request(statusPath(job.status_url).replace(/token=[^&]+/, `token=${'B'.repeat(43)}`))).status).toBe(404);
-		expect((await submit({ document: { id: 'sec-1', text: 'other body' } }, { 'Idempotency-Key': 'sec-1' })).status).toBe(422);
-		const event = { source: 'shop', external_id: 'sec-evt', status: 'paid', occurred_at: '2026-04-01T00:00:00Z' };
+		expect(
+			(
+				await env.request(
+					statusPath(job.status_url).replace(/token=[^&]+/, `token=${'B'.repeat(43)}`),
+				)
+			).status,
+		).toBe(404);
+		expect(
+			(
+				await submit(
+					{ document: { id: 'sec-1', text: 'other body' } },
+					{ 'Idempotency-Key': 'sec-1' },
+				)
+			).status,
+		).toBe(422);
+		const event = {
+			source: 'shop',
+			external_id: 'sec-evt',
+			status: 'paid',
+			occurred_at: '2026-04-01T00:00:00Z',
+		};
 		expect((await env.request('events', { body: event })).status).toBe(200);
 		expect((await env.request('events', { body: event })).status).toBe(200);
-		expect((await env.request('events', { body: { ...event, data: { other: true } } })).status).toBe(422);
+		expect(
+			(await env.request('events', { body: { ...event, data: { other: true } } })).status,
+		).toBe(422);
 	});
 
 	it('job database cut off: 503 from the receiver, the status endpoint and the event intake; then it recovers', async () => {
@@ -131,13 +172,28 @@ describe('the bundled workflows with a password-protected job database', () => {
 		try {
 			expect((await submit({ document: { id: 'sec-down', text: 'x' } })).status).toBe(503);
 			expect((await env.request(statusPath(job.status_url))).status).toBe(503);
-			expect((await env.request('events', { body: { source: 'shop', external_id: 'sec-down', status: 'paid', occurred_at: '2026-04-02T00:00:00Z' } })).status).toBe(503);
+			expect(
+				(
+					await env.request('events', {
+						body: {
+							source: 'shop',
+							external_id: 'sec-down',
+							status: 'paid',
+							occurred_at: '2026-04-02T00:00:00Z',
+						},
+					})
+				).status,
+			).toBe(503);
 			// Let the dispatcher and the relays fail a few times too.
 			await new Promise((resolve) => setTimeout(resolve, 3_000));
 		} finally {
 			await env.proxy.restore();
 		}
-		await waitFor(async () => ((await env.request(statusPath(job.status_url))).status === 200 ? true : undefined), { timeoutMs: 30_000, intervalMs: 500, what: 'recovery' });
+		await waitFor(
+			async () =>
+				(await env.request(statusPath(job.status_url))).status === 200 ? true : undefined,
+			{ timeoutMs: 30_000, intervalMs: 500, what: 'recovery' },
+		);
 	});
 
 	it('a wrong password: 503 everywhere, without internal detail for the anonymous caller; the right one works again', async () => {
@@ -148,12 +204,29 @@ describe('the bundled workflows with a password-protected job database', () => {
 			expect(refused.body).toMatchObject({ status: 503, title: 'Service unavailable' });
 			expect(refused.text).not.toMatch(/password|PostgreSQL|credential/i);
 			expect((await env.request(statusPath(job.status_url))).status).toBe(503);
-			expect((await env.request('events', { body: { source: 'shop', external_id: 'sec-pw', status: 'paid', occurred_at: '2026-04-03T00:00:00Z' } })).status).toBe(503);
+			expect(
+				(
+					await env.request('events', {
+						body: {
+							source: 'shop',
+							external_id: 'sec-pw',
+							status: 'paid',
+							occurred_at: '2026-04-03T00:00:00Z',
+						},
+					})
+				).status,
+			).toBe(503);
 			await new Promise((resolve) => setTimeout(resolve, 3_000));
 		} finally {
 			await env.n8n.importCredentials([credential(password)]);
 		}
-		await waitFor(async () => ((await submit({ document: { id: `sec-after-${Date.now()}`, text: 'x' } })).status === 202 ? true : undefined), { timeoutMs: 30_000, intervalMs: 500, what: 'right password again' });
+		await waitFor(
+			async () =>
+				(await submit({ document: { id: `sec-after-${Date.now()}`, text: 'x' } })).status === 202
+					? true
+					: undefined,
+			{ timeoutMs: 30_000, intervalMs: 500, what: 'right password again' },
+		);
 	});
 });
 
@@ -163,7 +236,13 @@ describe('status tokens through the status webhook', () => {
 		const token = url.searchParams.get('token')!;
 		const guesses = [
 			...Array.from({ length: 50 }, () => randomBytes(32).toString('base64url')),
-			...Array.from({ length: 43 }, (_, position) => token.slice(0, position) + (token[position] === 'A' ? 'B' : 'A') + token.slice(position + 1)),
+			...Array.from(
+				{ length: 43 },
+				(_, position) =>
+					token.slice(0, position) +
+					(token[position] === 'A' ? 'B' : 'A') +
+					token.slice(position + 1),
+			),
 			token.slice(0, 42),
 			`${token}A`,
 			token.toUpperCase(),
@@ -176,11 +255,15 @@ describe('status tokens through the status webhook', () => {
 		let hits = 0;
 		const statuses = new Map<number, number>();
 		for (const guess of guesses) {
-			const answer = await env.request(`jobs/status?job_id=${url.searchParams.get('job_id')}&token=${encodeURIComponent(guess)}`);
+			const answer = await env.request(
+				`jobs/status?job_id=${url.searchParams.get('job_id')}&token=${encodeURIComponent(guess)}`,
+			);
 			statuses.set(answer.status, (statuses.get(answer.status) ?? 0) + 1);
 			if (answer.status === 200) hits++;
 		}
-		console.log(`[security] ${guesses.length} guessed tokens through GET /webhook/jobs/status: hits=${hits}, answers=${JSON.stringify(Object.fromEntries(statuses))}`);
+		console.log(
+			`[security] ${guesses.length} guessed tokens through GET /webhook/jobs/status: hits=${hits}, answers=${JSON.stringify(Object.fromEntries(statuses))}`,
+		);
 		expect(hits).toBe(0);
 		expect(statuses.get(404)).toBe(guesses.length);
 		expect((await env.request(statusPath(job.status_url))).status).toBe(200);
@@ -196,7 +279,10 @@ describe('status tokens through the status webhook', () => {
 		expect(big.status).toBe(202);
 		const smallId = new URL(job.status_url, 'http://x').searchParams.get('job_id')!;
 		const bigId = (big.body as Accepted).job_id;
-		const lookup = (jobId: () => string) => async () => await env.request(`jobs/status?job_id=${jobId()}&token=${randomBytes(32).toString('base64url')}`);
+		const lookup = (jobId: () => string) => async () =>
+			await env.request(
+				`jobs/status?job_id=${jobId()}&token=${randomBytes(32).toString('base64url')}`,
+			);
 		const kinds = {
 			wrong_token_small_job: lookup(() => smallId),
 			wrong_token_900kb_job: lookup(() => bigId),
@@ -204,7 +290,10 @@ describe('status tokens through the status webhook', () => {
 		};
 		const names = Object.keys(kinds) as Array<keyof typeof kinds>;
 		for (let i = 0; i < 15; i++) await kinds[names[i % 3]]();
-		const times = Object.fromEntries(names.map((name) => [name, [] as number[]])) as Record<keyof typeof kinds, number[]>;
+		const times = Object.fromEntries(names.map((name) => [name, [] as number[]])) as Record<
+			keyof typeof kinds,
+			number[]
+		>;
 		let reference: string | undefined;
 		for (let i = 0; i < 120; i++) {
 			for (const name of [...names].sort(() => Math.random() - 0.5)) {
@@ -221,38 +310,60 @@ describe('status tokens through the status webhook', () => {
 		});
 		for (const name of ['wrong_token_small_job', 'wrong_token_900kb_job'] as const) {
 			const test = mannWhitneyU(times[name], times.unknown_job);
-			lines.push(`  mann_whitney ${name} vs unknown_job: U=${test.u} z=${test.z.toFixed(2)} p=${test.p.toFixed(3)} effect=${test.effect.toFixed(3)}`);
+			lines.push(
+				`  mann_whitney ${name} vs unknown_job: U=${test.u} z=${test.z.toFixed(2)} p=${test.p.toFixed(3)} effect=${test.effect.toFixed(3)}`,
+			);
 		}
-		console.log(`[security] timing through GET /webhook/jobs/status (real n8n)\n${lines.join('\n')}`);
+		console.log(
+			`[security] timing through GET /webhook/jobs/status (real n8n)\n${lines.join('\n')}`,
+		);
 		// Only the bodies are asserted (identical); the timing figures are reported in docs/SECURITY.md.
 		expect(times.unknown_job).toHaveLength(120);
 	});
 });
 
 describe('the credential password is nowhere', () => {
-	const forms = (secret: string) => [secret, Buffer.from(secret).toString('base64'), Buffer.from(secret).toString('base64url'), Buffer.from(secret).toString('hex'), encodeURIComponent(secret)];
+	const forms = (secret: string) => [
+		secret,
+		Buffer.from(secret).toString('base64'),
+		Buffer.from(secret).toString('base64url'),
+		Buffer.from(secret).toString('hex'),
+		encodeURIComponent(secret),
+	];
 
 	it('not in any row of any table of n8n’s database (execution data included), and the credential is stored encrypted', async () => {
 		// Let n8n finish writing the executions of the requests above.
 		await new Promise((resolve) => setTimeout(resolve, 3_000));
-		const { rows: tables } = await n8nDb.query<{ schemaname: string; tablename: string }>(`SELECT schemaname, tablename FROM pg_tables WHERE schemaname NOT IN ('pg_catalog', 'information_schema') ORDER BY 1, 2`);
+		const { rows: tables } = await n8nDb.query<{ schemaname: string; tablename: string }>(
+			`SELECT schemaname, tablename FROM pg_tables WHERE schemaname NOT IN ('pg_catalog', 'information_schema') ORDER BY 1, 2`,
+		);
 		const needles = [...forms(password), ...forms(wrongPassword)];
 		const hits: string[] = [];
 		let rowsScanned = 0;
 		for (const { schemaname, tablename } of tables) {
 			const table = `"${schemaname}"."${tablename}"`;
-			rowsScanned += (await n8nDb.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${table}`)).rows[0].n;
+			rowsScanned += (await n8nDb.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${table}`))
+				.rows[0].n;
 			for (const needle of needles) {
-				const { rows } = await n8nDb.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${table} t WHERE strpos(t::text, $1) > 0`, [needle]);
-				if (rows[0].n > 0) hits.push(`${table}: ${rows[0].n} row(s) contain a form of the password`);
+				const { rows } = await n8nDb.query<{ n: number }>(
+					`SELECT count(*)::int AS n FROM ${table} t WHERE strpos(t::text, $1) > 0`,
+					[needle],
+				);
+				if (rows[0].n > 0)
+					hits.push(`${table}: ${rows[0].n} row(s) contain a form of the password`);
 			}
 		}
 		// The search covered what matters: executions with the errors of this run.
 		const { rows: executions } = await n8nDb.query<{ n: number; errors: number }>(
 			`SELECT count(*)::int AS n, count(*) FILTER (WHERE strpos(d.data::text, 'rejected the user name or password') > 0)::int AS errors FROM execution_data d`,
 		);
-		const { rows: credentials } = await n8nDb.query<{ data: string }>(`SELECT data FROM credentials_entity WHERE id = $1`, [CREDENTIAL_ID]);
-		console.log(`[security] n8n database: ${tables.length} tables, ${rowsScanned} rows scanned for ${needles.length} forms of 2 passwords: ${hits.length} hits; executions stored: ${executions[0].n}, with the wrong-password error: ${executions[0].errors}`);
+		const { rows: credentials } = await n8nDb.query<{ data: string }>(
+			`SELECT data FROM credentials_entity WHERE id = $1`,
+			[CREDENTIAL_ID],
+		);
+		console.log(
+			`[security] n8n database: ${tables.length} tables, ${rowsScanned} rows scanned for ${needles.length} forms of 2 passwords: ${hits.length} hits; executions stored: ${executions[0].n}, with the wrong-password error: ${executions[0].errors}`,
+		);
 		expect(hits).toEqual([]);
 		expect(executions[0].n).toBeGreaterThan(20);
 		expect(executions[0].errors).toBeGreaterThan(0);
@@ -270,10 +381,16 @@ describe('the credential password is nowhere', () => {
 		const schemaText = jobSchema.rows.map((row) => row.row).join('\n');
 		const received = JSON.stringify([env.standins.crm.journal, env.standins.callbacks.received]);
 		const needles = [...forms(password), ...forms(wrongPassword)];
-		const found = needles.filter((needle) => log.includes(needle) || schemaText.includes(needle) || received.includes(needle));
-		console.log(`[security] n8n log: ${log.length} characters, ${log.split('\n').length} lines; job schema: ${jobSchema.rows.length} rows; ${found.length} hits`);
+		const found = needles.filter(
+			(needle) => log.includes(needle) || schemaText.includes(needle) || received.includes(needle),
+		);
+		console.log(
+			`[security] n8n log: ${log.length} characters, ${log.split('\n').length} lines; job schema: ${jobSchema.rows.length} rows; ${found.length} hits`,
+		);
 		expect(found).toEqual([]);
 		// The log did record the failures (so it was worth searching).
-		expect(log).toMatch(/rejected the user name or password|PostgreSQL is unreachable|ECONNREFUSED/);
+		expect(log).toMatch(
+			/rejected the user name or password|PostgreSQL is unreachable|ECONNREFUSED/,
+		);
 	});
 });

@@ -44,7 +44,11 @@ afterAll(async () => {
 let documentCounter = 0;
 function newDocument(extra: Record<string, unknown> = {}): { id: string; text: string } {
 	documentCounter++;
-	return { id: `doc-${Date.now()}-${documentCounter}`, text: `name: Ada Lovelace, email ada@example.com, amount: ${100 + documentCounter}`, ...extra };
+	return {
+		id: `doc-${Date.now()}-${documentCounter}`,
+		text: `name: Ada Lovelace, email ada@example.com, amount: ${100 + documentCounter}`,
+		...extra,
+	};
 }
 
 async function submit(body: unknown, headers: Record<string, string> = {}) {
@@ -55,7 +59,11 @@ async function status(statusUrl: string) {
 	return await env.request(statusUrl.replace(/^\/webhook\//, ''));
 }
 
-async function waitForStatus(statusUrl: string, wanted: string[], timeoutMs = 90_000): Promise<StatusBody> {
+async function waitForStatus(
+	statusUrl: string,
+	wanted: string[],
+	timeoutMs = 90_000,
+): Promise<StatusBody> {
 	return await waitFor(
 		async () => {
 			const answer = await status(statusUrl);
@@ -76,7 +84,9 @@ describe('receiver → dispatcher → worker → status', () => {
 			expect(answer.ms).toBeLessThan(1_000);
 			const accepted = answer.body as AcceptedBody;
 			expect(accepted.job_id).toMatch(/^[0-9a-f-]{36}$/);
-			expect(accepted.status_url).toMatch(/^\/webhook\/jobs\/status\?job_id=[0-9a-f-]{36}&token=[A-Za-z0-9_-]{43}$/);
+			expect(accepted.status_url).toMatch(
+				/^\/webhook\/jobs\/status\?job_id=[0-9a-f-]{36}&token=[A-Za-z0-9_-]{43}$/,
+			);
 			expect(answer.headers.get('location')).toBe(accepted.status_url);
 
 			const seen = new Set<string>();
@@ -93,13 +103,25 @@ describe('receiver → dispatcher → worker → status', () => {
 			expect(Date.now() - started).toBeGreaterThanOrEqual(5_000);
 			expect(done.result?.source_document_id).toBe(document.id);
 			expect(done.result?.crm_record_id).toBeTruthy();
-			expect(done.timeline).toEqual([expect.objectContaining({ attempt: 1, outcome: 'succeeded' })]);
+			expect(done.timeline).toEqual([
+				expect.objectContaining({ attempt: 1, outcome: 'succeeded' }),
+			]);
 			// The Worker recorded its checkpoint before the CRM call, after the AI had answered.
-			const attempts = await env.jobsDb.query(`SELECT checkpoint, checkpoint_at, started_at, finished_at FROM "${env.schema}".job_attempts WHERE job_id = $1`, [accepted.job_id]);
+			const attempts = await env.jobsDb.query(
+				`SELECT checkpoint, checkpoint_at, started_at, finished_at FROM "${env.schema}".job_attempts WHERE job_id = $1`,
+				[accepted.job_id],
+			);
 			expect(attempts.rows).toHaveLength(1);
-			const [attempt] = attempts.rows as Array<{ checkpoint: string; checkpoint_at: Date; started_at: Date; finished_at: Date }>;
+			const [attempt] = attempts.rows as Array<{
+				checkpoint: string;
+				checkpoint_at: Date;
+				started_at: Date;
+				finished_at: Date;
+			}>;
 			expect(attempt.checkpoint).toBe('crm_request');
-			expect(attempt.checkpoint_at.getTime() - attempt.started_at.getTime()).toBeGreaterThanOrEqual(5_000);
+			expect(attempt.checkpoint_at.getTime() - attempt.started_at.getTime()).toBeGreaterThanOrEqual(
+				5_000,
+			);
 			expect(attempt.checkpoint_at.getTime()).toBeLessThanOrEqual(attempt.finished_at.getTime());
 		} finally {
 			env.standins.ai.latencyMs = 0;
@@ -121,7 +143,10 @@ describe('receiver → dispatcher → worker → status', () => {
 		await waitForStatus(a.status_url, ['done']);
 		expect(env.standins.crm.recordsForKey(a.job_id)).toHaveLength(1);
 
-		const conflict = await submit({ document: { ...document, text: 'something else' } }, { 'Idempotency-Key': key });
+		const conflict = await submit(
+			{ document: { ...document, text: 'something else' } },
+			{ 'Idempotency-Key': key },
+		);
 		expect(conflict.status).toBe(422);
 		expect(conflict.headers.get('content-type')).toContain('application/problem+json');
 		expect(conflict.body).toMatchObject({ status: 422, existing_job_id: a.job_id });
@@ -154,14 +179,23 @@ describe('receiver → dispatcher → worker → status', () => {
 		const failed = await waitForStatus(b.status_url, ['done', 'failed']);
 		expect(failed.status).toBe('failed');
 		expect(failed.error).toMatchObject({ code: 'http_400', class: 'needs_mapping' });
-		expect(failed.timeline).toEqual([expect.objectContaining({ attempt: 1, outcome: 'failed', error_code: 'http_400' })]);
+		expect(failed.timeline).toEqual([
+			expect.objectContaining({ attempt: 1, outcome: 'failed', error_code: 'http_400' }),
+		]);
 		expect(failed).not.toHaveProperty('result');
 	});
 
 	it('a wrong token answers 404, identical to an unknown job', async () => {
 		const accepted = (await submit({ document: newDocument() })).body as AcceptedBody;
-		const wrongToken = await status(accepted.status_url.replace(/token=[^&]+/, 'token=AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA'));
-		const unknownJob = await status(accepted.status_url.replace(/job_id=[^&]+/, 'job_id=0190d1a2-0000-7000-8000-000000000000'));
+		const wrongToken = await status(
+			accepted.status_url.replace(
+				/token=[^&]+/,
+				'token=AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA',
+			),
+		);
+		const unknownJob = await status(
+			accepted.status_url.replace(/job_id=[^&]+/, 'job_id=0190d1a2-0000-7000-8000-000000000000'),
+		);
 		const malformed = await env.request("jobs/status?job_id=' OR 1=1 --&token=x");
 		for (const answer of [wrongToken, unknownJob, malformed]) {
 			expect(answer.status).toBe(404);
@@ -171,21 +205,35 @@ describe('receiver → dispatcher → worker → status', () => {
 
 	it('a job with a callback URL → the callback arrives once per event id and its signature verifies (Standard Webhooks)', async () => {
 		const callbackUrl = `${env.standins.callbacks.url}/hooks/job-finished`;
-		const accepted = (await submit({ document: newDocument(), callback_url: callbackUrl, correlation_id: 'corr-77' })).body as AcceptedBody;
+		const accepted = (
+			await submit({
+				document: newDocument(),
+				callback_url: callbackUrl,
+				correlation_id: 'corr-77',
+			})
+		).body as AcceptedBody;
 		await waitForStatus(accepted.status_url, ['done']);
-		const [callback] = await env.standins.callbacks.waitFor((cb) => cb.path === '/hooks/job-finished' && cb.body.includes(accepted.job_id), { timeoutMs: 60_000 });
+		const [callback] = await env.standins.callbacks.waitFor(
+			(cb) => cb.path === '/hooks/job-finished' && cb.body.includes(accepted.job_id),
+			{ timeoutMs: 60_000 },
+		);
 		const verifier = new Webhook(Buffer.from(SIGNING_KEY, 'utf8').toString('base64'));
 		const headers = {
 			'webhook-id': String(callback.headers['webhook-id']),
 			'webhook-timestamp': String(callback.headers['webhook-timestamp']),
 			'webhook-signature': String(callback.headers['webhook-signature']),
 		};
-		const payload = verifier.verify(callback.body, headers) as { type: string; data: { job_id: string; status: string; result: unknown } };
+		const payload = verifier.verify(callback.body, headers) as {
+			type: string;
+			data: { job_id: string; status: string; result: unknown };
+		};
 		expect(payload.type).toBe('job.succeeded');
 		expect(payload.data).toMatchObject({ job_id: accepted.job_id, status: 'done' });
 		expect(() => verifier.verify(callback.body.replace('done', 'fail'), headers)).toThrow();
 		await new Promise((resolve) => setTimeout(resolve, 3_000));
-		const sameEvent = env.standins.callbacks.received.filter((cb) => cb.headers['webhook-id'] === headers['webhook-id']);
+		const sameEvent = env.standins.callbacks.received.filter(
+			(cb) => cb.headers['webhook-id'] === headers['webhook-id'],
+		);
 		expect(sameEvent).toHaveLength(1);
 	});
 });
@@ -193,7 +241,13 @@ describe('receiver → dispatcher → worker → status', () => {
 describe('event intake', () => {
 	it('the same event twice → one outbox event, both 200; an older event after a newer one → stale, nothing rolled back', async () => {
 		const external = `order-${Date.now()}`;
-		const newer = { source: 'shop', external_id: external, status: 'paid', occurred_at: '2026-11-30T10:00:00Z', data: { total: 42 } };
+		const newer = {
+			source: 'shop',
+			external_id: external,
+			status: 'paid',
+			occurred_at: '2026-11-30T10:00:00Z',
+			data: { total: 42 },
+		};
 		const first = await env.request('events', { method: 'POST', body: newer });
 		const again = await env.request('events', { method: 'POST', body: newer });
 		expect(first.status).toBe(200);
@@ -201,7 +255,10 @@ describe('event intake', () => {
 		expect(again.status).toBe(200);
 		expect(again.body).toMatchObject({ status: 'duplicate' });
 		const eventId = `shop:${external}:paid:2026-11-30T10:00:00Z`;
-		const outbox = await env.jobsDb.query(`SELECT count(*)::int AS n FROM "${env.schema}".jobs WHERE queue = 'outbox' AND idempotency_key = $1`, [eventId]);
+		const outbox = await env.jobsDb.query(
+			`SELECT count(*)::int AS n FROM "${env.schema}".jobs WHERE queue = 'outbox' AND idempotency_key = $1`,
+			[eventId],
+		);
 		expect(outbox.rows[0].n).toBe(1);
 		expect(env.standins.crm.journal.filter((entry) => entry.key === eventId)).toHaveLength(1);
 
@@ -209,13 +266,25 @@ describe('event intake', () => {
 		const late = await env.request('events', { method: 'POST', body: older });
 		expect(late.status).toBe(200);
 		expect(late.body).toMatchObject({ status: 'stale' });
-		const entity = await env.jobsDb.query(`SELECT occurred_at FROM "${env.schema}".entity_versions WHERE entity_key = $1`, [`shop:${external}`]);
+		const entity = await env.jobsDb.query(
+			`SELECT occurred_at FROM "${env.schema}".entity_versions WHERE entity_key = $1`,
+			[`shop:${external}`],
+		);
 		expect(entity.rows[0].occurred_at.toISOString()).toBe('2026-11-30T10:00:00.000Z');
-		expect(env.standins.crm.journal.filter((entry) => entry.key === `shop:${external}:pending:2026-11-30T09:00:00Z`)).toHaveLength(0);
+		expect(
+			env.standins.crm.journal.filter(
+				(entry) => entry.key === `shop:${external}:pending:2026-11-30T09:00:00Z`,
+			),
+		).toHaveLength(0);
 	});
 
 	it('CRM down after a successful claim → 503 and the claim is failed, so the retry is processed (not dropped as a duplicate)', async () => {
-		const event = { source: 'shop', external_id: `order-crm-${Date.now()}`, status: 'paid', occurred_at: '2026-11-30T11:00:00Z' };
+		const event = {
+			source: 'shop',
+			external_id: `order-crm-${Date.now()}`,
+			status: 'paid',
+			occurred_at: '2026-11-30T11:00:00Z',
+		};
 		env.standins.crm.down = true;
 		try {
 			const refused = await env.request('events', { method: 'POST', body: event });
@@ -231,7 +300,9 @@ describe('event intake', () => {
 
 describe('outages', () => {
 	it('job database unreachable → the receiver answers 503 and never a 202; it recovers without restarting n8n', async () => {
-		const before = await env.jobsDb.query(`SELECT count(*)::int AS n FROM "${env.schema}".jobs WHERE queue = 'documents'`);
+		const before = await env.jobsDb.query(
+			`SELECT count(*)::int AS n FROM "${env.schema}".jobs WHERE queue = 'documents'`,
+		);
 		await env.proxy.cut();
 		try {
 			for (let i = 0; i < 3; i++) {
@@ -242,12 +313,17 @@ describe('outages', () => {
 		} finally {
 			await env.proxy.restore();
 		}
-		const after = await env.jobsDb.query(`SELECT count(*)::int AS n FROM "${env.schema}".jobs WHERE queue = 'documents'`);
+		const after = await env.jobsDb.query(
+			`SELECT count(*)::int AS n FROM "${env.schema}".jobs WHERE queue = 'documents'`,
+		);
 		expect(after.rows[0].n).toBe(before.rows[0].n);
-		const recovered = await waitFor(async () => {
-			const answer = await submit({ document: newDocument() });
-			return answer.status === 202 ? answer : undefined;
-		}, { timeoutMs: 30_000, intervalMs: 500, what: 'receiver to recover' });
+		const recovered = await waitFor(
+			async () => {
+				const answer = await submit({ document: newDocument() });
+				return answer.status === 202 ? answer : undefined;
+			},
+			{ timeoutMs: 30_000, intervalMs: 500, what: 'receiver to recover' },
+		);
 		expect(recovered.status).toBe(202);
 	});
 
@@ -255,11 +331,14 @@ describe('outages', () => {
 		await env.n8n.unpublish(['DjDispatcher0001']);
 		await env.n8n.restart();
 		const accepted: AcceptedBody[] = [];
-		for (let i = 0; i < 3; i++) accepted.push((await submit({ document: newDocument() })).body as AcceptedBody);
+		for (let i = 0; i < 3; i++)
+			accepted.push((await submit({ document: newDocument() })).body as AcceptedBody);
 		await new Promise((resolve) => setTimeout(resolve, 4_000));
-		for (const job of accepted) expect(((await status(job.status_url)).body as StatusBody).status).toBe('queued');
+		for (const job of accepted)
+			expect(((await status(job.status_url)).body as StatusBody).status).toBe('queued');
 		await env.n8n.publish(['DjDispatcher0001']);
 		await env.n8n.restart();
-		for (const job of accepted) expect((await waitForStatus(job.status_url, ['done'])).status).toBe('done');
+		for (const job of accepted)
+			expect((await waitForStatus(job.status_url, ['done'])).status).toBe('done');
 	});
 });

@@ -8,7 +8,10 @@ export function databaseUrl(): string {
 	return inject('databaseUrl');
 }
 
-export function connectionConfig(url = databaseUrl(), overrides: Partial<ConnectionConfig> = {}): ConnectionConfig {
+export function connectionConfig(
+	url = databaseUrl(),
+	overrides: Partial<ConnectionConfig> = {},
+): ConnectionConfig {
 	const parsed = new URL(url);
 	return {
 		host: parsed.hostname,
@@ -23,7 +26,10 @@ export function connectionConfig(url = databaseUrl(), overrides: Partial<Connect
 
 /** A schema name unique to one test file (and an optional suffix), never the default. */
 export function testSchema(file: string, suffix = ''): string {
-	const hash = createHash('sha1').update(file + suffix).digest('hex').slice(0, 10);
+	const hash = createHash('sha1')
+		.update(file + suffix)
+		.digest('hex')
+		.slice(0, 10);
 	return `djt_${hash}`;
 }
 
@@ -38,15 +44,28 @@ export async function dropSchema(pool: pg.Pool, schema: string): Promise<void> {
 }
 
 /** A fresh, migrated schema and a store over it. */
-export async function freshStore(pool: pg.Pool, schema: string, options: { maxPayloadBytes?: number } = {}): Promise<JobStore> {
+export async function freshStore(
+	pool: pg.Pool,
+	schema: string,
+	options: { maxPayloadBytes?: number } = {},
+): Promise<JobStore> {
 	await dropSchema(pool, schema);
 	await migrate(pool, schema);
 	return new JobStore(pool, { schema, ...options });
 }
 
-export async function tableSnapshot(pool: pg.Pool, schema: string): Promise<Record<string, unknown[]>> {
+export async function tableSnapshot(
+	pool: pg.Pool,
+	schema: string,
+): Promise<Record<string, unknown[]>> {
 	const snapshot: Record<string, unknown[]> = {};
-	for (const table of ['jobs', 'job_attempts', 'idempotency_keys', 'entity_versions', 'job_counts']) {
+	for (const table of [
+		'jobs',
+		'job_attempts',
+		'idempotency_keys',
+		'entity_versions',
+		'job_counts',
+	]) {
 		const result = await pool.query(`SELECT * FROM "${schema}".${table} ORDER BY 1, 2`);
 		snapshot[table] = result.rows;
 	}

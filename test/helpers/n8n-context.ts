@@ -62,7 +62,11 @@ export interface NodeContextOptions {
 }
 
 /** Credential data of the Durable Jobs Postgres credential, from a postgres:// URL and a schema. */
-export function credentialFor(url: string, schema: string, overrides: ICredentialDataDecryptedObject = {}): ICredentialDataDecryptedObject {
+export function credentialFor(
+	url: string,
+	schema: string,
+	overrides: ICredentialDataDecryptedObject = {},
+): ICredentialDataDecryptedObject {
 	const parsed = new URL(url);
 	return {
 		host: parsed.hostname,
@@ -99,12 +103,24 @@ function toItems(items: Array<INodeExecutionData | IDataObject> | undefined): IN
 }
 
 function isExecutionData(item: INodeExecutionData | IDataObject): item is INodeExecutionData {
-	return typeof item === 'object' && item !== null && typeof (item as INodeExecutionData).json === 'object' && (item as INodeExecutionData).json !== null && Object.keys(item).every((key) => ['json', 'binary', 'pairedItem', 'error'].includes(key));
+	return (
+		typeof item === 'object' &&
+		item !== null &&
+		typeof (item as INodeExecutionData).json === 'object' &&
+		(item as INodeExecutionData).json !== null &&
+		Object.keys(item).every((key) => ['json', 'binary', 'pairedItem', 'error'].includes(key))
+	);
 }
 
 /** lodash.get for dotted paths, as n8n-core reads node parameters. */
 function getPath(source: unknown, path: string): unknown {
-	return path.split('.').reduce<unknown>((value, key) => (value !== null && typeof value === 'object' ? (value as IDataObject)[key] : undefined), source);
+	return path
+		.split('.')
+		.reduce<unknown>(
+			(value, key) =>
+				value !== null && typeof value === 'object' ? (value as IDataObject)[key] : undefined,
+			source,
+		);
 }
 
 /** n8n-core's cleanupParameterData: Luxon DateTimes returned by expressions become strings. */
@@ -112,18 +128,32 @@ function cleanupParameterData(value: unknown): unknown {
 	if (value === null || typeof value !== 'object') return value;
 	if ((value as { isLuxonDateTime?: boolean }).isLuxonDateTime === true) return String(value);
 	if (Array.isArray(value)) return value.map(cleanupParameterData);
-	for (const [key, entry] of Object.entries(value as IDataObject)) (value as IDataObject)[key] = cleanupParameterData(entry) as IDataObject;
+	for (const [key, entry] of Object.entries(value as IDataObject))
+		(value as IDataObject)[key] = cleanupParameterData(entry) as IDataObject;
 	return value;
 }
 
 /** Members a test runner or `await` may probe on any object; they must not throw. */
-const PROBED = new Set(['then', 'toJSON', 'asymmetricMatch', '$$typeof', 'nodeType', 'constructor', '@@__IMMUTABLE_ITERABLE__@@', '@@__IMMUTABLE_RECORD__@@', '_isMockFunction']);
+const PROBED = new Set([
+	'then',
+	'toJSON',
+	'asymmetricMatch',
+	'$$typeof',
+	'nodeType',
+	'constructor',
+	'@@__IMMUTABLE_ITERABLE__@@',
+	'@@__IMMUTABLE_RECORD__@@',
+	'_isMockFunction',
+]);
 
 function strict<T extends object>(target: T, what: string): T {
 	return new Proxy(target, {
 		get(object, property, receiver) {
-			if (typeof property === 'symbol' || property in object || PROBED.has(property)) return Reflect.get(object, property, receiver);
-			throw new Error(`The test harness does not model ${what}.${property}; extend test/helpers/n8n-context.ts if a node needs it`);
+			if (typeof property === 'symbol' || property in object || PROBED.has(property))
+				return Reflect.get(object, property, receiver);
+			throw new Error(
+				`The test harness does not model ${what}.${property}; extend test/helpers/n8n-context.ts if a node needs it`,
+			);
 		},
 	});
 }
@@ -165,7 +195,9 @@ export class NodeContext {
 			id: 'node-under-test',
 			name: options.nodeName ?? description.defaults.name ?? description.displayName,
 			type,
-			typeVersion: Array.isArray(description.version) ? Math.max(...description.version) : description.version,
+			typeVersion: Array.isArray(description.version)
+				? Math.max(...description.version)
+				: description.version,
 			position: [0, 0],
 			parameters: structuredClone(options.parameters ?? {}) as INodeParameters,
 			credentials: { durableJobsPostgresApi: { id: 'cred-1', name: 'Durable Jobs Postgres' } },
@@ -189,27 +221,47 @@ export class NodeContext {
 		const credential = options.credential;
 
 		const logger = Object.fromEntries(
-			(['debug', 'info', 'warn', 'error'] as const).map((level) => [level, (message: string, metadata?: unknown) => void this.logs.push({ level, message, metadata })]),
+			(['debug', 'info', 'warn', 'error'] as const).map((level) => [
+				level,
+				(message: string, metadata?: unknown) => void this.logs.push({ level, message, metadata }),
+			]),
 		);
 
 		const context = {
 			getInputData: (inputIndex = 0) => (inputIndex === 0 ? this.items : []),
 			getNode: () => structuredClone(this.node),
-			getNodeParameter: (name: string, itemIndex: number, fallback?: unknown, parameterOptions?: { rawExpressions?: boolean }) =>
-				this.parameter(name, itemIndex, fallback, parameterOptions),
+			getNodeParameter: (
+				name: string,
+				itemIndex: number,
+				fallback?: unknown,
+				parameterOptions?: { rawExpressions?: boolean },
+			) => this.parameter(name, itemIndex, fallback, parameterOptions),
 			continueOnFail: () => {
 				if (this.node.onError === undefined) return this.node.continueOnFail === true;
 				return ['continueRegularOutput', 'continueErrorOutput'].includes(this.node.onError);
 			},
 			getCredentials: async (credentialType: string) => {
-				const declared = (description.credentials ?? []).some((entry) => entry.name === credentialType);
+				const declared = (description.credentials ?? []).some(
+					(entry) => entry.name === credentialType,
+				);
 				if (!declared || !this.node.credentials?.[credentialType]) {
-					throw new NodeOperationError(this.node, `Node type "${this.node.type}" does not have any credentials of type "${credentialType}" set`, { level: 'warning' });
+					throw new NodeOperationError(
+						this.node,
+						`Node type "${this.node.type}" does not have any credentials of type "${credentialType}" set`,
+						{ level: 'warning' },
+					);
 				}
-				if (!credential) throw new NodeOperationError(this.node, 'Node does not have any credentials set', { level: 'warning' });
+				if (!credential)
+					throw new NodeOperationError(this.node, 'Node does not have any credentials set', {
+						level: 'warning',
+					});
 				return structuredClone(credential);
 			},
-			getWorkflow: () => ({ id: this.workflow.id, name: this.workflow.name, active: this.workflow.active }),
+			getWorkflow: () => ({
+				id: this.workflow.id,
+				name: this.workflow.name,
+				active: this.workflow.active,
+			}),
 			getExecutionId: () => this.executionId,
 			getMode: () => this.mode,
 			getTimezone: () => this.workflow.timezone,
@@ -220,13 +272,27 @@ export class NodeContext {
 	}
 
 	/** n8n-core's ExecuteContext.getNodeParameter: lodash get with fallback, then expressions. */
-	parameter(name: string, itemIndex: number, fallback?: unknown, options: { rawExpressions?: boolean } = {}): NodeParameterValueType | object {
+	parameter(
+		name: string,
+		itemIndex: number,
+		fallback?: unknown,
+		options: { rawExpressions?: boolean } = {},
+	): NodeParameterValueType | object {
 		let value = getPath(this.node.parameters, name);
 		if (value === undefined) value = fallback;
 		if (value === undefined) throw new Error(`Could not get parameter "${name}"`);
 		if (options.rawExpressions) return value as NodeParameterValueType;
 		try {
-			const resolved = this.workflow.expression.getParameterValue(value as NodeParameterValueType, null, 0, itemIndex, this.node.name, this.items, this.mode, {});
+			const resolved = this.workflow.expression.getParameterValue(
+				value as NodeParameterValueType,
+				null,
+				0,
+				itemIndex,
+				this.node.name,
+				this.items,
+				this.mode,
+				{},
+			);
 			return cleanupParameterData(resolved) as NodeParameterValueType;
 		} catch (error) {
 			// As n8n-core does: the failing parameter is named in the error's context.
@@ -243,7 +309,11 @@ export class NodeContext {
 
 	outputNames(): string[] {
 		const names = this.nodeType.description.outputNames ?? [];
-		return this.outputs().map((output, index) => (typeof output === 'string' ? names[index] ?? output : output.displayName ?? names[index] ?? output.type));
+		return this.outputs().map((output, index) =>
+			typeof output === 'string'
+				? (names[index] ?? output)
+				: (output.displayName ?? names[index] ?? output.type),
+		);
 	}
 
 	async execute(): Promise<INodeExecutionData[][]> {
@@ -262,28 +332,42 @@ export class NodeContext {
 		const errorOutput = this.node.onError === 'continueErrorOutput';
 		const regularOutputs = errorOutput ? outputNames.length - 1 : outputNames.length;
 		if (raw.length !== regularOutputs) {
-			throw new Error(`${this.node.name} returned ${raw.length} output arrays but declares ${regularOutputs} outputs (${outputNames.join(', ')})`);
+			throw new Error(
+				`${this.node.name} returned ${raw.length} output arrays but declares ${regularOutputs} outputs (${outputNames.join(', ')})`,
+			);
 		}
 		raw.forEach((items, outputIndex) =>
 			items.forEach((item, position) => {
 				const paired = pairedIndexes(item);
-				if (paired.length === 0 || paired.some((index) => index < 0 || index >= this.items.length)) {
-					throw new Error(`${this.node.name}: item ${position} of output ${outputNames[outputIndex]} has no valid pairedItem (${JSON.stringify(item.pairedItem)})`);
+				if (
+					paired.length === 0 ||
+					paired.some((index) => index < 0 || index >= this.items.length)
+				) {
+					throw new Error(
+						`${this.node.name}: item ${position} of output ${outputNames[outputIndex]} has no valid pairedItem (${JSON.stringify(item.pairedItem)})`,
+					);
 				}
 			}),
 		);
-		const outputs = normalizeNodeErrors(errorOutput ? routeToErrorOutput(raw, outputNames.length, this.items) : raw.map((items) => [...items]));
+		const outputs = normalizeNodeErrors(
+			errorOutput
+				? routeToErrorOutput(raw, outputNames.length, this.items)
+				: raw.map((items) => [...items]),
+		);
 		return {
 			raw,
 			outputs,
 			outputNames,
 			output(name: string) {
 				const index = outputNames.indexOf(name);
-				if (index < 0) throw new Error(`No output named "${name}" (outputs: ${outputNames.join(', ')})`);
+				if (index < 0)
+					throw new Error(`No output named "${name}" (outputs: ${outputNames.join(', ')})`);
 				return outputs[index] ?? [];
 			},
 			routing() {
-				return Object.fromEntries(outputNames.map((name, index) => [name, (outputs[index] ?? []).flatMap(pairedIndexes)]));
+				return Object.fromEntries(
+					outputNames.map((name, index) => [name, (outputs[index] ?? []).flatMap(pairedIndexes)]),
+				);
 			},
 		};
 	}
@@ -301,13 +385,20 @@ export function pairedIndexes(item: INodeExecutionData): number[] {
  * that has `.error` (or whose JSON holds only error/message/details) moves from each regular main
  * output into the last (error) output, its JSON merged over the paired input item's JSON.
  */
-export function routeToErrorOutput(raw: INodeExecutionData[][], mainOutputCount: number, inputItems: INodeExecutionData[]): INodeExecutionData[][] {
+export function routeToErrorOutput(
+	raw: INodeExecutionData[][],
+	mainOutputCount: number,
+	inputItems: INodeExecutionData[],
+): INodeExecutionData[][] {
 	const outputs: INodeExecutionData[][] = raw.map((items) => [...items]);
 	const errorItems: INodeExecutionData[] = [];
 	for (let outputIndex = 0; outputIndex < mainOutputCount - 1; outputIndex++) {
 		const successItems: INodeExecutionData[] = [];
 		for (const item of outputs[outputIndex] ?? []) {
-			const isError = item.error !== undefined || (item.json.error !== undefined && Object.keys(item.json).every((key) => ['error', 'message', 'details'].includes(key)));
+			const isError =
+				item.error !== undefined ||
+				(item.json.error !== undefined &&
+					Object.keys(item.json).every((key) => ['error', 'message', 'details'].includes(key)));
 			if (!isError) {
 				successItems.push(item);
 				continue;
@@ -328,11 +419,19 @@ export function routeToErrorOutput(raw: INodeExecutionData[][], mainOutputCount:
  * `{ error: message }`.
  */
 export function normalizeNodeErrors(outputs: INodeExecutionData[][]): INodeExecutionData[][] {
-	return outputs.map((items) => items.map((item) => (item.error !== undefined ? { ...item, json: { error: item.error.message } } : item)));
+	return outputs.map((items) =>
+		items.map((item) =>
+			item.error !== undefined ? { ...item, json: { error: item.error.message } } : item,
+		),
+	);
 }
 
 /** A Webhook node's output item for a JSON POST, as n8n 2.x produces it. */
-export function webhookItem(body: IDataObject, headers: Record<string, string> = {}, extra: { query?: IDataObject; webhookUrl?: string } = {}): IDataObject {
+export function webhookItem(
+	body: IDataObject,
+	headers: Record<string, string> = {},
+	extra: { query?: IDataObject; webhookUrl?: string } = {},
+): IDataObject {
 	return {
 		headers: {
 			host: 'localhost:5678',
@@ -354,9 +453,15 @@ export function webhookItem(body: IDataObject, headers: Record<string, string> =
  * `run(new JobEnqueue(), { items })` executes the node once, as one n8n execution would.
  */
 export function nodeRunner(schema: string, defaults: NodeContextOptions = {}) {
-	const create = (nodeType: INodeType, options: NodeContextOptions = {}) => new NodeContext(nodeType, { credential: credentialFor(databaseUrl(), schema), ...defaults, ...options });
+	const create = (nodeType: INodeType, options: NodeContextOptions = {}) =>
+		new NodeContext(nodeType, {
+			credential: credentialFor(databaseUrl(), schema),
+			...defaults,
+			...options,
+		});
 	return {
 		create,
-		run: async (nodeType: INodeType, options: NodeContextOptions = {}) => await create(nodeType, options).run(),
+		run: async (nodeType: INodeType, options: NodeContextOptions = {}) =>
+			await create(nodeType, options).run(),
 	};
 }

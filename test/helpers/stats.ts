@@ -49,7 +49,10 @@ export interface MannWhitney {
 export function mannWhitneyU(a: number[], b: number[]): MannWhitney {
 	const n1 = a.length;
 	const n2 = b.length;
-	const all = [...a.map((value) => ({ value, group: 0 })), ...b.map((value) => ({ value, group: 1 }))].sort((x, y) => x.value - y.value);
+	const all = [
+		...a.map((value) => ({ value, group: 0 })),
+		...b.map((value) => ({ value, group: 1 })),
+	].sort((x, y) => x.value - y.value);
 	const ranks = new Array<number>(all.length);
 	let tieTerm = 0;
 	for (let i = 0; i < all.length; ) {
@@ -76,7 +79,11 @@ export function mannWhitneyU(a: number[], b: number[]): MannWhitney {
 /** Standard normal CDF (Abramowitz-Stegun 7.1.26 via erf; error < 1.5e-7). */
 export function normalCdf(x: number): number {
 	const t = 1 / (1 + 0.3275911 * (Math.abs(x) / Math.SQRT2));
-	const y = 1 - ((((1.061405429 * t - 1.453152027) * t + 1.421413741) * t - 0.284496736) * t + 0.254829592) * t * Math.exp(-(x * x) / 2);
+	const y =
+		1 -
+		((((1.061405429 * t - 1.453152027) * t + 1.421413741) * t - 0.284496736) * t + 0.254829592) *
+			t *
+			Math.exp(-(x * x) / 2);
 	return x >= 0 ? (1 + y) / 2 : (1 - y) / 2;
 }
 

@@ -5,7 +5,17 @@
  * events and notifications.
  */
 import pg from 'pg';
-import { afterAll, afterEach, beforeAll, describe, expect, it, onTestFinished, vi, type MockInstance } from 'vitest';
+import {
+	afterAll,
+	afterEach,
+	beforeAll,
+	describe,
+	expect,
+	it,
+	onTestFinished,
+	vi,
+	type MockInstance,
+} from 'vitest';
 
 import { DurableJobsError, JobStore, type QueueStats } from '../../src/core';
 import { loggedPlans } from '../../scripts/lib/explain';
@@ -36,13 +46,26 @@ function ok<T>(result: T | DurableJobsError): T {
 	return result;
 }
 
-async function enqueue(queue: string, count: number, extra: Record<string, unknown> = {}): Promise<string[]> {
-	return (await store.enqueue(Array.from({ length: count }, (_, n) => ({ queue, payload: { n }, ...extra })))).map((result) => ok(result).jobId);
+async function enqueue(
+	queue: string,
+	count: number,
+	extra: Record<string, unknown> = {},
+): Promise<string[]> {
+	return (
+		await store.enqueue(
+			Array.from({ length: count }, (_, n) => ({ queue, payload: { n }, ...extra })),
+		)
+	).map((result) => ok(result).jobId);
 }
 
 /** Terminal counts by a full scan, the truth job_counts must match. */
-async function countedByScan(queue: string): Promise<{ done: number; failed: number; cancelled: number }> {
-	const { rows } = await pool.query<{ status: string; n: number }>(`SELECT status, count(*)::int AS n FROM "${schema}".jobs WHERE queue = $1 GROUP BY status`, [queue]);
+async function countedByScan(
+	queue: string,
+): Promise<{ done: number; failed: number; cancelled: number }> {
+	const { rows } = await pool.query<{ status: string; n: number }>(
+		`SELECT status, count(*)::int AS n FROM "${schema}".jobs WHERE queue = $1 GROUP BY status`,
+		[queue],
+	);
 	const of = (status: string) => rows.find((row) => row.status === status)?.n ?? 0;
 	return { done: of('done'), failed: of('failed'), cancelled: of('cancelled') };
 }
@@ -60,12 +83,30 @@ describe('job_counts stay exact on every status change path', () => {
 		await enqueue(queue, 12, { maxAttempts: 1 });
 		const leased = await store.lease({ queue, limit: 8 });
 		const outcomes = ['succeeded', 'succeeded', 'failed', 'retry', 'release', 'succeeded'] as const;
-		const results = (await store.complete(leased.slice(0, 6).map((job, i) => ({ jobId: job.id, attemptId: job.attempt_id, outcome: outcomes[i] })))).map(ok);
-		expect(results.map((result) => result.status)).toEqual(['done', 'done', 'failed', 'failed', 'queued', 'done']);
+		const results = (
+			await store.complete(
+				leased
+					.slice(0, 6)
+					.map((job, i) => ({ jobId: job.id, attemptId: job.attempt_id, outcome: outcomes[i] })),
+			)
+		).map(ok);
+		expect(results.map((result) => result.status)).toEqual([
+			'done',
+			'done',
+			'failed',
+			'failed',
+			'queued',
+			'done',
+		]);
 		await expectCountsExact(queue);
 
 		// Cancel one running and one queued job.
-		const queuedIds = (await pool.query<{ id: string }>(`SELECT id FROM "${schema}".jobs WHERE queue = $1 AND status = 'queued' LIMIT 1`, [queue])).rows.map((row) => row.id);
+		const queuedIds = (
+			await pool.query<{ id: string }>(
+				`SELECT id FROM "${schema}".jobs WHERE queue = $1 AND status = 'queued' LIMIT 1`,
+				[queue],
+			)
+		).rows.map((row) => row.id);
 		await store.cancel([leased[6].id, ...queuedIds]);
 		await expectCountsExact(queue);
 
@@ -75,9 +116,18 @@ describe('job_counts stay exact on every status change path', () => {
 		await expectCountsExact(queue);
 
 		// The last attempt's lease expires: the next lease fails the job (lease_expired).
-		await pool.query(`UPDATE "${schema}".jobs SET lease_until = now() - interval '1 second' WHERE id = $1`, [leased[7].id]);
+		await pool.query(
+			`UPDATE "${schema}".jobs SET lease_until = now() - interval '1 second' WHERE id = $1`,
+			[leased[7].id],
+		);
 		await store.lease({ queue, limit: 1 });
-		expect((await pool.query(`SELECT status, error_code FROM "${schema}".jobs WHERE id = $1`, [leased[7].id])).rows[0]).toEqual({ status: 'failed', error_code: 'lease_expired' });
+		expect(
+			(
+				await pool.query(`SELECT status, error_code FROM "${schema}".jobs WHERE id = $1`, [
+					leased[7].id,
+				])
+			).rows[0],
+		).toEqual({ status: 'failed', error_code: 'lease_expired' });
 		await expectCountsExact(queue);
 
 		// Purge everything finished.
@@ -89,13 +139,21 @@ describe('job_counts stay exact on every status change path', () => {
 
 	it('direct SQL: a terminal insert, an update of other columns, and a queue rename are counted', async () => {
 		const queue = 'counts-sql';
-		await pool.query(`INSERT INTO "${schema}".jobs (id, queue, status, payload) VALUES (gen_random_uuid(), $1, 'done', '{}'), (gen_random_uuid(), $1, 'failed', '{}')`, [queue]);
+		await pool.query(
+			`INSERT INTO "${schema}".jobs (id, queue, status, payload) VALUES (gen_random_uuid(), $1, 'done', '{}'), (gen_random_uuid(), $1, 'failed', '{}')`,
+			[queue],
+		);
 		await expectCountsExact(queue);
 		const before = (await pool.query(`SELECT * FROM "${schema}".job_counts ORDER BY 1, 2, 3`)).rows;
 		// No status change, no counter write at all.
 		await pool.query(`UPDATE "${schema}".jobs SET updated_at = now() WHERE queue = $1`, [queue]);
-		expect((await pool.query(`SELECT * FROM "${schema}".job_counts ORDER BY 1, 2, 3`)).rows).toEqual(before);
-		await pool.query(`UPDATE "${schema}".jobs SET queue = $2 WHERE queue = $1 AND status = 'done'`, [queue, `${queue}-renamed`]);
+		expect(
+			(await pool.query(`SELECT * FROM "${schema}".job_counts ORDER BY 1, 2, 3`)).rows,
+		).toEqual(before);
+		await pool.query(
+			`UPDATE "${schema}".jobs SET queue = $2 WHERE queue = $1 AND status = 'done'`,
+			[queue, `${queue}-renamed`],
+		);
 		await expectCountsExact(queue);
 		await expectCountsExact(`${queue}-renamed`);
 	});
@@ -109,12 +167,23 @@ describe('job_counts stay exact on every status change path', () => {
 				for (;;) {
 					const jobs = await s.lease({ queue, limit: 5 });
 					if (jobs.length === 0) return;
-					(await s.complete(jobs.map((job) => ({ jobId: job.id, attemptId: job.attempt_id, outcome: 'succeeded' as const })))).map(ok);
+					(
+						await s.complete(
+							jobs.map((job) => ({
+								jobId: job.id,
+								attemptId: job.attempt_id,
+								outcome: 'succeeded' as const,
+							})),
+						)
+					).map(ok);
 				}
 			}),
 		);
 		expect((await expectCountsExact(queue)).done).toBe(400);
-		const { rows } = await pool.query<{ slot: number }>(`SELECT slot FROM "${schema}".job_counts WHERE queue = $1`, [queue]);
+		const { rows } = await pool.query<{ slot: number }>(
+			`SELECT slot FROM "${schema}".job_counts WHERE queue = $1`,
+			[queue],
+		);
 		expect(rows.every((row) => row.slot >= 0 && row.slot < 16)).toBe(true);
 	});
 });
@@ -125,8 +194,17 @@ describe('queue stats', () => {
 		await enqueue(queue, 6);
 		await enqueue(queue, 2, { delayMs: 3_600_000 });
 		const leased = await store.lease({ queue, limit: 3 });
-		await pool.query(`UPDATE "${schema}".jobs SET lease_until = now() - interval '1 second' WHERE id = $1`, [leased[0].id]);
-		ok((await store.complete([{ jobId: leased[1].id, attemptId: leased[1].attempt_id, outcome: 'retry', delayMs: 0 }]))[0]);
+		await pool.query(
+			`UPDATE "${schema}".jobs SET lease_until = now() - interval '1 second' WHERE id = $1`,
+			[leased[0].id],
+		);
+		ok(
+			(
+				await store.complete([
+					{ jobId: leased[1].id, attemptId: leased[1].attempt_id, outcome: 'retry', delayMs: 0 },
+				])
+			)[0],
+		);
 		const { rows } = await pool.query(
 			`SELECT count(*) FILTER (WHERE status = 'queued')::int AS queued,
 				count(*) FILTER (WHERE status = 'queued' AND run_at <= now())::int AS ready,
@@ -143,7 +221,15 @@ describe('queue stats', () => {
 		const all = await store.stats();
 		const { oldest_ready_age_seconds: _ready, oldest_queued_age_seconds: _queued, ...counts } = one;
 		expect(all.find((entry) => entry.queue === queue)).toMatchObject(counts);
-		expect(await store.stats('no-such-queue')).toEqual([expect.objectContaining({ queue: 'no-such-queue', queued: 0, running: 0, done: 0, oldest_ready_age_seconds: null })]);
+		expect(await store.stats('no-such-queue')).toEqual([
+			expect.objectContaining({
+				queue: 'no-such-queue',
+				queued: 0,
+				running: 0,
+				done: 0,
+				oldest_ready_age_seconds: null,
+			}),
+		]);
 	});
 
 	it('queue_stats is declared with jit = off, so it is never JIT-compiled whatever the plan cost', async () => {
@@ -157,7 +243,9 @@ describe('queue stats', () => {
 		try {
 			await client.query('SET jit = on');
 			await client.query('SET jit_above_cost = 0');
-			const { rows: stats } = await client.query(`SELECT * FROM "${schema}".queue_stats('stats-truth')`);
+			const { rows: stats } = await client.query(
+				`SELECT * FROM "${schema}".queue_stats('stats-truth')`,
+			);
 			expect(stats).toHaveLength(1);
 		} finally {
 			client.release(true);
@@ -168,26 +256,42 @@ describe('queue stats', () => {
 		// nothing analyses the table again (autovacuum off, or not yet run).
 		const queue = 'stats-stale-statistics';
 		await pool.query(`ALTER TABLE "${schema}".jobs SET (autovacuum_enabled = false)`);
-		onTestFinished(() => pool.query(`ALTER TABLE "${schema}".jobs RESET (autovacuum_enabled)`).then(() => undefined));
+		onTestFinished(() =>
+			pool.query(`ALTER TABLE "${schema}".jobs RESET (autovacuum_enabled)`).then(() => undefined),
+		);
 		await enqueue(queue, 3000);
 		await pool.query(`ANALYZE "${schema}".jobs`);
 		for (;;) {
 			const leased = await store.lease({ queue, limit: 500 });
 			if (leased.length === 0) break;
-			(await store.complete(leased.map((job) => ({ jobId: job.id, attemptId: job.attempt_id, outcome: 'succeeded' as const })))).forEach((result) => ok(result));
+			(
+				await store.complete(
+					leased.map((job) => ({
+						jobId: job.id,
+						attemptId: job.attempt_id,
+						outcome: 'succeeded' as const,
+					})),
+				)
+			).forEach((result) => ok(result));
 		}
 		// The same statistics make a plain count of the queued rows scan the whole table...
-		const { rows: plainPlan } = await pool.query<{ 'QUERY PLAN': string }>(`EXPLAIN SELECT count(*) FROM "${schema}".jobs WHERE queue = '${queue}' AND status = 'queued'`);
+		const { rows: plainPlan } = await pool.query<{ 'QUERY PLAN': string }>(
+			`EXPLAIN SELECT count(*) FROM "${schema}".jobs WHERE queue = '${queue}' AND status = 'queued'`,
+		);
 		expect(plainPlan.map((row) => row['QUERY PLAN']).join('\n')).toMatch(/Seq Scan on jobs/);
 		// ...while the statements inside queue_stats stay on the partial indexes (their plans come
 		// from auto_explain). Buffer counts would not do: while other sessions hold older
 		// snapshots the index entries of the finished rows cannot be marked dead, and the index
 		// scan visits each of them.
 		const notices = await loggedPlans(pool, `SELECT * FROM "${schema}".queue_stats('${queue}')`);
-		const nestedPlans = notices.filter((notice) => /plan:/.test(notice) && /FROM "[^"]+"\.jobs j/.test(notice));
+		const nestedPlans = notices.filter(
+			(notice) => /plan:/.test(notice) && /FROM "[^"]+"\.jobs j/.test(notice),
+		);
 		expect(nestedPlans.length).toBeGreaterThan(0);
 		for (const plan of nestedPlans) expect(plan).not.toMatch(/Seq Scan on jobs/);
-		expect(nestedPlans.join('\n')).toMatch(/(Index Scan using|Index Only Scan using|Bitmap Index Scan on) jobs_queued_claim/);
+		expect(nestedPlans.join('\n')).toMatch(
+			/(Index Scan using|Index Only Scan using|Bitmap Index Scan on) jobs_queued_claim/,
+		);
 		const [stats] = await store.stats(queue);
 		expect(stats).toMatchObject({ queued: 0, running: 0, done: 3000 });
 		const { rows } = await pool.query<{ proconfig: string[] }>(
@@ -200,11 +304,24 @@ describe('queue stats', () => {
 
 describe('prepared statements', () => {
 	async function cycle(s: JobStore, queue: string): Promise<void> {
-		await s.enqueue([{ queue, payload: { n: 1 } }, { queue, payload: { n: 2 }, idempotencyKey: `${queue}-k` }]);
+		await s.enqueue([
+			{ queue, payload: { n: 1 } },
+			{ queue, payload: { n: 2 }, idempotencyKey: `${queue}-k` },
+		]);
 		const leased = await s.lease({ queue, limit: 2 });
 		expect(leased).toHaveLength(2);
-		(await s.extendLease(leased.map((job) => ({ jobId: job.id, attemptId: job.attempt_id })))).map(ok);
-		(await s.complete(leased.map((job) => ({ jobId: job.id, attemptId: job.attempt_id, outcome: 'succeeded' as const })))).map(ok);
+		(await s.extendLease(leased.map((job) => ({ jobId: job.id, attemptId: job.attempt_id })))).map(
+			ok,
+		);
+		(
+			await s.complete(
+				leased.map((job) => ({
+					jobId: job.id,
+					attemptId: job.attempt_id,
+					outcome: 'succeeded' as const,
+				})),
+			)
+		).map(ok);
 		const [stats] = await s.stats(queue);
 		expect(stats.done).toBe(2);
 	}
@@ -212,14 +329,23 @@ describe('prepared statements', () => {
 	it('on (the default): frequent statements are named after a hash of their text; off: nothing is named', async () => {
 		spy = vi.spyOn(pg.Client.prototype, 'query');
 		await cycle(new JobStore(pool, { schema }), 'prepared-on');
-		const named = spy!.mock.calls.map(([query]) => (typeof query === 'object' && query !== null ? (query as { name?: string }).name : undefined)).filter(Boolean) as string[];
+		const named = spy!.mock.calls
+			.map(([query]) =>
+				typeof query === 'object' && query !== null ? (query as { name?: string }).name : undefined,
+			)
+			.filter(Boolean) as string[];
 		expect(named.length).toBeGreaterThanOrEqual(5);
 		expect(named.every((name) => /^dj_[0-9a-f]{32}$/.test(name))).toBe(true);
 		spy!.mockRestore();
 
 		spy = vi.spyOn(pg.Client.prototype, 'query');
 		await cycle(new JobStore(pool, { schema, preparedStatements: false }), 'prepared-off');
-		const unnamed = spy.mock.calls.filter(([query]) => typeof query === 'object' && query !== null && (query as { name?: string }).name !== undefined);
+		const unnamed = spy.mock.calls.filter(
+			([query]) =>
+				typeof query === 'object' &&
+				query !== null &&
+				(query as { name?: string }).name !== undefined,
+		);
 		expect(unnamed).toEqual([]);
 	});
 
@@ -227,7 +353,9 @@ describe('prepared statements', () => {
 		const names = new Set<string>();
 		spy = vi.spyOn(pg.Client.prototype, 'query');
 		for (let i = 0; i < 3; i++) await new JobStore(pool, { schema }).stats('same-name');
-		for (const [query] of spy.mock.calls) if (typeof query === 'object' && query !== null && (query as { name?: string }).name) names.add((query as { name: string }).name);
+		for (const [query] of spy.mock.calls)
+			if (typeof query === 'object' && query !== null && (query as { name?: string }).name)
+				names.add((query as { name: string }).name);
 		expect(names.size).toBe(1);
 	});
 
@@ -239,7 +367,15 @@ describe('prepared statements', () => {
 			const jobs = await store.lease({ queue, limit });
 			expect(jobs).toHaveLength(limit);
 			leasedTotal += jobs.length;
-			(await store.complete(jobs.map((job) => ({ jobId: job.id, attemptId: job.attempt_id, outcome: 'succeeded' as const })))).map(ok);
+			(
+				await store.complete(
+					jobs.map((job) => ({
+						jobId: job.id,
+						attemptId: job.attempt_id,
+						outcome: 'succeeded' as const,
+					})),
+				)
+			).map(ok);
 		}
 		expect((await expectCountsExact(queue)).done).toBe(leasedTotal);
 	});
@@ -267,18 +403,40 @@ describe('complete and heartbeat rewrites', () => {
 		).map((result) => ok(result).jobId);
 		const leased = await store.lease({ queue, limit: 4 });
 		const byId = new Map(leased.map((job) => [job.id, job]));
-		const first = ok((await store.complete([{ jobId: ids[3], attemptId: byId.get(ids[3])!.attempt_id, outcome: 'succeeded' }]))[0]);
+		const first = ok(
+			(
+				await store.complete([
+					{ jobId: ids[3], attemptId: byId.get(ids[3])!.attempt_id, outcome: 'succeeded' },
+				])
+			)[0],
+		);
 		expect(first.applied).toBe(true);
 		const results = (
 			await store.complete([
-				{ jobId: ids[0], attemptId: byId.get(ids[0])!.attempt_id, outcome: 'succeeded', result: { ok: true, nothing: null } },
-				{ jobId: ids[1], attemptId: byId.get(ids[1])!.attempt_id, outcome: 'failed', errorCode: 'E1' },
+				{
+					jobId: ids[0],
+					attemptId: byId.get(ids[0])!.attempt_id,
+					outcome: 'succeeded',
+					result: { ok: true, nothing: null },
+				},
+				{
+					jobId: ids[1],
+					attemptId: byId.get(ids[1])!.attempt_id,
+					outcome: 'failed',
+					errorCode: 'E1',
+				},
 				{ jobId: ids[2], attemptId: '00000000-0000-4000-8000-000000000000', outcome: 'succeeded' },
-				{ jobId: '00000000-0000-4000-8000-000000000001', attemptId: '00000000-0000-4000-8000-000000000002', outcome: 'succeeded' },
+				{
+					jobId: '00000000-0000-4000-8000-000000000001',
+					attemptId: '00000000-0000-4000-8000-000000000002',
+					outcome: 'succeeded',
+				},
 				{ jobId: ids[3], attemptId: byId.get(ids[3])!.attempt_id, outcome: 'succeeded' },
 			])
 		).map(ok);
-		expect(results.map((result) => [result.applied, result.status, result.leaseLostReason])).toEqual([
+		expect(
+			results.map((result) => [result.applied, result.status, result.leaseLostReason]),
+		).toEqual([
 			[true, 'done', null],
 			[true, 'failed', null],
 			[false, 'running', 'attempt_superseded'],
@@ -288,18 +446,38 @@ describe('complete and heartbeat rewrites', () => {
 		expect(results[0].callbackEventId).toBe(`job_${ids[0]}_done_1`);
 		expect(results[1].callbackEventId).toBe(`job_${ids[1]}_failed_1`);
 		expect(results.slice(2).map((result) => result.callbackEventId)).toEqual([null, null, null]);
-		const { rows } = await pool.query(`SELECT result FROM "${schema}".jobs WHERE id = $1`, [ids[0]]);
+		const { rows } = await pool.query(`SELECT result FROM "${schema}".jobs WHERE id = $1`, [
+			ids[0],
+		]);
 		expect(rows[0].result).toEqual({ ok: true, nothing: null });
-		const events = await pool.query(`SELECT idempotency_key FROM "${schema}".jobs WHERE queue = 'callbacks' AND idempotency_key LIKE 'job_%' AND payload->'payload'->>'queue' = $1 ORDER BY 1`, [queue]);
-		expect(events.rows.map((row) => row.idempotency_key).sort()).toEqual([`job_${ids[0]}_done_1`, `job_${ids[1]}_failed_1`].sort());
+		const events = await pool.query(
+			`SELECT idempotency_key FROM "${schema}".jobs WHERE queue = 'callbacks' AND idempotency_key LIKE 'job_%' AND payload->'payload'->>'queue' = $1 ORDER BY 1`,
+			[queue],
+		);
+		expect(events.rows.map((row) => row.idempotency_key).sort()).toEqual(
+			[`job_${ids[0]}_done_1`, `job_${ids[1]}_failed_1`].sort(),
+		);
 	});
 
 	it('a batch of 300 completions where every job has a callback URL gives 300 events', async () => {
 		const queue = 'many-callbacks';
 		await enqueue(queue, 300, { callbackUrl: 'https://example.com/hook' });
 		const leased = await store.lease({ queue, limit: 300 });
-		const results = (await store.complete(leased.map((job) => ({ jobId: job.id, attemptId: job.attempt_id, outcome: 'succeeded' as const })))).map(ok);
-		expect(results.every((result) => result.applied && /^job_[0-9a-f-]{36}_done_1$/.test(result.callbackEventId ?? ''))).toBe(true);
+		const results = (
+			await store.complete(
+				leased.map((job) => ({
+					jobId: job.id,
+					attemptId: job.attempt_id,
+					outcome: 'succeeded' as const,
+				})),
+			)
+		).map(ok);
+		expect(
+			results.every(
+				(result) =>
+					result.applied && /^job_[0-9a-f-]{36}_done_1$/.test(result.callbackEventId ?? ''),
+			),
+		).toBe(true);
 		expect(new Set(results.map((result) => result.callbackEventId)).size).toBe(300);
 	});
 
@@ -322,16 +500,33 @@ describe('complete and heartbeat rewrites', () => {
 
 	it('a JSON null payload is stored as JSON null; a key-less batch is one INSERT without a transaction', async () => {
 		spy = vi.spyOn(pg.Client.prototype, 'query');
-		const results = (await store.enqueue([{ queue: 'nulls', payload: null }, { queue: 'nulls', payload: [1, null] }], { allOrNothing: true })).map(ok);
-		const texts = spy.mock.calls.map(([query]) => (typeof query === 'string' ? query : (query as { text: string }).text).trim());
+		const results = (
+			await store.enqueue(
+				[
+					{ queue: 'nulls', payload: null },
+					{ queue: 'nulls', payload: [1, null] },
+				],
+				{ allOrNothing: true },
+			)
+		).map(ok);
+		const texts = spy.mock.calls.map(([query]) =>
+			(typeof query === 'string' ? query : (query as { text: string }).text).trim(),
+		);
 		expect(texts.filter((text) => /^(BEGIN|COMMIT)/.test(text))).toEqual([]);
 		expect(texts.filter((text) => /INSERT INTO/.test(text))).toHaveLength(1);
-		const { rows } = await pool.query(`SELECT payload, payload IS NULL AS sql_null, payload_fingerprint FROM "${schema}".jobs WHERE id = ANY($1::uuid[]) ORDER BY seq`, [results.map((result) => result.jobId)]);
+		const { rows } = await pool.query(
+			`SELECT payload, payload IS NULL AS sql_null, payload_fingerprint FROM "${schema}".jobs WHERE id = ANY($1::uuid[]) ORDER BY seq`,
+			[results.map((result) => result.jobId)],
+		);
 		expect(rows).toEqual([
 			{ payload: null, sql_null: false, payload_fingerprint: null },
 			{ payload: [1, null], sql_null: false, payload_fingerprint: null },
 		]);
-		expect(results.every((result) => typeof result.statusToken === 'string' && result.statusToken.length > 40)).toBe(true);
+		expect(
+			results.every(
+				(result) => typeof result.statusToken === 'string' && result.statusToken.length > 40,
+			),
+		).toBe(true);
 		expect(await store.getStatus(results[0].jobId, results[0].statusToken!)).not.toBeNull();
 	});
 });
@@ -350,11 +545,23 @@ describe('notifications', () => {
 		try {
 			const leased = await store.lease({ queue, limit: 2 });
 			await store.extendLease(leased.map((job) => ({ jobId: job.id, attemptId: job.attempt_id })));
-			ok((await store.complete([{ jobId: leased[0].id, attemptId: leased[0].attempt_id, outcome: 'succeeded' }]))[0]);
+			ok(
+				(
+					await store.complete([
+						{ jobId: leased[0].id, attemptId: leased[0].attempt_id, outcome: 'succeeded' },
+					])
+				)[0],
+			);
 			await listener.query('SELECT 1');
 			await new Promise((resolve) => setTimeout(resolve, 100));
 			expect(heard).toEqual([]);
-			ok((await store.complete([{ jobId: leased[1].id, attemptId: leased[1].attempt_id, outcome: 'retry', delayMs: 0 }]))[0]);
+			ok(
+				(
+					await store.complete([
+						{ jobId: leased[1].id, attemptId: leased[1].attempt_id, outcome: 'retry', delayMs: 0 },
+					])
+				)[0],
+			);
 			await listener.query('SELECT 1');
 			await new Promise((resolve) => setTimeout(resolve, 100));
 			expect(heard).toEqual([queue]);

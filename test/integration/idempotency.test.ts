@@ -18,62 +18,104 @@ afterAll(async () => {
 	await pool.end();
 });
 
-async function claimOne(input: Parameters<JobStore['claim']>[0][number], s = store): Promise<ClaimResult> {
+async function claimOne(
+	input: Parameters<JobStore['claim']>[0][number],
+	s = store,
+): Promise<ClaimResult> {
 	return ok((await s.claim([input]))[0]);
 }
 
 describe('idempotency claims', () => {
 	it('32 concurrent claims of one key → exactly one New; after complete → Duplicate with the stored result', async () => {
 		const results = await Promise.all(
-			Array.from({ length: 32 }, async () => await claimOne({ scope: 'orders', key: 'evt-1', fingerprint: 'fp' }, new JobStore(pool, { schema }))),
+			Array.from(
+				{ length: 32 },
+				async () =>
+					await claimOne(
+						{ scope: 'orders', key: 'evt-1', fingerprint: 'fp' },
+						new JobStore(pool, { schema }),
+					),
+			),
 		);
 		const winners = results.filter((result) => result.route === 'new');
 		expect(winners).toHaveLength(1);
 		expect(results.filter((result) => result.route === 'in_progress')).toHaveLength(31);
 		expect(winners[0].replay).toBe(false);
-		const [settled] = await store.completeClaims([{ scope: 'orders', key: 'evt-1', claimId: winners[0].claimId, result: { crm_id: 'C-1' } }]);
+		const [settled] = await store.completeClaims([
+			{ scope: 'orders', key: 'evt-1', claimId: winners[0].claimId, result: { crm_id: 'C-1' } },
+		]);
 		expect(ok(settled).applied).toBe(true);
 		const again = await claimOne({ scope: 'orders', key: 'evt-1', fingerprint: 'fp' });
 		expect(again.route).toBe('duplicate');
 		expect(again.storedResult).toEqual({ crm_id: 'C-1' });
-		const { rows } = await pool.query(`SELECT count(*)::int AS n FROM ${schema}.idempotency_keys WHERE scope = 'orders'`);
+		const { rows } = await pool.query(
+			`SELECT count(*)::int AS n FROM ${schema}.idempotency_keys WHERE scope = 'orders'`,
+		);
 		expect(rows[0].n).toBe(1);
 	});
 
 	it('same key, different fingerprint → Conflict, nothing changed', async () => {
 		const first = await claimOne({ scope: 's', key: 'k-conf', fingerprint: 'a' });
 		expect(first.route).toBe('new');
-		const before = (await pool.query(`SELECT * FROM ${schema}.idempotency_keys WHERE key = 'k-conf'`)).rows;
+		const before = (
+			await pool.query(`SELECT * FROM ${schema}.idempotency_keys WHERE key = 'k-conf'`)
+		).rows;
 		const second = await claimOne({ scope: 's', key: 'k-conf', fingerprint: 'b' });
 		expect(second.route).toBe('conflict');
-		expect((await pool.query(`SELECT * FROM ${schema}.idempotency_keys WHERE key = 'k-conf'`)).rows).toEqual(before);
+		expect(
+			(await pool.query(`SELECT * FROM ${schema}.idempotency_keys WHERE key = 'k-conf'`)).rows,
+		).toEqual(before);
 	});
 
 	it('an expired claim is reclaimable and flagged as a replay; the old claimer can no longer settle it', async () => {
 		const first = await claimOne({ scope: 's', key: 'k-exp', claimMs: 1_000 });
 		expect(first.route).toBe('new');
 		expect((await claimOne({ scope: 's', key: 'k-exp' })).route).toBe('in_progress');
-		await pool.query(`UPDATE ${schema}.idempotency_keys SET claim_until = now() - interval '1 second' WHERE key = 'k-exp'`);
+		await pool.query(
+			`UPDATE ${schema}.idempotency_keys SET claim_until = now() - interval '1 second' WHERE key = 'k-exp'`,
+		);
 		const second = await claimOne({ scope: 's', key: 'k-exp' });
 		expect(second).toMatchObject({ route: 'new', replay: true, claims: 2 });
 		expect(second.claimId).not.toBe(first.claimId);
-		const [stale] = await store.completeClaims([{ scope: 's', key: 'k-exp', claimId: first.claimId, result: { from: 'old' } }]);
+		const [stale] = await store.completeClaims([
+			{ scope: 's', key: 'k-exp', claimId: first.claimId, result: { from: 'old' } },
+		]);
 		expect(ok(stale)).toMatchObject({ applied: false, currentStatus: 'in_progress' });
-		ok((await store.completeClaims([{ scope: 's', key: 'k-exp', claimId: second.claimId, result: { from: 'new' } }]))[0]);
+		ok(
+			(
+				await store.completeClaims([
+					{ scope: 's', key: 'k-exp', claimId: second.claimId, result: { from: 'new' } },
+				])
+			)[0],
+		);
 		expect((await claimOne({ scope: 's', key: 'k-exp' })).storedResult).toEqual({ from: 'new' });
 	});
 
 	it('a failed claim is reclaimable as a replay', async () => {
 		const first = await claimOne({ scope: 's', key: 'k-fail' });
-		ok((await store.failClaims([{ scope: 's', key: 'k-fail', claimId: first.claimId, errorMessage: 'CRM down' }]))[0]);
+		ok(
+			(
+				await store.failClaims([
+					{ scope: 's', key: 'k-fail', claimId: first.claimId, errorMessage: 'CRM down' },
+				])
+			)[0],
+		);
 		const second = await claimOne({ scope: 's', key: 'k-fail' });
 		expect(second).toMatchObject({ route: 'new', replay: true, existingStatus: 'failed' });
 	});
 
 	it('after the TTL a key is new again (not a replay), even with another fingerprint', async () => {
 		const first = await claimOne({ scope: 's', key: 'k-ttl', fingerprint: 'x', ttlMs: 5_000 });
-		ok((await store.completeClaims([{ scope: 's', key: 'k-ttl', claimId: first.claimId, result: 1 }]))[0]);
-		await pool.query(`UPDATE ${schema}.idempotency_keys SET expires_at = now() - interval '1 second' WHERE key = 'k-ttl'`);
+		ok(
+			(
+				await store.completeClaims([
+					{ scope: 's', key: 'k-ttl', claimId: first.claimId, result: 1 },
+				])
+			)[0],
+		);
+		await pool.query(
+			`UPDATE ${schema}.idempotency_keys SET expires_at = now() - interval '1 second' WHERE key = 'k-ttl'`,
+		);
 		const second = await claimOne({ scope: 's', key: 'k-ttl', fingerprint: 'y' });
 		expect(second).toMatchObject({ route: 'new', replay: false, claims: 1 });
 	});
@@ -84,48 +126,86 @@ describe('idempotency claims', () => {
 	});
 
 	it('a batch with a repeated key claims it once', async () => {
-		const results = (await store.claim([
-			{ scope: 'b', key: 'dup' },
-			{ scope: 'b', key: 'dup' },
-			{ scope: 'b', key: 'other' },
-		])).map(ok);
+		const results = (
+			await store.claim([
+				{ scope: 'b', key: 'dup' },
+				{ scope: 'b', key: 'dup' },
+				{ scope: 'b', key: 'other' },
+			])
+		).map(ok);
 		expect(results.map((result) => result.route)).toEqual(['new', 'in_progress', 'new']);
 	});
 
 	it('late-event guard: an older version → Stale, its claim given back, state not rolled back', async () => {
-		const guard = (version: number, state: string) => ({ entityKey: 'order-1', version, state, stateOrder: ['pending', 'paid', 'refunded'] });
+		const guard = (version: number, state: string) => ({
+			entityKey: 'order-1',
+			version,
+			state,
+			stateOrder: ['pending', 'paid', 'refunded'],
+		});
 		const newer = await claimOne({ scope: 'payments', key: 'evt-v2', guard: guard(2, 'paid') });
 		expect(newer.route).toBe('new');
 		const older = await claimOne({ scope: 'payments', key: 'evt-v1', guard: guard(1, 'pending') });
 		expect(older.route).toBe('stale');
 		expect(older.current).toMatchObject({ version: '2', state: 'paid' });
-		const { rows } = await pool.query(`SELECT version::text, state FROM ${schema}.entity_versions WHERE entity_key = 'order-1'`);
+		const { rows } = await pool.query(
+			`SELECT version::text, state FROM ${schema}.entity_versions WHERE entity_key = 'order-1'`,
+		);
 		expect(rows).toEqual([{ version: '2', state: 'paid' }]);
-		const keys = await pool.query(`SELECT key FROM ${schema}.idempotency_keys WHERE scope = 'payments' ORDER BY key`);
+		const keys = await pool.query(
+			`SELECT key FROM ${schema}.idempotency_keys WHERE scope = 'payments' ORDER BY key`,
+		);
 		expect(keys.rows.map((row) => row.key)).toEqual(['evt-v2']);
 		// A newer version whose state moves backwards is stale too.
-		expect((await claimOne({ scope: 'payments', key: 'evt-v3', guard: guard(3, 'pending') })).route).toBe('stale');
-		expect((await claimOne({ scope: 'payments', key: 'evt-v4', guard: guard(4, 'refunded') })).route).toBe('new');
+		expect(
+			(await claimOne({ scope: 'payments', key: 'evt-v3', guard: guard(3, 'pending') })).route,
+		).toBe('stale');
+		expect(
+			(await claimOne({ scope: 'payments', key: 'evt-v4', guard: guard(4, 'refunded') })).route,
+		).toBe('new');
 	});
 
 	it('late-event guard by occurred_at under concurrency: the newest event wins, older ones are stale', async () => {
 		const base = Date.parse('2026-01-01T00:00:00Z');
 		const results = await Promise.all(
-			Array.from({ length: 10 }, async (_, n) =>
-				await claimOne({ scope: 'ship', key: `evt-${n}`, guard: { entityKey: 'parcel-9', occurredAt: new Date(base + n * 1000) } }, new JobStore(pool, { schema })),
+			Array.from(
+				{ length: 10 },
+				async (_, n) =>
+					await claimOne(
+						{
+							scope: 'ship',
+							key: `evt-${n}`,
+							guard: { entityKey: 'parcel-9', occurredAt: new Date(base + n * 1000) },
+						},
+						new JobStore(pool, { schema }),
+					),
 			),
 		);
 		expect(results[9].route).toBe('new');
-		const { rows } = await pool.query(`SELECT occurred_at FROM ${schema}.entity_versions WHERE entity_key = 'parcel-9'`);
+		const { rows } = await pool.query(
+			`SELECT occurred_at FROM ${schema}.entity_versions WHERE entity_key = 'parcel-9'`,
+		);
 		expect(rows[0].occurred_at.getTime()).toBe(base + 9000);
-		const late = await claimOne({ scope: 'ship', key: 'evt-late', guard: { entityKey: 'parcel-9', occurredAt: new Date(base) } });
+		const late = await claimOne({
+			scope: 'ship',
+			key: 'evt-late',
+			guard: { entityKey: 'parcel-9', occurredAt: new Date(base) },
+		});
 		expect(late.route).toBe('stale');
 	});
 
 	it('the same event retried after its claim failed is processed again (not Stale, not Duplicate)', async () => {
-		const first = await claimOne({ scope: 'crm', key: 'evt-a', guard: { entityKey: 'lead-1', version: 5 } });
+		const first = await claimOne({
+			scope: 'crm',
+			key: 'evt-a',
+			guard: { entityKey: 'lead-1', version: 5 },
+		});
 		ok((await store.failClaims([{ scope: 'crm', key: 'evt-a', claimId: first.claimId }]))[0]);
-		const retry = await claimOne({ scope: 'crm', key: 'evt-a', guard: { entityKey: 'lead-1', version: 5 } });
+		const retry = await claimOne({
+			scope: 'crm',
+			key: 'evt-a',
+			guard: { entityKey: 'lead-1', version: 5 },
+		});
 		expect(retry).toMatchObject({ route: 'new', replay: true });
 	});
 
@@ -138,8 +218,17 @@ describe('idempotency claims', () => {
 			{ scope: 's', key: 'g2', guard: { entityKey: 'e', version: 'v1' } },
 			{ scope: 's', key: 'g3', guard: { entityKey: 'e', state: 'odd', stateOrder: ['a', 'b'] } },
 		]);
-		expect(results.map((result) => (result as DurableJobsError).field)).toEqual(['key', 'key', 'scope', 'version', 'version', 'state']);
-		const { rows } = await pool.query(`SELECT count(*)::int AS n FROM ${schema}.idempotency_keys WHERE key IN ('fine', 'g1', 'g2', 'g3')`);
+		expect(results.map((result) => (result as DurableJobsError).field)).toEqual([
+			'key',
+			'key',
+			'scope',
+			'version',
+			'version',
+			'state',
+		]);
+		const { rows } = await pool.query(
+			`SELECT count(*)::int AS n FROM ${schema}.idempotency_keys WHERE key IN ('fine', 'g1', 'g2', 'g3')`,
+		);
 		expect(rows[0].n).toBe(0);
 	});
 });

@@ -18,10 +18,18 @@ afterAll(async () => {
 	await pool.end();
 });
 
-async function enqueueMany(queue: string, count: number, extra: (n: number) => Record<string, unknown> = () => ({})): Promise<string[]> {
+async function enqueueMany(
+	queue: string,
+	count: number,
+	extra: (n: number) => Record<string, unknown> = () => ({}),
+): Promise<string[]> {
 	const ids: string[] = [];
 	for (let start = 0; start < count; start += 1000) {
-		const batch = Array.from({ length: Math.min(1000, count - start) }, (_, i) => ({ queue, payload: { n: start + i }, ...extra(start + i) }));
+		const batch = Array.from({ length: Math.min(1000, count - start) }, (_, i) => ({
+			queue,
+			payload: { n: start + i },
+			...extra(start + i),
+		}));
 		ids.push(...(await store.enqueue(batch)).map((result) => ok(result).jobId));
 	}
 	return ids;
@@ -29,7 +37,10 @@ async function enqueueMany(queue: string, count: number, extra: (n: number) => R
 
 /** Forces a lease to be expired without waiting for it. */
 async function expireLease(jobId: string): Promise<void> {
-	await pool.query(`UPDATE ${schema}.jobs SET lease_until = now() - interval '1 second' WHERE id = $1`, [jobId]);
+	await pool.query(
+		`UPDATE ${schema}.jobs SET lease_until = now() - interval '1 second' WHERE id = $1`,
+		[jobId],
+	);
 }
 
 describe('lease and complete', () => {
@@ -46,7 +57,14 @@ describe('lease and complete', () => {
 					if (leasedBy.has(job.id)) duplicates++;
 					leasedBy.set(job.id, workerId);
 				}
-				const results = await s.complete(jobs.map((job) => ({ jobId: job.id, attemptId: job.attempt_id, outcome: 'succeeded' as const, result: { by: workerId } })));
+				const results = await s.complete(
+					jobs.map((job) => ({
+						jobId: job.id,
+						attemptId: job.attempt_id,
+						outcome: 'succeeded' as const,
+						result: { by: workerId },
+					})),
+				);
 				expect(results.every((result) => ok(result).applied)).toBe(true);
 			}
 		};
@@ -56,9 +74,13 @@ describe('lease and complete', () => {
 		expect(new Set(ids)).toEqual(new Set(leasedBy.keys()));
 		const workersUsed = new Set(leasedBy.values());
 		expect(workersUsed.size).toBeGreaterThan(1);
-		const { rows } = await pool.query(`SELECT status, count(*)::int AS n FROM ${schema}.jobs WHERE queue = 'bulk' GROUP BY status`);
+		const { rows } = await pool.query(
+			`SELECT status, count(*)::int AS n FROM ${schema}.jobs WHERE queue = 'bulk' GROUP BY status`,
+		);
 		expect(rows).toEqual([{ status: 'done', n: 5000 }]);
-		const attempts = await pool.query(`SELECT count(*)::int AS n, count(*) FILTER (WHERE outcome = 'succeeded')::int AS ok FROM ${schema}.job_attempts a JOIN ${schema}.jobs j ON j.id = a.job_id WHERE j.queue = 'bulk'`);
+		const attempts = await pool.query(
+			`SELECT count(*)::int AS n, count(*) FILTER (WHERE outcome = 'succeeded')::int AS ok FROM ${schema}.job_attempts a JOIN ${schema}.jobs j ON j.id = a.job_id WHERE j.queue = 'bulk'`,
+		);
 		expect(attempts.rows[0]).toEqual({ n: 5000, ok: 5000 });
 		const [stats] = await store.stats('bulk');
 		expect(stats.done).toBe(5000);
@@ -67,15 +89,28 @@ describe('lease and complete', () => {
 
 	it('a lease gives a fresh attempt id, increments attempts, sets lease_until and records the execution', async () => {
 		const [jobId] = await enqueueMany('single', 1);
-		const [job] = await store.lease({ queue: 'single', leaseMs: 30_000, workflowId: 'wf-1', executionId: 'exec-9' });
+		const [job] = await store.lease({
+			queue: 'single',
+			leaseMs: 30_000,
+			workflowId: 'wf-1',
+			executionId: 'exec-9',
+		});
 		expect(job.id).toBe(jobId);
 		expect(job.status).toBe('running');
 		expect(job.attempts).toBe(1);
 		expect(job.attempt_id).toMatch(/^[0-9a-f-]{36}$/);
 		expect(job.lease_until.getTime()).toBeGreaterThan(Date.now() + 20_000);
 		expect(job.recovered).toBe(false);
-		const { rows } = await pool.query(`SELECT attempt, workflow_id, execution_id, outcome FROM ${schema}.job_attempts WHERE attempt_id = $1`, [job.attempt_id]);
-		expect(rows[0]).toEqual({ attempt: 1, workflow_id: 'wf-1', execution_id: 'exec-9', outcome: null });
+		const { rows } = await pool.query(
+			`SELECT attempt, workflow_id, execution_id, outcome FROM ${schema}.job_attempts WHERE attempt_id = $1`,
+			[job.attempt_id],
+		);
+		expect(rows[0]).toEqual({
+			attempt: 1,
+			workflow_id: 'wf-1',
+			execution_id: 'exec-9',
+			outcome: null,
+		});
 		expect(await store.lease({ queue: 'single' })).toHaveLength(0);
 	});
 
@@ -89,27 +124,66 @@ describe('lease and complete', () => {
 		expect(second.attempts).toBe(2);
 		expect(second.recovered).toBe(true);
 
-		const before = (await pool.query(`SELECT * FROM ${schema}.jobs WHERE id = $1`, [first.id])).rows[0];
-		const [staleHeartbeat] = await store.extendLease([{ jobId: first.id, attemptId: first.attempt_id, leaseMs: 600_000 }]);
+		const before = (await pool.query(`SELECT * FROM ${schema}.jobs WHERE id = $1`, [first.id]))
+			.rows[0];
+		const [staleHeartbeat] = await store.extendLease([
+			{ jobId: first.id, attemptId: first.attempt_id, leaseMs: 600_000 },
+		]);
 		expect(ok(staleHeartbeat)).toMatchObject({ extended: false, currentStatus: 'running' });
-		const [staleComplete] = await store.complete([{ jobId: first.id, attemptId: first.attempt_id, outcome: 'succeeded', result: { from: 'stale' } }]);
-		expect(ok(staleComplete)).toMatchObject({ applied: false, leaseLostReason: 'attempt_superseded' });
+		const [staleComplete] = await store.complete([
+			{
+				jobId: first.id,
+				attemptId: first.attempt_id,
+				outcome: 'succeeded',
+				result: { from: 'stale' },
+			},
+		]);
+		expect(ok(staleComplete)).toMatchObject({
+			applied: false,
+			leaseLostReason: 'attempt_superseded',
+		});
 		for (const outcome of ['failed', 'retry', 'release'] as const) {
-			const [result] = await store.complete([{ jobId: first.id, attemptId: first.attempt_id, outcome }]);
+			const [result] = await store.complete([
+				{ jobId: first.id, attemptId: first.attempt_id, outcome },
+			]);
 			expect(ok(result).applied).toBe(false);
 		}
-		const after = (await pool.query(`SELECT * FROM ${schema}.jobs WHERE id = $1`, [first.id])).rows[0];
+		const after = (await pool.query(`SELECT * FROM ${schema}.jobs WHERE id = $1`, [first.id]))
+			.rows[0];
 		expect(after).toEqual(before);
 
-		const [heartbeat] = await store.extendLease([{ jobId: second.id, attemptId: second.attempt_id, leaseMs: 120_000 }]);
+		const [heartbeat] = await store.extendLease([
+			{ jobId: second.id, attemptId: second.attempt_id, leaseMs: 120_000 },
+		]);
 		expect(ok(heartbeat).extended).toBe(true);
-		const [done] = await store.complete([{ jobId: second.id, attemptId: second.attempt_id, outcome: 'succeeded', result: { from: 'second' } }]);
+		const [done] = await store.complete([
+			{
+				jobId: second.id,
+				attemptId: second.attempt_id,
+				outcome: 'succeeded',
+				result: { from: 'second' },
+			},
+		]);
 		expect(ok(done)).toMatchObject({ applied: true, status: 'done' });
-		const [late] = await store.complete([{ jobId: first.id, attemptId: first.attempt_id, outcome: 'succeeded', result: { from: 'stale' } }]);
+		const [late] = await store.complete([
+			{
+				jobId: first.id,
+				attemptId: first.attempt_id,
+				outcome: 'succeeded',
+				result: { from: 'stale' },
+			},
+		]);
 		expect(ok(late)).toMatchObject({ applied: false, leaseLostReason: 'job_done' });
-		const final = (await pool.query(`SELECT status, result FROM ${schema}.jobs WHERE id = $1`, [first.id])).rows[0];
+		const final = (
+			await pool.query(`SELECT status, result FROM ${schema}.jobs WHERE id = $1`, [first.id])
+		).rows[0];
 		expect(final).toEqual({ status: 'done', result: { from: 'second' } });
-		const history = (await pool.query(`SELECT attempt, outcome FROM ${schema}.job_attempts WHERE job_id = $1 ORDER BY attempt`, [first.id])).rows;
+		const history = (
+			await pool.query(
+				`SELECT attempt, outcome FROM ${schema}.job_attempts WHERE job_id = $1 ORDER BY attempt`,
+				[first.id],
+			)
+		).rows;
 		expect(history).toEqual([
 			{ attempt: 1, outcome: 'lease_expired' },
 			{ attempt: 2, outcome: 'succeeded' },
@@ -119,11 +193,22 @@ describe('lease and complete', () => {
 	it('a checkpoint is recorded on the attempt only while it holds the lease, and Unknown Outcomes shows it', async () => {
 		await enqueueMany('checkpoint', 2);
 		const [passed, early] = await store.lease({ queue: 'checkpoint', limit: 2, leaseMs: 60_000 });
-		const [recorded] = await store.extendLease([{ jobId: passed.id, attemptId: passed.attempt_id, checkpoint: 'crm_request' }]);
+		const [recorded] = await store.extendLease([
+			{ jobId: passed.id, attemptId: passed.attempt_id, checkpoint: 'crm_request' },
+		]);
 		expect(ok(recorded).extended).toBe(true);
 		const attemptRow = async (attemptId: string) =>
-			(await pool.query(`SELECT checkpoint, checkpoint_at, outcome FROM ${schema}.job_attempts WHERE attempt_id = $1`, [attemptId])).rows[0];
-		expect(await attemptRow(passed.attempt_id)).toMatchObject({ checkpoint: 'crm_request', checkpoint_at: expect.any(Date), outcome: null });
+			(
+				await pool.query(
+					`SELECT checkpoint, checkpoint_at, outcome FROM ${schema}.job_attempts WHERE attempt_id = $1`,
+					[attemptId],
+				)
+			).rows[0];
+		expect(await attemptRow(passed.attempt_id)).toMatchObject({
+			checkpoint: 'crm_request',
+			checkpoint_at: expect.any(Date),
+			outcome: null,
+		});
 		// A heartbeat without a checkpoint keeps the one recorded.
 		ok((await store.extendLease([{ jobId: passed.id, attemptId: passed.attempt_id }]))[0]);
 		expect((await attemptRow(passed.attempt_id)).checkpoint).toBe('crm_request');
@@ -134,39 +219,82 @@ describe('lease and complete', () => {
 		const again = await store.lease({ queue: 'checkpoint', limit: 2, leaseMs: 60_000 });
 		expect(again.map((job) => job.id).sort()).toEqual([passed.id, early.id].sort());
 		// The dead attempt that resumes late (n8n re-runs it at boot) is not recorded: it lost its lease.
-		const [stale] = await store.extendLease([{ jobId: early.id, attemptId: early.attempt_id, checkpoint: 'crm_request' }]);
+		const [stale] = await store.extendLease([
+			{ jobId: early.id, attemptId: early.attempt_id, checkpoint: 'crm_request' },
+		]);
 		expect(ok(stale)).toMatchObject({ extended: false, currentStatus: 'running' });
-		expect(await attemptRow(early.attempt_id)).toMatchObject({ checkpoint: null, checkpoint_at: null, outcome: 'lease_expired' });
+		expect(await attemptRow(early.attempt_id)).toMatchObject({
+			checkpoint: null,
+			checkpoint_at: null,
+			outcome: 'lease_expired',
+		});
 
 		const report = await store.unknownOutcomes('checkpoint');
 		expect(report).toHaveLength(2);
 		const byAttempt = new Map(report.map((row) => [row.attempt_id, row]));
-		expect(byAttempt.get(passed.attempt_id)).toMatchObject({ job_id: passed.id, stable_key: passed.id, checkpoint: 'crm_request', checkpoint_at: expect.any(Date) });
-		expect(byAttempt.get(early.attempt_id)).toMatchObject({ job_id: early.id, checkpoint: null, checkpoint_at: null });
+		expect(byAttempt.get(passed.attempt_id)).toMatchObject({
+			job_id: passed.id,
+			stable_key: passed.id,
+			checkpoint: 'crm_request',
+			checkpoint_at: expect.any(Date),
+		});
+		expect(byAttempt.get(early.attempt_id)).toMatchObject({
+			job_id: early.id,
+			checkpoint: null,
+			checkpoint_at: null,
+		});
 	});
 
 	it('a checkpoint that is too long or holds control characters is rejected before anything is written', async () => {
 		await enqueueMany('checkpoint-bad', 1);
 		const [job] = await store.lease({ queue: 'checkpoint-bad', leaseMs: 60_000 });
-		const before = (await pool.query(`SELECT lease_until FROM ${schema}.jobs WHERE id = $1`, [job.id])).rows[0];
+		const before = (
+			await pool.query(`SELECT lease_until FROM ${schema}.jobs WHERE id = $1`, [job.id])
+		).rows[0];
 		const [tooLong, control] = await store.extendLease([
 			{ jobId: job.id, attemptId: job.attempt_id, checkpoint: 'x'.repeat(101) },
 			{ jobId: job.id, attemptId: job.attempt_id, checkpoint: 'crm\nrequest' },
 		]);
-		expect(tooLong).toMatchObject({ field: 'checkpoint', message: expect.stringMatching(/101 characters/) });
-		expect(control).toMatchObject({ field: 'checkpoint', message: expect.stringMatching(/control character/) });
-		expect((await pool.query(`SELECT lease_until FROM ${schema}.jobs WHERE id = $1`, [job.id])).rows[0]).toEqual(before);
-		expect((await pool.query(`SELECT checkpoint FROM ${schema}.job_attempts WHERE attempt_id = $1`, [job.attempt_id])).rows[0].checkpoint).toBeNull();
+		expect(tooLong).toMatchObject({
+			field: 'checkpoint',
+			message: expect.stringMatching(/101 characters/),
+		});
+		expect(control).toMatchObject({
+			field: 'checkpoint',
+			message: expect.stringMatching(/control character/),
+		});
+		expect(
+			(await pool.query(`SELECT lease_until FROM ${schema}.jobs WHERE id = $1`, [job.id])).rows[0],
+		).toEqual(before);
+		expect(
+			(
+				await pool.query(`SELECT checkpoint FROM ${schema}.job_attempts WHERE attempt_id = $1`, [
+					job.attempt_id,
+				])
+			).rows[0].checkpoint,
+		).toBeNull();
 		// Blank means no checkpoint.
-		ok((await store.extendLease([{ jobId: job.id, attemptId: job.attempt_id, checkpoint: '   ' }]))[0]);
-		expect((await pool.query(`SELECT checkpoint FROM ${schema}.job_attempts WHERE attempt_id = $1`, [job.attempt_id])).rows[0].checkpoint).toBeNull();
+		ok(
+			(
+				await store.extendLease([{ jobId: job.id, attemptId: job.attempt_id, checkpoint: '   ' }])
+			)[0],
+		);
+		expect(
+			(
+				await pool.query(`SELECT checkpoint FROM ${schema}.job_attempts WHERE attempt_id = $1`, [
+					job.attempt_id,
+				])
+			).rows[0].checkpoint,
+		).toBeNull();
 	});
 
 	it('a heartbeat keeps the job from being re-leased', async () => {
 		await enqueueMany('heartbeat', 1);
 		const [job] = await store.lease({ queue: 'heartbeat', leaseMs: 1_000 });
 		await sleep(600);
-		ok((await store.extendLease([{ jobId: job.id, attemptId: job.attempt_id, leaseMs: 10_000 }]))[0]);
+		ok(
+			(await store.extendLease([{ jobId: job.id, attemptId: job.attempt_id, leaseMs: 10_000 }]))[0],
+		);
 		await sleep(600);
 		expect(await store.lease({ queue: 'heartbeat' })).toHaveLength(0);
 	});
@@ -179,10 +307,20 @@ describe('lease and complete', () => {
 		expect(a2.attempts).toBe(2);
 		await expireLease(a2.id);
 		expect(await store.lease({ queue: 'exhaust-expiry' })).toHaveLength(0);
-		const row = (await pool.query(`SELECT status, error_code, attempts, finished_at FROM ${schema}.jobs WHERE id = $1`, [a1.id])).rows[0];
+		const row = (
+			await pool.query(
+				`SELECT status, error_code, attempts, finished_at FROM ${schema}.jobs WHERE id = $1`,
+				[a1.id],
+			)
+		).rows[0];
 		expect(row).toMatchObject({ status: 'failed', error_code: 'lease_expired', attempts: 2 });
 		expect(row.finished_at).toBeInstanceOf(Date);
-		const history = (await pool.query(`SELECT outcome FROM ${schema}.job_attempts WHERE job_id = $1 ORDER BY attempt`, [a1.id])).rows;
+		const history = (
+			await pool.query(
+				`SELECT outcome FROM ${schema}.job_attempts WHERE job_id = $1 ORDER BY attempt`,
+				[a1.id],
+			)
+		).rows;
 		expect(history.map((h) => h.outcome)).toEqual(['lease_expired', 'lease_expired']);
 	});
 
@@ -190,11 +328,23 @@ describe('lease and complete', () => {
 		await enqueueMany('exhaust-retry', 1, () => ({ maxAttempts: 3 }));
 		const base = 2_000;
 		for (let attempt = 1; attempt <= 3; attempt++) {
-			await pool.query(`UPDATE ${schema}.jobs SET run_at = now() WHERE queue = 'exhaust-retry' AND status = 'queued'`);
+			await pool.query(
+				`UPDATE ${schema}.jobs SET run_at = now() WHERE queue = 'exhaust-retry' AND status = 'queued'`,
+			);
 			const [job] = await store.lease({ queue: 'exhaust-retry' });
 			expect(job.attempts).toBe(attempt);
 			const before = Date.now();
-			const [result] = await store.complete([{ jobId: job.id, attemptId: job.attempt_id, outcome: 'retry', errorCode: 'http_503', errorMessage: 'CRM unavailable', backoffBaseMs: base, backoffMaxMs: 5_000 }]);
+			const [result] = await store.complete([
+				{
+					jobId: job.id,
+					attemptId: job.attempt_id,
+					outcome: 'retry',
+					errorCode: 'http_503',
+					errorMessage: 'CRM unavailable',
+					backoffBaseMs: base,
+					backoffMaxMs: 5_000,
+				},
+			]);
 			const applied = ok(result);
 			expect(applied.applied).toBe(true);
 			if (attempt < 3) {
@@ -204,11 +354,24 @@ describe('lease and complete', () => {
 				expect(delay).toBeGreaterThanOrEqual(d / 2 - 50);
 				expect(delay).toBeLessThanOrEqual(d + 250);
 			} else {
-				expect(applied).toMatchObject({ status: 'failed', errorCode: 'http_503', errorClass: 'retryable' });
+				expect(applied).toMatchObject({
+					status: 'failed',
+					errorCode: 'http_503',
+					errorClass: 'retryable',
+				});
 			}
 		}
-		const row = (await pool.query(`SELECT status, error_code, error_message, attempts FROM ${schema}.jobs WHERE queue = 'exhaust-retry'`)).rows[0];
-		expect(row).toEqual({ status: 'failed', error_code: 'http_503', error_message: 'CRM unavailable', attempts: 3 });
+		const row = (
+			await pool.query(
+				`SELECT status, error_code, error_message, attempts FROM ${schema}.jobs WHERE queue = 'exhaust-retry'`,
+			)
+		).rows[0];
+		expect(row).toEqual({
+			status: 'failed',
+			error_code: 'http_503',
+			error_message: 'CRM unavailable',
+			attempts: 3,
+		});
 	});
 
 	it('backoff with jitter spreads over [d/2, d] and is capped', async () => {
@@ -216,7 +379,17 @@ describe('lease and complete', () => {
 		const jobs = await store.lease({ queue: 'jitter', limit: 200 });
 		expect(jobs).toHaveLength(ids.length);
 		const before = Date.now();
-		const results = (await store.complete(jobs.map((job) => ({ jobId: job.id, attemptId: job.attempt_id, outcome: 'retry' as const, backoffBaseMs: 100_000, backoffMaxMs: 60_000 })))).map(ok);
+		const results = (
+			await store.complete(
+				jobs.map((job) => ({
+					jobId: job.id,
+					attemptId: job.attempt_id,
+					outcome: 'retry' as const,
+					backoffBaseMs: 100_000,
+					backoffMaxMs: 60_000,
+				})),
+			)
+		).map(ok);
 		const delays = results.map((result) => result.runAt!.getTime() - before);
 		expect(Math.min(...delays)).toBeGreaterThanOrEqual(30_000 - 50);
 		expect(Math.max(...delays)).toBeLessThanOrEqual(60_000 + 250);
@@ -228,16 +401,43 @@ describe('lease and complete', () => {
 		await enqueueMany('outcomes', 3, () => ({ maxAttempts: 2 }));
 		const jobs = await store.lease({ queue: 'outcomes', limit: 3 });
 		const before = Date.now();
-		const [retry, release, failed] = (await store.complete([
-			{ jobId: jobs[0].id, attemptId: jobs[0].attempt_id, outcome: 'retry', delayMs: 30_000 },
-			{ jobId: jobs[1].id, attemptId: jobs[1].attempt_id, outcome: 'release' },
-			{ jobId: jobs[2].id, attemptId: jobs[2].attempt_id, outcome: 'failed', errorCode: 'invalid_document', errorMessage: 'No text found', errorClass: 'needs_mapping', errorNode: 'Validate', errorWorkflow: 'wf-7', errorExecution: '77' },
-		])).map(ok);
+		const [retry, release, failed] = (
+			await store.complete([
+				{ jobId: jobs[0].id, attemptId: jobs[0].attempt_id, outcome: 'retry', delayMs: 30_000 },
+				{ jobId: jobs[1].id, attemptId: jobs[1].attempt_id, outcome: 'release' },
+				{
+					jobId: jobs[2].id,
+					attemptId: jobs[2].attempt_id,
+					outcome: 'failed',
+					errorCode: 'invalid_document',
+					errorMessage: 'No text found',
+					errorClass: 'needs_mapping',
+					errorNode: 'Validate',
+					errorWorkflow: 'wf-7',
+					errorExecution: '77',
+				},
+			])
+		).map(ok);
 		expect(retry.runAt!.getTime() - before).toBeGreaterThanOrEqual(29_000);
 		expect(release).toMatchObject({ status: 'queued', attempts: 0 });
-		expect(failed).toMatchObject({ status: 'failed', errorCode: 'invalid_document', errorClass: 'needs_mapping' });
-		const dead = (await pool.query(`SELECT payload, error_node, error_workflow, error_execution, attempts FROM ${schema}.jobs WHERE id = $1`, [jobs[2].id])).rows[0];
-		expect(dead).toEqual({ payload: { n: 2 }, error_node: 'Validate', error_workflow: 'wf-7', error_execution: '77', attempts: 1 });
+		expect(failed).toMatchObject({
+			status: 'failed',
+			errorCode: 'invalid_document',
+			errorClass: 'needs_mapping',
+		});
+		const dead = (
+			await pool.query(
+				`SELECT payload, error_node, error_workflow, error_execution, attempts FROM ${schema}.jobs WHERE id = $1`,
+				[jobs[2].id],
+			)
+		).rows[0];
+		expect(dead).toEqual({
+			payload: { n: 2 },
+			error_node: 'Validate',
+			error_workflow: 'wf-7',
+			error_execution: '77',
+			attempts: 1,
+		});
 		const [again] = await store.lease({ queue: 'outcomes' });
 		expect(again.id).toBe(jobs[1].id);
 		expect(again.attempts).toBe(1);
@@ -271,7 +471,13 @@ describe('lease and complete', () => {
 					running.delete(job.ordering_key!);
 					finished[job.ordering_key!].push(order.get(job.id)!);
 				}
-				const results = await s.complete(jobs.map((job) => ({ jobId: job.id, attemptId: job.attempt_id, outcome: 'succeeded' as const })));
+				const results = await s.complete(
+					jobs.map((job) => ({
+						jobId: job.id,
+						attemptId: job.attempt_id,
+						outcome: 'succeeded' as const,
+					})),
+				);
 				expect(results.every((result) => ok(result).applied)).toBe(true);
 			}
 		};
@@ -281,14 +487,22 @@ describe('lease and complete', () => {
 			expect(finished[key]).toHaveLength(20);
 			expect(finished[key]).toEqual([...finished[key]].sort((x, y) => x - y));
 		}
-		const { rows } = await pool.query(`SELECT count(*)::int AS n FROM ${schema}.jobs WHERE queue = 'ordered' AND status = 'done'`);
+		const { rows } = await pool.query(
+			`SELECT count(*)::int AS n FROM ${schema}.jobs WHERE queue = 'ordered' AND status = 'done'`,
+		);
 		expect(rows[0].n).toBe(60);
 	});
 
 	it('a job with an ordering key waits while an earlier job of that key is retrying', async () => {
 		await enqueueMany('ordered-retry', 2, () => ({ orderingKey: 'k' }));
 		const [first] = await store.lease({ queue: 'ordered-retry', limit: 5 });
-		ok((await store.complete([{ jobId: first.id, attemptId: first.attempt_id, outcome: 'retry', delayMs: 60_000 }]))[0]);
+		ok(
+			(
+				await store.complete([
+					{ jobId: first.id, attemptId: first.attempt_id, outcome: 'retry', delayMs: 60_000 },
+				])
+			)[0],
+		);
 		expect(await store.lease({ queue: 'ordered-retry', limit: 5 })).toHaveLength(0);
 	});
 
@@ -302,7 +516,11 @@ describe('lease and complete', () => {
 			const s = new JobStore(pool, { schema });
 			let idle = 0;
 			while (idle < 10) {
-				const jobs: LeasedJob[] = await s.lease({ queue: 'limited', limit: 2, concurrencyLimit: K });
+				const jobs: LeasedJob[] = await s.lease({
+					queue: 'limited',
+					limit: 2,
+					concurrencyLimit: K,
+				});
 				if (jobs.length === 0) {
 					idle++;
 					await sleep(3);
@@ -311,11 +529,19 @@ describe('lease and complete', () => {
 				idle = 0;
 				running += jobs.length;
 				maxRunning = Math.max(maxRunning, running);
-				const { rows } = await pool.query(`SELECT count(*)::int AS n FROM ${schema}.jobs WHERE queue = 'limited' AND status = 'running'`);
+				const { rows } = await pool.query(
+					`SELECT count(*)::int AS n FROM ${schema}.jobs WHERE queue = 'limited' AND status = 'running'`,
+				);
 				dbMax = Math.max(dbMax, rows[0].n);
 				await sleep(3);
 				running -= jobs.length;
-				const results: Array<CompleteResult | DurableJobsError> = await s.complete(jobs.map((job) => ({ jobId: job.id, attemptId: job.attempt_id, outcome: 'succeeded' as const })));
+				const results: Array<CompleteResult | DurableJobsError> = await s.complete(
+					jobs.map((job) => ({
+						jobId: job.id,
+						attemptId: job.attempt_id,
+						outcome: 'succeeded' as const,
+					})),
+				);
 				expect(results.every((result) => ok(result).applied)).toBe(true);
 			}
 		};
@@ -323,7 +549,9 @@ describe('lease and complete', () => {
 		expect(maxRunning).toBeLessThanOrEqual(K);
 		expect(dbMax).toBeLessThanOrEqual(K);
 		expect(maxRunning).toBe(K);
-		const { rows } = await pool.query(`SELECT count(*)::int AS n FROM ${schema}.jobs WHERE queue = 'limited' AND status = 'done'`);
+		const { rows } = await pool.query(
+			`SELECT count(*)::int AS n FROM ${schema}.jobs WHERE queue = 'limited' AND status = 'done'`,
+		);
 		expect(rows[0].n).toBe(120);
 	});
 
@@ -341,16 +569,30 @@ describe('lease and complete', () => {
 		await enqueueMany('late-but-ok', 1);
 		const [job] = await store.lease({ queue: 'late-but-ok' });
 		await expireLease(job.id);
-		const [result] = await store.complete([{ jobId: job.id, attemptId: job.attempt_id, outcome: 'succeeded' }]);
+		const [result] = await store.complete([
+			{ jobId: job.id, attemptId: job.attempt_id, outcome: 'succeeded' },
+		]);
 		expect(ok(result).applied).toBe(true);
 	});
 
 	it('malformed ids are rejected per item, unknown ids route to lease lost', async () => {
 		const results = await store.complete([
-			{ jobId: 'not-a-uuid', attemptId: '00000000-0000-0000-0000-000000000000', outcome: 'succeeded' },
+			{
+				jobId: 'not-a-uuid',
+				attemptId: '00000000-0000-0000-0000-000000000000',
+				outcome: 'succeeded',
+			},
 			{ jobId: '00000000-0000-0000-0000-000000000000', attemptId: 'x', outcome: 'succeeded' },
-			{ jobId: '00000000-0000-0000-0000-000000000000', attemptId: '00000000-0000-0000-0000-000000000000', outcome: 'bogus' as never },
-			{ jobId: '00000000-0000-0000-0000-000000000001', attemptId: '00000000-0000-0000-0000-000000000000', outcome: 'succeeded' },
+			{
+				jobId: '00000000-0000-0000-0000-000000000000',
+				attemptId: '00000000-0000-0000-0000-000000000000',
+				outcome: 'bogus' as never,
+			},
+			{
+				jobId: '00000000-0000-0000-0000-000000000001',
+				attemptId: '00000000-0000-0000-0000-000000000000',
+				outcome: 'succeeded',
+			},
 		]);
 		expect((results[0] as DurableJobsError).field).toBe('jobId');
 		expect((results[1] as DurableJobsError).field).toBe('attemptId');

@@ -28,7 +28,9 @@ afterAll(async () => {
 	await dropSchema(pool, schema);
 	await dropSchema(pool, `${schema}_b`);
 	await dropSchema(pool, `${schema}_c`);
-	await pool.query(`DROP DATABASE IF EXISTS ${defaultDatabase} WITH (FORCE)`).catch(() => undefined);
+	await pool
+		.query(`DROP DATABASE IF EXISTS ${defaultDatabase} WITH (FORCE)`)
+		.catch(() => undefined);
 	await closeAllPools();
 	await pool.end();
 });
@@ -37,15 +39,27 @@ describe('migrations', () => {
 	it('are numbered without gaps and each one names its file', () => {
 		const migrations = loadMigrations();
 		expect(migrations.length).toBeGreaterThanOrEqual(2);
-		expect(migrations.map((migration) => migration.id)).toEqual(migrations.map((_, index) => index + 1));
+		expect(migrations.map((migration) => migration.id)).toEqual(
+			migrations.map((_, index) => index + 1),
+		);
 	});
 
 	it('two concurrent runners both succeed and apply each file exactly once', async () => {
-		const [a, b, c] = await Promise.all([migrate(pool, schema), migrate(pool, schema), migrate(newPool(2), schema)]);
+		const [a, b, c] = await Promise.all([
+			migrate(pool, schema),
+			migrate(pool, schema),
+			migrate(newPool(2), schema),
+		]);
 		const appliedNames = [...a.applied, ...b.applied, ...c.applied].sort();
-		expect(appliedNames).toEqual(loadMigrations().map((migration) => migration.name).sort());
+		expect(appliedNames).toEqual(
+			loadMigrations()
+				.map((migration) => migration.name)
+				.sort(),
+		);
 		const { rows } = await pool.query(`SELECT id, name FROM "${schema}".migrations ORDER BY id`);
-		expect(rows.map((row) => row.name)).toEqual(loadMigrations().map((migration) => migration.name));
+		expect(rows.map((row) => row.name)).toEqual(
+			loadMigrations().map((migration) => migration.name),
+		);
 	});
 
 	it('a second run is a no-op', async () => {
@@ -61,7 +75,10 @@ describe('migrations', () => {
 		expect(error).toBeInstanceOf(MigrationsMissingError);
 		expect((error as MigrationsMissingError).message).toContain('0001_jobs.sql');
 		expect((error as MigrationsMissingError).fix).toContain('npx n8n-nodes-durable-jobs migrate');
-		const exists = await pool.query(`SELECT count(*)::int AS n FROM pg_namespace WHERE nspname = $1`, [`${schema}_b`]);
+		const exists = await pool.query(
+			`SELECT count(*)::int AS n FROM pg_namespace WHERE nspname = $1`,
+			[`${schema}_b`],
+		);
 		expect(exists.rows[0].n).toBe(0);
 	});
 
@@ -95,7 +112,15 @@ describe('migrations', () => {
 				return Reflect.get(target, property, receiver);
 			},
 		});
-		for (const bad of ['bad"; DROP SCHEMA public; --', 'Upper', '1abc', '', 'x'.repeat(51), 'pg_catalog', 'public']) {
+		for (const bad of [
+			'bad"; DROP SCHEMA public; --',
+			'Upper',
+			'1abc',
+			'',
+			'x'.repeat(51),
+			'pg_catalog',
+			'public',
+		]) {
 			await expect(migrate(spy as pg.Pool, bad)).rejects.toBeInstanceOf(ValidationError);
 		}
 		expect(counter.queries).toBe(0);

@@ -14,10 +14,23 @@ const schema = testSchema(__filename);
 const missingSchema = testSchema(__filename, 'never-migrated');
 let pool: pg.Pool;
 
-const testFunctions = { logger: { debug: () => undefined, info: () => undefined, warn: () => undefined, error: () => undefined }, helpers: {} } as unknown as ICredentialTestFunctions;
+const testFunctions = {
+	logger: {
+		debug: () => undefined,
+		info: () => undefined,
+		warn: () => undefined,
+		error: () => undefined,
+	},
+	helpers: {},
+} as unknown as ICredentialTestFunctions;
 
 async function check(data: ICredentialDataDecryptedObject) {
-	return await testDurableJobsConnection.call(testFunctions, { id: 'cred-1', name: 'Durable Jobs Postgres', type: 'durableJobsPostgresApi', data });
+	return await testDurableJobsConnection.call(testFunctions, {
+		id: 'cred-1',
+		name: 'Durable Jobs Postgres',
+		type: 'durableJobsPostgresApi',
+		data,
+	});
 }
 
 beforeAll(async () => {
@@ -36,7 +49,9 @@ afterAll(async () => {
 
 describe('credential test against a real server', () => {
 	it('a database that does not exist is named as such', async () => {
-		const result = await check(credentialFor(databaseUrl(), schema, { database: 'no_such_database_djt' }));
+		const result = await check(
+			credentialFor(databaseUrl(), schema, { database: 'no_such_database_djt' }),
+		);
 		expect(result.status).toBe('Error');
 		expect(result.message).toMatch(/does not exist/);
 		expect(result.message).toMatch(/Check Database in the credential/);
@@ -49,42 +64,73 @@ describe('credential test against a real server', () => {
 		expect(result.message).toMatch(/Auto-Migrate is off/);
 		expect(result.message).toMatch(/npx n8n-nodes-durable-jobs migrate/);
 		// The test itself never creates anything.
-		const { rows } = await pool.query('SELECT 1 FROM pg_namespace WHERE nspname = $1', [missingSchema]);
+		const { rows } = await pool.query('SELECT 1 FROM pg_namespace WHERE nspname = $1', [
+			missingSchema,
+		]);
 		expect(rows).toEqual([]);
 	});
 
 	it('with Auto-Migrate on, a new schema is OK (created on first use); once migrated it is up to date', async () => {
-		expect(await check(credentialFor(databaseUrl(), schema))).toEqual({ status: 'OK', message: `Connected; schema "${schema}" will be created or upgraded on first use` });
+		expect(await check(credentialFor(databaseUrl(), schema))).toEqual({
+			status: 'OK',
+			message: `Connected; schema "${schema}" will be created or upgraded on first use`,
+		});
 		await nodeRunner(schema).run(new JobEnqueue(), { items: [{ a: 1 }] });
-		expect(await check(credentialFor(databaseUrl(), schema, { autoMigrate: false }))).toEqual({ status: 'OK', message: `Connected; schema "${schema}" is up to date` });
+		expect(await check(credentialFor(databaseUrl(), schema, { autoMigrate: false }))).toEqual({
+			status: 'OK',
+			message: `Connected; schema "${schema}" is up to date`,
+		});
 	});
 });
 
 describe('node executions with a broken connection', () => {
 	it('missing migrations with Auto-Migrate off: the node fails with the fix, and creates nothing', async () => {
-		const nodes = nodeRunner(missingSchema, { credential: credentialFor(databaseUrl(), missingSchema, { autoMigrate: false }) });
-		const error = (await nodes.run(new JobEnqueue(), { items: [{ a: 1 }] }).catch((caught: unknown) => caught)) as NodeOperationError;
+		const nodes = nodeRunner(missingSchema, {
+			credential: credentialFor(databaseUrl(), missingSchema, { autoMigrate: false }),
+		});
+		const error = (await nodes
+			.run(new JobEnqueue(), { items: [{ a: 1 }] })
+			.catch((caught: unknown) => caught)) as NodeOperationError;
 		expect(error).toBeInstanceOf(NodeOperationError);
 		expect(error.message).toContain(`Schema "${missingSchema}" is missing migrations`);
 		expect(error.description).toMatch(/Turn on "Auto-Migrate".*Field: autoMigrate/);
-		const { rows } = await pool.query('SELECT 1 FROM pg_namespace WHERE nspname = $1', [missingSchema]);
+		const { rows } = await pool.query('SELECT 1 FROM pg_namespace WHERE nspname = $1', [
+			missingSchema,
+		]);
 		expect(rows).toEqual([]);
 	});
 
 	it('database unreachable: with the error output each request gets a 503 item (the receiver answers 503, never 202)', async () => {
 		const port = await freePort();
-		const nodes = nodeRunner(schema, { credential: credentialFor(databaseUrl(), schema, { port, password: 'pw-must-not-leak' }) });
-		const result = await nodes.run(new JobEnqueue(), { items: [webhookItem({ a: 1 }, { 'idempotency-key': 'down-1' }), webhookItem({ a: 2 })], onError: 'continueErrorOutput' });
+		const nodes = nodeRunner(schema, {
+			credential: credentialFor(databaseUrl(), schema, { port, password: 'pw-must-not-leak' }),
+		});
+		const result = await nodes.run(new JobEnqueue(), {
+			items: [webhookItem({ a: 1 }, { 'idempotency-key': 'down-1' }), webhookItem({ a: 2 })],
+			onError: 'continueErrorOutput',
+		});
 		expect(result.routing()).toEqual({ Success: [], Error: [0, 1] });
 		for (const item of result.output('Error')) {
-			expect(item.json).toMatchObject({ details: { code: 'database_unavailable', http_status: 503 } });
+			expect(item.json).toMatchObject({
+				details: { code: 'database_unavailable', http_status: 503 },
+			});
 			expect(item.json).not.toHaveProperty('job_id');
 		}
-		expect(JSON.stringify(result.output('Error').map((item) => item.json))).not.toContain('pw-must-not-leak');
+		expect(JSON.stringify(result.output('Error').map((item) => item.json))).not.toContain(
+			'pw-must-not-leak',
+		);
 
-		const error = (await nodes.run(new JobEnqueue(), { items: [{ a: 1 }] }).catch((caught: unknown) => caught)) as NodeOperationError;
+		const error = (await nodes
+			.run(new JobEnqueue(), { items: [{ a: 1 }] })
+			.catch((caught: unknown) => caught)) as NodeOperationError;
 		expect(error).toBeInstanceOf(NodeOperationError);
 		expect(error.description).toMatch(/Check that PostgreSQL is running/);
-		expect(JSON.stringify({ message: error.message, description: error.description, messages: error.messages })).not.toContain('pw-must-not-leak');
+		expect(
+			JSON.stringify({
+				message: error.message,
+				description: error.description,
+				messages: error.messages,
+			}),
+		).not.toContain('pw-must-not-leak');
 	});
 });

@@ -17,7 +17,9 @@ beforeAll(async () => {
 	pool = newPool();
 	await dropSchema(pool, schema);
 	await pool.query(`DROP TABLE IF EXISTS ${businessTable}`);
-	await pool.query(`CREATE TABLE ${businessTable} (id int PRIMARY KEY, status text NOT NULL CHECK (status IN ('new', 'paid', 'shipped')))`);
+	await pool.query(
+		`CREATE TABLE ${businessTable} (id int PRIMARY KEY, status text NOT NULL CHECK (status IN ('new', 'paid', 'shipped')))`,
+	);
 });
 
 afterAll(async () => {
@@ -31,7 +33,12 @@ const withSql = {
 	eventType: 'order.paid',
 	companionSql: `INSERT INTO ${businessTable} (id, status) VALUES ($1, $2)`,
 	queryParameters: '={{ [$json.order_id, $json.status] }}',
-	envelope: { source: 'shop', correlationId: '={{ "corr-" + $json.order_id }}', orderingKey: '={{ "order-" + $json.order_id }}', destination: 'https://crm.example.com/hooks' },
+	envelope: {
+		source: 'shop',
+		correlationId: '={{ "corr-" + $json.order_id }}',
+		orderingKey: '={{ "order-" + $json.order_id }}',
+		destination: 'https://crm.example.com/hooks',
+	},
 };
 
 async function businessRows(): Promise<IDataObject[]> {
@@ -39,30 +46,63 @@ async function businessRows(): Promise<IDataObject[]> {
 }
 
 async function events(): Promise<IDataObject[]> {
-	return (await pool.query(`SELECT id, queue, status, idempotency_key, payload, ordering_key, correlation_id, max_attempts FROM "${schema}".jobs ORDER BY seq`)).rows;
+	return (
+		await pool.query(
+			`SELECT id, queue, status, idempotency_key, payload, ordering_key, correlation_id, max_attempts FROM "${schema}".jobs ORDER BY seq`,
+		)
+	).rows;
 }
 
 describe('Outbox Write with SQL in the same transaction', () => {
 	it('a failing business write (CHECK violation) leaves no event and no business row', async () => {
 		// Create the schema first, so the snapshot below compares like with like.
-		await nodes.run(new OutboxWrite(), { items: [{ id: 'warm-up' }], parameters: { eventType: 'warm.up' } });
+		await nodes.run(new OutboxWrite(), {
+			items: [{ id: 'warm-up' }],
+			parameters: { eventType: 'warm.up' },
+		});
 		const before = await tableSnapshot(pool, schema);
-		const error = (await nodes.run(new OutboxWrite(), { items: [{ order_id: 1, status: 'bogus' }], parameters: withSql }).catch((caught: unknown) => caught)) as NodeOperationError;
+		const error = (await nodes
+			.run(new OutboxWrite(), { items: [{ order_id: 1, status: 'bogus' }], parameters: withSql })
+			.catch((caught: unknown) => caught)) as NodeOperationError;
 		expect(error).toBeInstanceOf(NodeOperationError);
-		expect(error.message).toMatch(/^The SQL to run in the same transaction failed, so no event was written: .*check constraint/);
+		expect(error.message).toMatch(
+			/^The SQL to run in the same transaction failed, so no event was written: .*check constraint/,
+		);
 		expect(error.description).toMatch(/Field: companionSql/);
 		expect(await businessRows()).toEqual([]);
 		expect(await tableSnapshot(pool, schema)).toEqual(before);
 	});
 
 	it('a succeeding business write commits together with its event', async () => {
-		const result = await nodes.run(new OutboxWrite(), { items: [{ order_id: 1, status: 'paid', amount: 10 }], parameters: withSql });
+		const result = await nodes.run(new OutboxWrite(), {
+			items: [{ order_id: 1, status: 'paid', amount: 10 }],
+			parameters: withSql,
+		});
 		const [item] = result.output('main');
 		expect(item.pairedItem).toEqual({ item: 0 });
-		expect(item.json).toMatchObject({ order_id: 1, status: 'paid', outbox: { event_id: `order.paid:sha256:${fingerprint({ order_id: 1, status: 'paid', amount: 10 })}`, queue: 'outbox', status: 'queued', deduplicated: false, sql_row_count: 1, sql_rows: [] } });
+		expect(item.json).toMatchObject({
+			order_id: 1,
+			status: 'paid',
+			outbox: {
+				event_id: `order.paid:sha256:${fingerprint({ order_id: 1, status: 'paid', amount: 10 })}`,
+				queue: 'outbox',
+				status: 'queued',
+				deduplicated: false,
+				sql_row_count: 1,
+				sql_rows: [],
+			},
+		});
 		expect(await businessRows()).toEqual([{ id: 1, status: 'paid' }]);
-		const [event] = (await events()).filter((row) => row.id === (item.json.outbox as IDataObject).job_id);
-		expect(event).toMatchObject({ queue: 'outbox', status: 'queued', ordering_key: 'order-1', correlation_id: 'corr-1', max_attempts: 10 });
+		const [event] = (await events()).filter(
+			(row) => row.id === (item.json.outbox as IDataObject).job_id,
+		);
+		expect(event).toMatchObject({
+			queue: 'outbox',
+			status: 'queued',
+			ordering_key: 'order-1',
+			correlation_id: 'corr-1',
+			max_attempts: 10,
+		});
 		expect(event.payload).toMatchObject({
 			event_type: 'order.paid',
 			event_version: 1,
@@ -72,7 +112,9 @@ describe('Outbox Write with SQL in the same transaction', () => {
 			destination: 'https://crm.example.com/hooks',
 			payload: { order_id: 1, status: 'paid', amount: 10 },
 		});
-		expect(Date.parse(String((event.payload as IDataObject).occurred_at))).toBeGreaterThan(Date.now() - 60_000);
+		expect(Date.parse(String((event.payload as IDataObject).occurred_at))).toBeGreaterThan(
+			Date.now() - 60_000,
+		);
 	});
 
 	it('without continue, one failing item in a batch writes nothing for any item', async () => {
@@ -82,7 +124,9 @@ describe('Outbox Write with SQL in the same transaction', () => {
 			{ order_id: 3, status: 'bogus' },
 			{ order_id: 4, status: 'paid' },
 		];
-		const error = (await nodes.run(new OutboxWrite(), { items, parameters: withSql }).catch((caught: unknown) => caught)) as NodeOperationError;
+		const error = (await nodes
+			.run(new OutboxWrite(), { items, parameters: withSql })
+			.catch((caught: unknown) => caught)) as NodeOperationError;
 		expect(error).toBeInstanceOf(NodeOperationError);
 		expect(await businessRows()).toEqual([{ id: 1, status: 'paid' }]);
 		expect(await tableSnapshot(pool, schema)).toEqual(before);
@@ -96,7 +140,9 @@ describe('Outbox Write with SQL in the same transaction', () => {
 			{ order_id: 5, status: 'paid' },
 			{ order_id: 6, status: 'bogus' },
 		];
-		const error = (await nodes.run(new OutboxWrite(), { items, parameters: withSql }).catch((caught: unknown) => caught)) as NodeOperationError;
+		const error = (await nodes
+			.run(new OutboxWrite(), { items, parameters: withSql })
+			.catch((caught: unknown) => caught)) as NodeOperationError;
 		expect(error).toBeInstanceOf(NodeOperationError);
 		expect(error.context.itemIndex).toBe(1);
 	});
@@ -109,9 +155,20 @@ describe('Outbox Write with SQL in the same transaction', () => {
 			{ order_id: 7, status: 'paid', note: 'primary key violation' },
 		];
 		const eventsBefore = (await events()).length;
-		const result = await nodes.run(new OutboxWrite(), { items, parameters: { ...withSql, eventIdSource: 'custom', eventId: '={{ "evt-" + $json.order_id + "-" + $itemIndex }}' }, onError: 'continueErrorOutput' });
+		const result = await nodes.run(new OutboxWrite(), {
+			items,
+			parameters: {
+				...withSql,
+				eventIdSource: 'custom',
+				eventId: '={{ "evt-" + $json.order_id + "-" + $itemIndex }}',
+			},
+			onError: 'continueErrorOutput',
+		});
 		expect(result.routing()).toEqual({ Success: [0, 2], Error: [1, 3] });
-		expect(result.output('Error')[0].json).toMatchObject({ order_id: 8, details: { code: 'companion_sql_failed', field: 'companionSql', http_status: 400 } });
+		expect(result.output('Error')[0].json).toMatchObject({
+			order_id: 8,
+			details: { code: 'companion_sql_failed', field: 'companionSql', http_status: 400 },
+		});
 		expect(String(result.output('Error')[1].json.error)).toMatch(/duplicate key/);
 		expect(await businessRows()).toEqual([
 			{ id: 1, status: 'paid' },
@@ -125,33 +182,67 @@ describe('Outbox Write with SQL in the same transaction', () => {
 
 describe('Outbox Write: event ids', () => {
 	it('a duplicate event id is accepted once', async () => {
-		const parameters = { eventType: 'invoice.sent', eventIdSource: 'custom', eventId: '={{ $json.event }}' };
-		const first = (await nodes.run(new OutboxWrite(), { items: [{ event: 'inv-1-sent', total: 3 }], parameters })).output('main')[0].json.outbox as IDataObject;
-		const second = (await nodes.run(new OutboxWrite(), { items: [{ event: 'inv-1-sent', total: 3 }], parameters })).output('main')[0].json.outbox as IDataObject;
+		const parameters = {
+			eventType: 'invoice.sent',
+			eventIdSource: 'custom',
+			eventId: '={{ $json.event }}',
+		};
+		const first = (
+			await nodes.run(new OutboxWrite(), { items: [{ event: 'inv-1-sent', total: 3 }], parameters })
+		).output('main')[0].json.outbox as IDataObject;
+		const second = (
+			await nodes.run(new OutboxWrite(), { items: [{ event: 'inv-1-sent', total: 3 }], parameters })
+		).output('main')[0].json.outbox as IDataObject;
 		expect(first).toMatchObject({ event_id: 'inv-1-sent', deduplicated: false });
-		expect(second).toMatchObject({ event_id: 'inv-1-sent', deduplicated: true, job_id: first.job_id });
+		expect(second).toMatchObject({
+			event_id: 'inv-1-sent',
+			deduplicated: true,
+			job_id: first.job_id,
+		});
 		expect((await events()).filter((row) => row.idempotency_key === 'inv-1-sent')).toHaveLength(1);
 	});
 
 	it('the derived event id is stable: the webhook body id, so a re-run writes the same event', async () => {
 		const request = webhookItem({ id: 'ord_77', status: 'paid' });
-		const a = (await nodes.run(new OutboxWrite(), { items: [request], parameters: { eventType: 'order.paid' } })).output('main')[0].json;
-		const b = (await nodes.run(new OutboxWrite(), { items: [request], parameters: { eventType: 'order.paid' } })).output('main')[0].json;
+		const a = (
+			await nodes.run(new OutboxWrite(), {
+				items: [request],
+				parameters: { eventType: 'order.paid' },
+			})
+		).output('main')[0].json;
+		const b = (
+			await nodes.run(new OutboxWrite(), {
+				items: [request],
+				parameters: { eventType: 'order.paid' },
+			})
+		).output('main')[0].json;
 		expect((a.outbox as IDataObject).event_id).toBe('order.paid:ord_77');
-		expect(b.outbox).toMatchObject({ event_id: 'order.paid:ord_77', deduplicated: true, job_id: (a.outbox as IDataObject).job_id });
+		expect(b.outbox).toMatchObject({
+			event_id: 'order.paid:ord_77',
+			deduplicated: true,
+			job_id: (a.outbox as IDataObject).job_id,
+		});
 		const [event] = (await events()).filter((row) => row.idempotency_key === 'order.paid:ord_77');
 		// The webhook body is the payload, not the whole request item.
 		expect((event.payload as IDataObject).payload).toEqual({ id: 'ord_77', status: 'paid' });
 	});
 
 	it('a numeric custom event id from an expression is used as text', async () => {
-		const parameters = { eventType: 'ticket.closed', eventIdSource: 'custom', eventId: '={{ $json.seq }}' };
-		const out = (await nodes.run(new OutboxWrite(), { items: [{ seq: 991 }], parameters })).output('main')[0].json.outbox as IDataObject;
+		const parameters = {
+			eventType: 'ticket.closed',
+			eventIdSource: 'custom',
+			eventId: '={{ $json.seq }}',
+		};
+		const out = (await nodes.run(new OutboxWrite(), { items: [{ seq: 991 }], parameters })).output(
+			'main',
+		)[0].json.outbox as IDataObject;
 		expect(out).toMatchObject({ event_id: '991', deduplicated: false });
 	});
 
 	it('an empty event type is an error naming the field', async () => {
-		const error = (await nodes.run(new OutboxWrite(), { items: [{ a: 1 }] }).catch((caught: unknown) => caught)) as NodeOperationError;
+		const error = (await nodes
+			.run(new OutboxWrite(), { items: [{ a: 1 }] })
+			.catch((caught: unknown) => caught)) as NodeOperationError;
 		expect(error).toBeInstanceOf(NodeOperationError);
 		expect(error.context.itemIndex).toBe(0);
 		expect(error.message).toBe('eventType: is empty');

@@ -24,7 +24,10 @@ afterAll(async () => {
 });
 
 async function jobRows(where = 'true', values: unknown[] = []) {
-	const { rows } = await pool.query(`SELECT id, queue, status, payload, idempotency_key, status_token_hash, max_attempts, priority, correlation_id FROM "${schema}".jobs WHERE ${where} ORDER BY seq`, values);
+	const { rows } = await pool.query(
+		`SELECT id, queue, status, payload, idempotency_key, status_token_hash, max_attempts, priority, correlation_id FROM "${schema}".jobs WHERE ${where} ORDER BY seq`,
+		values,
+	);
 	return rows;
 }
 
@@ -49,10 +52,17 @@ describe('Job Enqueue: the receiver chain with zero configuration', () => {
 		expect(result.output('main')).toHaveLength(1);
 		expect(item.pairedItem).toEqual({ item: 0 });
 		first = item.json;
-		expect(first).toMatchObject({ status: 'queued', queue: 'default', deduplicated: false, idempotency_key: 'k1' });
+		expect(first).toMatchObject({
+			status: 'queued',
+			queue: 'default',
+			deduplicated: false,
+			idempotency_key: 'k1',
+		});
 		expect(first.job_id).toMatch(UUID);
 		expect(first.status_token).toMatch(/^[A-Za-z0-9_-]{43}$/);
-		expect(first.status_url).toBe(`/webhook/jobs/status?job_id=${String(first.job_id)}&token=${String(first.status_token)}`);
+		expect(first.status_url).toBe(
+			`/webhook/jobs/status?job_id=${String(first.job_id)}&token=${String(first.status_token)}`,
+		);
 		expect(first).not.toHaveProperty('conflict');
 		expect(Date.parse(String(first.run_at))).toBeLessThanOrEqual(Date.now() + 1000);
 
@@ -60,14 +70,38 @@ describe('Job Enqueue: the receiver chain with zero configuration', () => {
 		// header as key; only the token's hash is stored.
 		const rows = await jobRows('id = $1', [first.job_id]);
 		expect(rows).toHaveLength(1);
-		expect(rows[0]).toMatchObject({ queue: 'default', status: 'queued', payload: body, idempotency_key: 'k1', max_attempts: 5, priority: 0 });
-		expect(Buffer.compare(rows[0].status_token_hash, hashToken(String(first.status_token)))).toBe(0);
+		expect(rows[0]).toMatchObject({
+			queue: 'default',
+			status: 'queued',
+			payload: body,
+			idempotency_key: 'k1',
+			max_attempts: 5,
+			priority: 0,
+		});
+		expect(Buffer.compare(rows[0].status_token_hash, hashToken(String(first.status_token)))).toBe(
+			0,
+		);
 	});
 
 	it('the same request again answers with the same job, deduplicated, with the same status_url', async () => {
-		const again = (await nodes.run(new JobEnqueue(), { items: [webhookItem({ pages: [1, 2], customer: 42, document: 'contract.pdf' }, { 'Idempotency-Key': 'k1' })] })).output('main');
+		const again = (
+			await nodes.run(new JobEnqueue(), {
+				items: [
+					webhookItem(
+						{ pages: [1, 2], customer: 42, document: 'contract.pdf' },
+						{ 'Idempotency-Key': 'k1' },
+					),
+				],
+			})
+		).output('main');
 		expect(again).toHaveLength(1);
-		expect(again[0].json).toMatchObject({ job_id: first.job_id, status: 'queued', deduplicated: true, status_url: first.status_url, status_token: first.status_token });
+		expect(again[0].json).toMatchObject({
+			job_id: first.job_id,
+			status: 'queued',
+			deduplicated: true,
+			status_url: first.status_url,
+			status_token: first.status_token,
+		});
 		expect(await jobRows("idempotency_key = 'k1'")).toHaveLength(1);
 	});
 
@@ -83,21 +117,44 @@ describe('Job Enqueue: the receiver chain with zero configuration', () => {
 
 	it('with "continue (using error output)" the conflicting request goes to the error output with its input and pairedItem', async () => {
 		const conflicting = webhookItem({ ...body, customer: 43 }, { 'idempotency-key': 'k1' });
-		const result = await nodes.run(new JobEnqueue(), { items: [conflicting], onError: 'continueErrorOutput' });
+		const result = await nodes.run(new JobEnqueue(), {
+			items: [conflicting],
+			onError: 'continueErrorOutput',
+		});
 		expect(result.outputNames).toEqual(['Success', 'Error']);
 		expect(result.output('Success')).toEqual([]);
 		const [failed] = result.output('Error');
 		expect(failed.pairedItem).toEqual({ item: 0 });
 		// The receiver workflow can answer 422 from this item, and still sees the request.
-		expect(failed.json).toMatchObject({ body: { customer: 43 }, headers: { 'idempotency-key': 'k1' }, details: { code: 'idempotency_key_reused', http_status: 422, field: 'idempotencyKey', existing_job_id: first.job_id } });
+		expect(failed.json).toMatchObject({
+			body: { customer: 43 },
+			headers: { 'idempotency-key': 'k1' },
+			details: {
+				code: 'idempotency_key_reused',
+				http_status: 422,
+				field: 'idempotencyKey',
+				existing_job_id: first.job_id,
+			},
+		});
 		expect(failed.json).not.toHaveProperty('status_token');
 		expect(await jobRows("idempotency_key = 'k1'")).toHaveLength(1);
 	});
 
 	it('with "Return Existing Job" the conflicting request gets the stored job marked as a conflict, without its token', async () => {
 		const conflicting = webhookItem({ ...body, customer: 44 }, { 'idempotency-key': 'k1' });
-		const [item] = (await nodes.run(new JobEnqueue(), { items: [conflicting], parameters: { options: { onConflict: 'existing' } } })).output('main');
-		expect(item.json).toMatchObject({ job_id: first.job_id, deduplicated: true, conflict: true, status_token: null, status_url: null });
+		const [item] = (
+			await nodes.run(new JobEnqueue(), {
+				items: [conflicting],
+				parameters: { options: { onConflict: 'existing' } },
+			})
+		).output('main');
+		expect(item.json).toMatchObject({
+			job_id: first.job_id,
+			deduplicated: true,
+			conflict: true,
+			status_token: null,
+			status_url: null,
+		});
 	});
 
 	it('a request without an Idempotency-Key header creates a new job each time', async () => {
@@ -110,7 +167,12 @@ describe('Job Enqueue: the receiver chain with zero configuration', () => {
 
 	it('concurrent executions with one key (client retries racing) get one job and the same id', async () => {
 		const item = webhookItem({ document: 'race.pdf' }, { 'idempotency-key': 'race-1' });
-		const results = await Promise.all(Array.from({ length: 12 }, async () => (await nodes.run(new JobEnqueue(), { items: [item] })).output('main')[0].json));
+		const results = await Promise.all(
+			Array.from(
+				{ length: 12 },
+				async () => (await nodes.run(new JobEnqueue(), { items: [item] })).output('main')[0].json,
+			),
+		);
 		expect(new Set(results.map((result) => result.job_id)).size).toBe(1);
 		expect(results.filter((result) => result.deduplicated === false)).toHaveLength(1);
 		expect(new Set(results.map((result) => result.status_url)).size).toBe(1);
@@ -123,20 +185,41 @@ describe('Job Enqueue: the receiver chain with zero configuration', () => {
 			parameters: {
 				queue: 'documents',
 				idempotencyKey: '={{ "order-" + $json.order.id }}',
-				options: { priority: 7, maxAttempts: 3, correlationId: '={{ $json.tenant }}', statusUrlBase: 'https://n8n.example.com/webhook/jobs/status?v=1', delaySeconds: 60 },
+				options: {
+					priority: 7,
+					maxAttempts: 3,
+					correlationId: '={{ $json.tenant }}',
+					statusUrlBase: 'https://n8n.example.com/webhook/jobs/status?v=1',
+					delaySeconds: 60,
+				},
 			},
 		});
 		const [item] = result.output('main');
 		expect(item.json).toMatchObject({ queue: 'documents', idempotency_key: 'order-ord-9' });
-		expect(item.json.status_url).toBe(`https://n8n.example.com/webhook/jobs/status?v=1&job_id=${String(item.json.job_id)}&token=${String(item.json.status_token)}`);
+		expect(item.json.status_url).toBe(
+			`https://n8n.example.com/webhook/jobs/status?v=1&job_id=${String(item.json.job_id)}&token=${String(item.json.status_token)}`,
+		);
 		expect(Date.parse(String(item.json.run_at))).toBeGreaterThan(Date.now() + 50_000);
 		const [row] = await jobRows('id = $1', [item.json.job_id]);
 		// Not a webhook item: the whole item is the payload.
-		expect(row).toMatchObject({ queue: 'documents', payload: { order: { id: 'ord-9' }, tenant: 't1' }, priority: 7, max_attempts: 3, correlation_id: 't1', idempotency_key: 'order-ord-9' });
+		expect(row).toMatchObject({
+			queue: 'documents',
+			payload: { order: { id: 'ord-9' }, tenant: 't1' },
+			priority: 7,
+			max_attempts: 3,
+			correlation_id: 't1',
+			idempotency_key: 'order-ord-9',
+		});
 	});
 
 	it('a numeric key from an expression (e.g. an order number) is used as text', async () => {
-		const run = async () => (await nodes.run(new JobEnqueue(), { items: [{ order_id: 1234 }], parameters: { idempotencyKey: '={{ $json.order_id }}' } })).output('main')[0].json;
+		const run = async () =>
+			(
+				await nodes.run(new JobEnqueue(), {
+					items: [{ order_id: 1234 }],
+					parameters: { idempotencyKey: '={{ $json.order_id }}' },
+				})
+			).output('main')[0].json;
 		const a = await run();
 		const b = await run();
 		expect(a).toMatchObject({ idempotency_key: '1234', deduplicated: false });
@@ -166,20 +249,33 @@ describe('Job Enqueue: bad items and continue-on-fail, with pairedItem intact', 
 
 	it('a bad item late in the batch also rolls back the good items before it', async () => {
 		const before = await tableSnapshot(pool, schema);
-		const error = await rejection(nodes.run(new JobEnqueue(), { items: [items[0], items[2], items[3]], parameters }));
+		const error = await rejection(
+			nodes.run(new JobEnqueue(), { items: [items[0], items[2], items[3]], parameters }),
+		);
 		expect(error.context.itemIndex).toBe(2);
 		expect(error.description).toMatch(/Field: queue/);
 		expect(await tableSnapshot(pool, schema)).toEqual(before);
 	});
 
 	it('with continue (using error output) the good items are enqueued and the bad ones routed to Error', async () => {
-		const result = await nodes.run(new JobEnqueue(), { items, parameters, onError: 'continueErrorOutput' });
+		const result = await nodes.run(new JobEnqueue(), {
+			items,
+			parameters,
+			onError: 'continueErrorOutput',
+		});
 		expect(result.routing()).toEqual({ Success: [0, 2, 4], Error: [1, 3] });
 		const success = result.output('Success');
 		expect(success.map((item) => item.json.idempotency_key)).toEqual(['b-0', 'b-2', 'b-4']);
 		const errors = result.output('Error');
-		expect(errors[0].json).toMatchObject({ n: 1, details: { code: 'invalid_input', field: 'idempotencyKey', http_status: 400 } });
-		expect(errors[1].json).toMatchObject({ n: 3, queue: 'not a queue!', details: { code: 'invalid_input', field: 'queue', http_status: 400 } });
+		expect(errors[0].json).toMatchObject({
+			n: 1,
+			details: { code: 'invalid_input', field: 'idempotencyKey', http_status: 400 },
+		});
+		expect(errors[1].json).toMatchObject({
+			n: 3,
+			queue: 'not a queue!',
+			details: { code: 'invalid_input', field: 'queue', http_status: 400 },
+		});
 		expect(errors[1].json.error).toMatch(/"not a queue!" is not a valid queue name/);
 		expect(errors.map((item) => item.pairedItem)).toEqual([{ item: 1 }, { item: 3 }]);
 		const rows = await jobRows("queue = 'batch'");
@@ -188,11 +284,19 @@ describe('Job Enqueue: bad items and continue-on-fail, with pairedItem intact', 
 	});
 
 	it('with continue (regular output) bad items stay on the output, flagged, in their item order', async () => {
-		const result = await nodes.run(new JobEnqueue(), { items: items.map((item) => ({ ...item, key: item.key.replace('b-', 'r-') })), parameters, onError: 'continueRegularOutput' });
+		const result = await nodes.run(new JobEnqueue(), {
+			items: items.map((item) => ({ ...item, key: item.key.replace('b-', 'r-') })),
+			parameters,
+			onError: 'continueRegularOutput',
+		});
 		const out = result.output('main');
 		expect(out.flatMap(pairedIndexes).sort()).toEqual([0, 1, 2, 3, 4]);
-		expect(out.filter((item) => item.json.error !== undefined).flatMap(pairedIndexes)).toEqual([1, 3]);
-		expect(out.filter((item) => item.json.job_id !== undefined).flatMap(pairedIndexes)).toEqual([0, 2, 4]);
+		expect(out.filter((item) => item.json.error !== undefined).flatMap(pairedIndexes)).toEqual([
+			1, 3,
+		]);
+		expect(out.filter((item) => item.json.job_id !== undefined).flatMap(pairedIndexes)).toEqual([
+			0, 2, 4,
+		]);
 	});
 
 	it('a payload over the configured size limit is rejected with the field and fix', async () => {
@@ -202,7 +306,9 @@ describe('Job Enqueue: bad items and continue-on-fail, with pairedItem intact', 
 			onError: 'continueErrorOutput',
 		});
 		expect(result.routing()).toEqual({ Success: [1], Error: [0] });
-		expect(result.output('Error')[0].json).toMatchObject({ details: { field: 'payload', code: 'payload_too_large', http_status: 413 } });
+		expect(result.output('Error')[0].json).toMatchObject({
+			details: { field: 'payload', code: 'payload_too_large', http_status: 413 },
+		});
 		expect(String(result.output('Error')[0].json.error)).toMatch(/the limit is 2048/);
 	});
 });

@@ -5,7 +5,16 @@
  */
 import type { IDataObject, INodeExecutionData, INodeType } from 'n8n-workflow';
 import pg from 'pg';
-import { afterAll, afterEach, beforeAll, describe, expect, it, vi, type MockInstance } from 'vitest';
+import {
+	afterAll,
+	afterEach,
+	beforeAll,
+	describe,
+	expect,
+	it,
+	vi,
+	type MockInstance,
+} from 'vitest';
 
 import { closeAllPools } from '../../src/core';
 import { IdempotencyCheck } from '../../nodes/IdempotencyCheck/IdempotencyCheck.node';
@@ -44,11 +53,16 @@ afterAll(async () => {
 const TRANSACTION_CONTROL = /^\s*(BEGIN|COMMIT|ROLLBACK|SAVEPOINT|RELEASE)\b/i;
 
 /** Runs the node and returns its result and the SQL text of every statement sent meanwhile. */
-async function counted(nodeType: INodeType, options: NodeContextOptions): Promise<{ result: RunResult; statements: string[] }> {
+async function counted(
+	nodeType: INodeType,
+	options: NodeContextOptions,
+): Promise<{ result: RunResult; statements: string[] }> {
 	const ctx = nodes.create(nodeType, options);
 	spy = vi.spyOn(pg.Client.prototype, 'query');
 	const result = await ctx.run();
-	const statements = spy.mock.calls.map(([query]) => (typeof query === 'string' ? query : String((query as { text: string }).text)).trim());
+	const statements = spy.mock.calls.map(([query]) =>
+		(typeof query === 'string' ? query : String((query as { text: string }).text)).trim(),
+	);
 	spy.mockRestore();
 	spy = undefined;
 	return { result, statements };
@@ -76,12 +90,18 @@ describe('one round trip per statement, whatever the number of items', () => {
 		expect(statements[0]).toBe('BEGIN');
 		expect(statements[1]).toMatch(/INSERT INTO "djt_[0-9a-f]+"\.jobs/);
 		expect(statements[2]).toBe('COMMIT');
-		const { rows } = await pool.query(`SELECT count(*)::int AS n FROM "${schema}".jobs WHERE queue = 'bulk'`);
+		const { rows } = await pool.query(
+			`SELECT count(*)::int AS n FROM "${schema}".jobs WHERE queue = 'bulk'`,
+		);
 		expect(rows[0].n).toBe(1000);
 	});
 
 	it('Job Enqueue with continue-on-fail: 1,000 items are one statement, no transaction', async () => {
-		const { result, statements } = await counted(new JobEnqueue(), { items: items(1000, (index) => ({ n: index })), parameters: { queue: 'bulk-continue' }, onError: 'continueErrorOutput' });
+		const { result, statements } = await counted(new JobEnqueue(), {
+			items: items(1000, (index) => ({ n: index })),
+			parameters: { queue: 'bulk-continue' },
+			onError: 'continueErrorOutput',
+		});
 		expect(result.output('Success')).toHaveLength(1000);
 		expect(statements).toHaveLength(1);
 		expect(statements[0]).toMatch(/INSERT INTO/);
@@ -97,8 +117,13 @@ describe('one round trip per statement, whatever the number of items', () => {
 	});
 
 	it('Job Lease: 100 jobs are one statement', async () => {
-		await nodes.run(new JobEnqueue(), { items: items(100, (index) => ({ n: index })), parameters: { queue: 'count-complete' } });
-		const { result, statements } = await counted(new JobLease(), { parameters: { queue: 'count-complete', maxJobs: 100 } });
+		await nodes.run(new JobEnqueue(), {
+			items: items(100, (index) => ({ n: index })),
+			parameters: { queue: 'count-complete' },
+		});
+		const { result, statements } = await counted(new JobLease(), {
+			parameters: { queue: 'count-complete', maxJobs: 100 },
+		});
 		leased = result.output('Leased');
 		expect(leased).toHaveLength(100);
 		expect(statements).toHaveLength(1);
@@ -112,29 +137,49 @@ describe('one round trip per statement, whatever the number of items', () => {
 	});
 
 	it('Extend Lease: 100 items are one statement', async () => {
-		const { result, statements } = await counted(new JobLease(), { items: leased, parameters: { operation: 'extendLease' } });
+		const { result, statements } = await counted(new JobLease(), {
+			items: leased,
+			parameters: { operation: 'extendLease' },
+		});
 		// They were completed above, so the fence sends every item to Lease Lost.
 		expect(result.output('Lease Lost')).toHaveLength(100);
 		expect(statements).toHaveLength(1);
 	});
 
 	it('Idempotency Check: claiming 100 items is one statement; completing them is one more', async () => {
-		const { result, statements } = await counted(new IdempotencyCheck(), { items: items(100, (index) => ({ event_id: `evt-${index}` })), parameters: { key: '={{ $json.event_id }}' } });
+		const { result, statements } = await counted(new IdempotencyCheck(), {
+			items: items(100, (index) => ({ event_id: `evt-${index}` })),
+			parameters: { key: '={{ $json.event_id }}' },
+		});
 		expect(result.output('New')).toHaveLength(100);
 		expect(statements).toHaveLength(1);
-		const settled = await counted(new IdempotencyCheck(), { items: result.output('New'), parameters: { operation: 'complete' } });
+		const settled = await counted(new IdempotencyCheck(), {
+			items: result.output('New'),
+			parameters: { operation: 'complete' },
+		});
 		expect(settled.result.output('Settled')).toHaveLength(100);
 		expect(settled.statements).toHaveLength(1);
 		// A second delivery of all 100 (all duplicates) is still one statement.
-		const again = await counted(new IdempotencyCheck(), { items: items(100, (index) => ({ event_id: `evt-${index}` })), parameters: { key: '={{ $json.event_id }}' } });
+		const again = await counted(new IdempotencyCheck(), {
+			items: items(100, (index) => ({ event_id: `evt-${index}` })),
+			parameters: { key: '={{ $json.event_id }}' },
+		});
 		expect(again.result.output('Duplicate')).toHaveLength(100);
 		expect(again.statements).toHaveLength(1);
 	});
 
 	it('Job Status: getting 50 jobs is two statements (jobs, then their attempts)', async () => {
-		const enqueued = (await nodes.run(new JobEnqueue(), { items: items(50, (index) => ({ n: index })), parameters: { queue: 'count-status' } })).output('main');
+		const enqueued = (
+			await nodes.run(new JobEnqueue(), {
+				items: items(50, (index) => ({ n: index })),
+				parameters: { queue: 'count-status' },
+			})
+		).output('main');
 		// Half of the lookups use a wrong token; they must cost the same statements.
-		const lookups = enqueued.map((item, index) => ({ job_id: item.json.job_id, status_token: index % 2 === 0 ? item.json.status_token : 'wrong' }));
+		const lookups = enqueued.map((item, index) => ({
+			job_id: item.json.job_id,
+			status_token: index % 2 === 0 ? item.json.status_token : 'wrong',
+		}));
 		const { result, statements } = await counted(new JobStatus(), { items: lookups });
 		expect(result.output('Found')).toHaveLength(25);
 		expect(result.output('Not Found')).toHaveLength(25);
@@ -142,9 +187,15 @@ describe('one round trip per statement, whatever the number of items', () => {
 	});
 
 	it('Outbox Write: 100 events without companion SQL are one INSERT', async () => {
-		const { result, statements } = await counted(new OutboxWrite(), { items: items(100, (index) => ({ id: index })), parameters: { eventType: 'bulk.event' } });
+		const { result, statements } = await counted(new OutboxWrite(), {
+			items: items(100, (index) => ({ id: index })),
+			parameters: { eventType: 'bulk.event' },
+		});
 		expect(result.output('main')).toHaveLength(100);
 		expect(dataStatements(statements)).toHaveLength(1);
-		expect(statements.filter((text) => TRANSACTION_CONTROL.test(text))).toEqual(['BEGIN', 'COMMIT']);
+		expect(statements.filter((text) => TRANSACTION_CONTROL.test(text))).toEqual([
+			'BEGIN',
+			'COMMIT',
+		]);
 	});
 });

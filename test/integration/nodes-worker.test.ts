@@ -26,14 +26,30 @@ afterAll(async () => {
 	await pool.end();
 });
 
-async function enqueue(queue: string, payloads: IDataObject[], options: IDataObject = {}): Promise<string[]> {
-	const result = await nodes.run(new JobEnqueue(), { items: payloads, parameters: { queue, options } });
+async function enqueue(
+	queue: string,
+	payloads: IDataObject[],
+	options: IDataObject = {},
+): Promise<string[]> {
+	const result = await nodes.run(new JobEnqueue(), {
+		items: payloads,
+		parameters: { queue, options },
+	});
 	return result.output('main').map((item) => String(item.json.job_id));
 }
 
 /** A Schedule Trigger feeds Job Lease one item. */
-async function lease(queue: string, parameters: IDataObject = {}, executionId = `dispatch-${queue}`) {
-	return await nodes.run(new JobLease(), { items: [{ timestamp: new Date().toISOString() }], parameters: { queue, leaseSeconds: 60, ...parameters }, executionId, workflowId: 'wf-dispatcher' });
+async function lease(
+	queue: string,
+	parameters: IDataObject = {},
+	executionId = `dispatch-${queue}`,
+) {
+	return await nodes.run(new JobLease(), {
+		items: [{ timestamp: new Date().toISOString() }],
+		parameters: { queue, leaseSeconds: 60, ...parameters },
+		executionId,
+		workflowId: 'wf-dispatcher',
+	});
 }
 
 async function job(id: string) {
@@ -42,7 +58,10 @@ async function job(id: string) {
 }
 
 async function attempts(id: string) {
-	const { rows } = await pool.query(`SELECT attempt_id, attempt, workflow_id, execution_id, outcome, error_code, finished_at FROM "${schema}".job_attempts WHERE job_id = $1 ORDER BY attempt`, [id]);
+	const { rows } = await pool.query(
+		`SELECT attempt_id, attempt, workflow_id, execution_id, outcome, error_code, finished_at FROM "${schema}".job_attempts WHERE job_id = $1 ORDER BY attempt`,
+		[id],
+	);
 	return rows;
 }
 
@@ -51,7 +70,10 @@ describe('Job Lease → Job Complete', () => {
 	let leased: INodeExecutionData[];
 
 	it('Lease gives each job as an item with everything the worker needs; the key for external calls is the job id', async () => {
-		ids = await enqueue('work', [{ doc: 'a.pdf' }, { doc: 'b.pdf' }], { maxAttempts: 4, correlationId: 'corr-1' });
+		ids = await enqueue('work', [{ doc: 'a.pdf' }, { doc: 'b.pdf' }], {
+			maxAttempts: 4,
+			correlationId: 'corr-1',
+		});
 		const before = Date.now();
 		const result = await lease('work', { maxJobs: 10 }, 'exec-lease-1');
 		expect(result.outputNames).toEqual(['Leased', 'Empty']);
@@ -60,7 +82,16 @@ describe('Job Lease → Job Complete', () => {
 		expect(leased.map((item) => item.json.job_id)).toEqual(ids);
 		expect(leased.map((item) => item.pairedItem)).toEqual([{ item: 0 }, { item: 0 }]);
 		for (const [index, item] of leased.entries()) {
-			expect(item.json).toMatchObject({ job_id: ids[index], attempt: 1, max_attempts: 4, queue: 'work', payload: [{ doc: 'a.pdf' }, { doc: 'b.pdf' }][index], idempotency_key: ids[index], correlation_id: 'corr-1', recovered: false });
+			expect(item.json).toMatchObject({
+				job_id: ids[index],
+				attempt: 1,
+				max_attempts: 4,
+				queue: 'work',
+				payload: [{ doc: 'a.pdf' }, { doc: 'b.pdf' }][index],
+				idempotency_key: ids[index],
+				correlation_id: 'corr-1',
+				recovered: false,
+			});
 			expect(item.json.attempt_id).toMatch(UUID);
 			expect(item.json.attempt_id).not.toBe(item.json.job_id);
 			const leaseUntil = Date.parse(String(item.json.lease_until));
@@ -73,27 +104,53 @@ describe('Job Lease → Job Complete', () => {
 	it('the attempt history records the n8n workflow and execution that leased the job', async () => {
 		for (const [index, id] of ids.entries()) {
 			expect(await attempts(id)).toEqual([
-				expect.objectContaining({ attempt_id: leased[index].json.attempt_id, attempt: 1, workflow_id: 'wf-dispatcher', execution_id: 'exec-lease-1', outcome: null }),
+				expect.objectContaining({
+					attempt_id: leased[index].json.attempt_id,
+					attempt: 1,
+					workflow_id: 'wf-dispatcher',
+					execution_id: 'exec-lease-1',
+					outcome: null,
+				}),
 			]);
-			expect(await job(id)).toMatchObject({ status: 'running', attempt_id: leased[index].json.attempt_id, attempts: 1 });
+			expect(await job(id)).toMatchObject({
+				status: 'running',
+				attempt_id: leased[index].json.attempt_id,
+				attempts: 1,
+			});
 		}
 	});
 
 	it('nothing due: one item on Empty, nothing on Leased', async () => {
 		const result = await lease('work');
 		expect(result.output('Leased')).toEqual([]);
-		expect(result.output('Empty')).toEqual([{ json: { queue: 'work', leased: 0 }, pairedItem: { item: 0 } }]);
+		expect(result.output('Empty')).toEqual([
+			{ json: { queue: 'work', leased: 0 }, pairedItem: { item: 0 } },
+		]);
 	});
 
 	it('Job Complete with default parameters reads job_id / attempt_id from the lease items and stores the item as result', async () => {
-		const worked = leased.map((item) => ({ json: { ...item.json, crm_id: `crm-${String(item.json.job_id).slice(-4)}` }, pairedItem: { item: 0 } }));
-		const result = await nodes.run(new JobComplete(), { items: worked, executionId: 'exec-worker-1' });
+		const worked = leased.map((item) => ({
+			json: { ...item.json, crm_id: `crm-${String(item.json.job_id).slice(-4)}` },
+			pairedItem: { item: 0 },
+		}));
+		const result = await nodes.run(new JobComplete(), {
+			items: worked,
+			executionId: 'exec-worker-1',
+		});
 		expect(result.outputNames).toEqual(['Completed', 'Lease Lost']);
 		expect(result.output('Lease Lost')).toEqual([]);
 		const completed = result.output('Completed');
 		expect(completed.map((item) => item.pairedItem)).toEqual([{ item: 0 }, { item: 1 }]);
 		for (const [index, item] of completed.entries()) {
-			expect(item.json).toMatchObject({ job_id: ids[index], attempt_id: leased[index].json.attempt_id, outcome: 'succeeded', status: 'done', attempts: 1, next_run_at: null, error_code: null });
+			expect(item.json).toMatchObject({
+				job_id: ids[index],
+				attempt_id: leased[index].json.attempt_id,
+				outcome: 'succeeded',
+				status: 'done',
+				attempts: 1,
+				next_run_at: null,
+				error_code: null,
+			});
 			const row = await job(ids[index]);
 			expect(row).toMatchObject({ status: 'done', result: worked[index].json });
 			expect(row.finished_at).not.toBeNull();
@@ -105,25 +162,60 @@ describe('Job Lease → Job Complete', () => {
 		const before = await tableSnapshot(pool, schema);
 		const result = await nodes.run(new JobComplete(), { items: leased.slice(0, 1) });
 		expect(result.output('Completed')).toEqual([]);
-		expect(result.output('Lease Lost')).toEqual([{ json: { job_id: ids[0], attempt_id: leased[0].json.attempt_id, outcome: 'succeeded', lease_lost: true, reason: 'job_done', current_status: 'done' }, pairedItem: { item: 0 } }]);
+		expect(result.output('Lease Lost')).toEqual([
+			{
+				json: {
+					job_id: ids[0],
+					attempt_id: leased[0].json.attempt_id,
+					outcome: 'succeeded',
+					lease_lost: true,
+					reason: 'job_done',
+					current_status: 'done',
+				},
+				pairedItem: { item: 0 },
+			},
+		]);
 		expect(await tableSnapshot(pool, schema)).toEqual(before);
 	});
 
 	it('outcome From HTTP Status: 503 → retry (queued again with backoff), 400 → failed, needs_mapping', async () => {
 		const [transient, contract] = await enqueue('http', [{ n: 1 }, { n: 2 }]);
-		const items = (await lease('http')).output('Leased').map((item) => ({ json: { ...item.json, statusCode: item.json.job_id === transient ? 503 : 400 } }));
+		const items = (await lease('http'))
+			.output('Leased')
+			.map((item) => ({
+				json: { ...item.json, statusCode: item.json.job_id === transient ? 503 : 400 },
+			}));
 		const result = await nodes.run(new JobComplete(), {
 			items,
-			parameters: { outcome: 'httpStatus', httpStatus: '={{ $json.statusCode }}', errorMessage: '={{ "CRM answered " + $json.statusCode }}', options: { errorNode: 'Create CRM Record' } },
+			parameters: {
+				outcome: 'httpStatus',
+				httpStatus: '={{ $json.statusCode }}',
+				errorMessage: '={{ "CRM answered " + $json.statusCode }}',
+				options: { errorNode: 'Create CRM Record' },
+			},
 			executionId: 'exec-worker-2',
 		});
-		const byJob = Object.fromEntries(result.output('Completed').map((item) => [item.json.job_id, item.json]));
-		expect(byJob[transient]).toMatchObject({ outcome: 'retry', status: 'queued', error_code: 'http_503', error_class: 'retryable', attempts: 1 });
+		const byJob = Object.fromEntries(
+			result.output('Completed').map((item) => [item.json.job_id, item.json]),
+		);
+		expect(byJob[transient]).toMatchObject({
+			outcome: 'retry',
+			status: 'queued',
+			error_code: 'http_503',
+			error_class: 'retryable',
+			attempts: 1,
+		});
 		// Default backoff: base 5 s, first retry waits between 2.5 and 5 s.
 		const due = Date.parse(String(byJob[transient].next_run_at)) - Date.now();
 		expect(due).toBeGreaterThan(1_500);
 		expect(due).toBeLessThanOrEqual(5_000);
-		expect(byJob[contract]).toMatchObject({ outcome: 'failed', status: 'failed', error_code: 'http_400', error_class: 'needs_mapping', next_run_at: null });
+		expect(byJob[contract]).toMatchObject({
+			outcome: 'failed',
+			status: 'failed',
+			error_code: 'http_400',
+			error_class: 'needs_mapping',
+			next_run_at: null,
+		});
 		expect(await job(contract)).toMatchObject({
 			status: 'failed',
 			error_code: 'http_400',
@@ -133,29 +225,64 @@ describe('Job Lease → Job Complete', () => {
 			error_workflow: 'wf-test-1',
 			error_execution: 'exec-worker-2',
 		});
-		expect(await job(transient)).toMatchObject({ status: 'queued', attempts: 1, error_code: 'http_503' });
-		expect((await attempts(transient))[0]).toMatchObject({ outcome: 'retry', error_code: 'http_503' });
+		expect(await job(transient)).toMatchObject({
+			status: 'queued',
+			attempts: 1,
+			error_code: 'http_503',
+		});
+		expect((await attempts(transient))[0]).toMatchObject({
+			outcome: 'retry',
+			error_code: 'http_503',
+		});
 	});
 
 	it('Failed with an explicit class, Retry past max attempts → failed, Release → queued without using an attempt', async () => {
-		const [failed, exhausted, released] = await enqueue('outcomes', [{ n: 'failed' }, { n: 'exhausted' }, { n: 'released' }], { maxAttempts: 1 });
+		const [failed, exhausted, released] = await enqueue(
+			'outcomes',
+			[{ n: 'failed' }, { n: 'exhausted' }, { n: 'released' }],
+			{ maxAttempts: 1 },
+		);
 		const items = (await lease('outcomes')).output('Leased');
 		const byId = (id: string) => items.find((item) => item.json.job_id === id)!;
-		const run = async (item: INodeExecutionData, parameters: IDataObject) => (await nodes.run(new JobComplete(), { items: [item], parameters })).output('Completed')[0].json;
-		expect(await run(byId(failed), { outcome: 'failed', errorCode: 'invalid_document', errorMessage: 'Not a PDF', errorClass: 'discarded' })).toMatchObject({ status: 'failed', error_class: 'discarded', error_code: 'invalid_document' });
-		expect(await run(byId(exhausted), { outcome: 'retry', errorCode: 'ai_timeout' })).toMatchObject({ status: 'failed', error_code: 'ai_timeout', error_class: 'retryable', attempts: 1, max_attempts: 1 });
+		const run = async (item: INodeExecutionData, parameters: IDataObject) =>
+			(await nodes.run(new JobComplete(), { items: [item], parameters })).output('Completed')[0]
+				.json;
+		expect(
+			await run(byId(failed), {
+				outcome: 'failed',
+				errorCode: 'invalid_document',
+				errorMessage: 'Not a PDF',
+				errorClass: 'discarded',
+			}),
+		).toMatchObject({ status: 'failed', error_class: 'discarded', error_code: 'invalid_document' });
+		expect(await run(byId(exhausted), { outcome: 'retry', errorCode: 'ai_timeout' })).toMatchObject(
+			{
+				status: 'failed',
+				error_code: 'ai_timeout',
+				error_class: 'retryable',
+				attempts: 1,
+				max_attempts: 1,
+			},
+		);
 		expect(await run(byId(released), { outcome: 'release' })).toMatchObject({ status: 'queued' });
 		expect(await job(released)).toMatchObject({ status: 'queued', attempts: 0 });
 	});
 
 	it('a job with a callback URL gets its job-finished event written to the outbox by the same Job Complete', async () => {
-		const [id] = await enqueue('with-callback', [{ doc: 'cb.pdf' }], { callbackUrl: 'https://client.example.com/hooks/jobs' });
+		const [id] = await enqueue('with-callback', [{ doc: 'cb.pdf' }], {
+			callbackUrl: 'https://client.example.com/hooks/jobs',
+		});
 		const [item] = (await lease('with-callback')).output('Leased');
 		const [completed] = (await nodes.run(new JobComplete(), { items: [item] })).output('Completed');
 		expect(completed.json.callback_event_id).toEqual(expect.any(String));
-		const { rows } = await pool.query(`SELECT queue, status, idempotency_key, payload FROM "${schema}".jobs WHERE queue = 'callbacks'`);
+		const { rows } = await pool.query(
+			`SELECT queue, status, idempotency_key, payload FROM "${schema}".jobs WHERE queue = 'callbacks'`,
+		);
 		expect(rows).toHaveLength(1);
-		expect(rows[0]).toMatchObject({ status: 'queued', idempotency_key: completed.json.callback_event_id });
+		expect(rows[0]).toMatchObject({
+			status: 'queued',
+			idempotency_key: completed.json.callback_event_id,
+		});
 		expect(JSON.stringify(rows[0].payload)).toContain(id);
 		expect(JSON.stringify(rows[0].payload)).toContain('https://client.example.com/hooks/jobs');
 	});
@@ -163,14 +290,19 @@ describe('Job Lease → Job Complete', () => {
 	it('bad ids are NodeOperationErrors naming the item and field; with continue they go to the error output', async () => {
 		const items = [{ job_id: 'not-a-uuid', attempt_id: 'x' }];
 		const before = await tableSnapshot(pool, schema);
-		const error = (await nodes.run(new JobComplete(), { items }).catch((caught: unknown) => caught)) as NodeOperationError;
+		const error = (await nodes
+			.run(new JobComplete(), { items })
+			.catch((caught: unknown) => caught)) as NodeOperationError;
 		expect(error).toBeInstanceOf(NodeOperationError);
 		expect(error.context.itemIndex).toBe(0);
 		expect(error.message).toBe('jobId: "not-a-uuid" is not a valid id');
 		expect(error.description).toMatch(/Field: jobId/);
 		const routed = await nodes.run(new JobComplete(), { items, onError: 'continueErrorOutput' });
 		expect(routed.routing()).toEqual({ Completed: [], 'Lease Lost': [], Error: [0] });
-		expect(routed.output('Error')[0].json).toMatchObject({ job_id: 'not-a-uuid', details: { field: 'jobId', http_status: 400 } });
+		expect(routed.output('Error')[0].json).toMatchObject({
+			job_id: 'not-a-uuid',
+			details: { field: 'jobId', http_status: 400 },
+		});
 		expect(await tableSnapshot(pool, schema)).toEqual(before);
 	});
 });
@@ -181,7 +313,9 @@ describe('Job Complete: a bad item in a batch', () => {
 		const leased = (await lease('mixed')).output('Leased');
 		const items = [leased[0].json, { ...leased[1].json, attempt_id: 'attempt-from-elsewhere' }];
 		const before = await tableSnapshot(pool, schema);
-		const error = (await nodes.run(new JobComplete(), { items }).catch((caught: unknown) => caught)) as NodeOperationError;
+		const error = (await nodes
+			.run(new JobComplete(), { items })
+			.catch((caught: unknown) => caught)) as NodeOperationError;
 		expect(error).toBeInstanceOf(NodeOperationError);
 		expect(error.context.itemIndex).toBe(1);
 		expect(error.message).toBe('attemptId: "attempt-from-elsewhere" is not a valid id');
@@ -191,7 +325,11 @@ describe('Job Complete: a bad item in a batch', () => {
 		// With continue, item 0 completes and item 1 goes to the error output.
 		const routed = await nodes.run(new JobComplete(), { items, onError: 'continueErrorOutput' });
 		expect(routed.routing()).toEqual({ Completed: [0], 'Lease Lost': [], Error: [1] });
-		expect(routed.output('Error')[0].json).toMatchObject({ job_id: ids[1], attempt_id: 'attempt-from-elsewhere', details: { field: 'attemptId', http_status: 400 } });
+		expect(routed.output('Error')[0].json).toMatchObject({
+			job_id: ids[1],
+			attempt_id: 'attempt-from-elsewhere',
+			details: { field: 'attemptId', http_status: 400 },
+		});
 		expect((await job(ids[0])).status).toBe('done');
 		expect((await job(ids[1])).status).toBe('running');
 	});
@@ -206,9 +344,17 @@ describe('lease expiry: a stale worker is fenced out', () => {
 		[id] = await enqueue('crashy', [{ doc: 'slow.pdf' }]);
 		[first] = (await lease('crashy', {}, 'exec-a')).output('Leased');
 		// The worker of attempt 1 crashed or stalled: its lease runs out.
-		await pool.query(`UPDATE "${schema}".jobs SET lease_until = now() - interval '1 second' WHERE id = $1`, [id]);
+		await pool.query(
+			`UPDATE "${schema}".jobs SET lease_until = now() - interval '1 second' WHERE id = $1`,
+			[id],
+		);
 		[second] = (await lease('crashy', {}, 'exec-b')).output('Leased');
-		expect(second.json).toMatchObject({ job_id: id, attempt: 2, recovered: true, idempotency_key: id });
+		expect(second.json).toMatchObject({
+			job_id: id,
+			attempt: 2,
+			recovered: true,
+			idempotency_key: id,
+		});
 		expect(second.json.attempt_id).not.toBe(first.json.attempt_id);
 		// The key for external calls did not change across attempts.
 		expect(second.json.idempotency_key).toBe(first.json.idempotency_key);
@@ -220,31 +366,61 @@ describe('lease expiry: a stale worker is fenced out', () => {
 
 	it('the stale worker’s Job Complete routes to Lease Lost and changes nothing', async () => {
 		const before = await tableSnapshot(pool, schema);
-		const result = await nodes.run(new JobComplete(), { items: [{ ...first.json, crm_id: 'late' }] });
+		const result = await nodes.run(new JobComplete(), {
+			items: [{ ...first.json, crm_id: 'late' }],
+		});
 		expect(result.output('Completed')).toEqual([]);
 		expect(result.output('Lease Lost')).toEqual([
-			{ json: { job_id: id, attempt_id: first.json.attempt_id, outcome: 'succeeded', lease_lost: true, reason: 'attempt_superseded', current_status: 'running' }, pairedItem: { item: 0 } },
+			{
+				json: {
+					job_id: id,
+					attempt_id: first.json.attempt_id,
+					outcome: 'succeeded',
+					lease_lost: true,
+					reason: 'attempt_superseded',
+					current_status: 'running',
+				},
+				pairedItem: { item: 0 },
+			},
 		]);
 		expect(await tableSnapshot(pool, schema)).toEqual(before);
 		// Nor can it fail the job.
-		const failed = await nodes.run(new JobComplete(), { items: [first], parameters: { outcome: 'failed', errorCode: 'late' } });
+		const failed = await nodes.run(new JobComplete(), {
+			items: [first],
+			parameters: { outcome: 'failed', errorCode: 'late' },
+		});
 		expect(failed.routing()).toEqual({ Completed: [], 'Lease Lost': [0] });
 		expect(await tableSnapshot(pool, schema)).toEqual(before);
 	});
 
 	it('Extend Lease: the stale attempt gets Lease Lost, the current one Extended', async () => {
-		const extend = async (items: INodeExecutionData[]) => await nodes.run(new JobLease(), { items, parameters: { operation: 'extendLease', leaseSeconds: 600 } });
+		const extend = async (items: INodeExecutionData[]) =>
+			await nodes.run(new JobLease(), {
+				items,
+				parameters: { operation: 'extendLease', leaseSeconds: 600 },
+			});
 		const stale = await extend([first]);
 		expect(stale.outputNames).toEqual(['Extended', 'Lease Lost']);
 		expect(stale.output('Extended')).toEqual([]);
-		expect(stale.output('Lease Lost')[0].json).toMatchObject({ job_id: id, attempt_id: first.json.attempt_id, lease_lost: true, lease_until: null, current_status: 'running' });
+		expect(stale.output('Lease Lost')[0].json).toMatchObject({
+			job_id: id,
+			attempt_id: first.json.attempt_id,
+			lease_lost: true,
+			lease_until: null,
+			current_status: 'running',
+		});
 		const { lease_until: untilBefore } = await job(id);
 
 		const current = await extend([second, first]);
 		expect(current.routing()).toEqual({ Extended: [0], 'Lease Lost': [1] });
 		const [extended] = current.output('Extended');
 		// The input item is passed through, so the worker keeps its data.
-		expect(extended.json).toMatchObject({ job_id: id, attempt_id: second.json.attempt_id, payload: { doc: 'slow.pdf' }, lease_lost: false });
+		expect(extended.json).toMatchObject({
+			job_id: id,
+			attempt_id: second.json.attempt_id,
+			payload: { doc: 'slow.pdf' },
+			lease_lost: false,
+		});
 		const leaseUntil = Date.parse(String(extended.json.lease_until));
 		expect(leaseUntil).toBeGreaterThan(Date.now() + 590_000);
 		expect((await job(id)).lease_until.getTime()).toBe(leaseUntil);
@@ -252,17 +428,35 @@ describe('lease expiry: a stale worker is fenced out', () => {
 	});
 
 	it('Extend Lease with a checkpoint records it on the current attempt; Unknown Outcomes carries it and says what to check', async () => {
-		const marked = await nodes.run(new JobLease(), { items: [second, first], parameters: { operation: 'extendLease', leaseSeconds: 600, checkpoint: 'crm_request' } });
+		const marked = await nodes.run(new JobLease(), {
+			items: [second, first],
+			parameters: { operation: 'extendLease', leaseSeconds: 600, checkpoint: 'crm_request' },
+		});
 		expect(marked.routing()).toEqual({ Extended: [0], 'Lease Lost': [1] });
-		expect(marked.output('Extended')[0].json).toMatchObject({ attempt_id: second.json.attempt_id, checkpoint: 'crm_request', lease_lost: false });
-		const attempts = (await pool.query(`SELECT attempt_id, checkpoint FROM "${schema}".job_attempts WHERE job_id = $1 ORDER BY attempt`, [id])).rows;
+		expect(marked.output('Extended')[0].json).toMatchObject({
+			attempt_id: second.json.attempt_id,
+			checkpoint: 'crm_request',
+			lease_lost: false,
+		});
+		const attempts = (
+			await pool.query(
+				`SELECT attempt_id, checkpoint FROM "${schema}".job_attempts WHERE job_id = $1 ORDER BY attempt`,
+				[id],
+			)
+		).rows;
 		expect(attempts).toEqual([
 			{ attempt_id: first.json.attempt_id, checkpoint: null },
 			{ attempt_id: second.json.attempt_id, checkpoint: 'crm_request' },
 		]);
-		const report = await nodes.run(new JobStatus(), { parameters: { operation: 'unknownOutcomes', queue: '', maxJobs: 100 } });
+		const report = await nodes.run(new JobStatus(), {
+			parameters: { operation: 'unknownOutcomes', queue: '', maxJobs: 100 },
+		});
 		const row = report.outputs[0].find((item) => item.json.attempt_id === first.json.attempt_id);
-		expect(row?.json).toMatchObject({ job_id: id, checkpoint: null, check: expect.stringMatching(/^no checkpoint recorded/) });
+		expect(row?.json).toMatchObject({
+			job_id: id,
+			checkpoint: null,
+			check: expect.stringMatching(/^no checkpoint recorded/),
+		});
 	});
 
 	it('the current attempt completes', async () => {
@@ -274,7 +468,10 @@ describe('lease expiry: a stale worker is fenced out', () => {
 	it('an expired job that used all its attempts is failed (lease_expired) instead of leased again', async () => {
 		const [exhausted] = await enqueue('crashy-once', [{ doc: 'x' }], { maxAttempts: 1 });
 		await lease('crashy-once');
-		await pool.query(`UPDATE "${schema}".jobs SET lease_until = now() - interval '1 second' WHERE id = $1`, [exhausted]);
+		await pool.query(
+			`UPDATE "${schema}".jobs SET lease_until = now() - interval '1 second' WHERE id = $1`,
+			[exhausted],
+		);
 		const result = await lease('crashy-once');
 		expect(result.output('Leased')).toEqual([]);
 		expect(result.output('Empty')).toHaveLength(1);
@@ -282,10 +479,15 @@ describe('lease expiry: a stale worker is fenced out', () => {
 	});
 
 	it('a bad queue name on Lease is a NodeOperationError (or an error item with continue)', async () => {
-		const error = (await lease('bad queue!').catch((caught: unknown) => caught)) as NodeOperationError;
+		const error = (await lease('bad queue!').catch(
+			(caught: unknown) => caught,
+		)) as NodeOperationError;
 		expect(error).toBeInstanceOf(NodeOperationError);
 		expect(error.description).toMatch(/Field: queue/);
-		const routed = await nodes.run(new JobLease(), { parameters: { queue: 'bad queue!' }, onError: 'continueErrorOutput' });
+		const routed = await nodes.run(new JobLease(), {
+			parameters: { queue: 'bad queue!' },
+			onError: 'continueErrorOutput',
+		});
 		expect(routed.routing()).toEqual({ Leased: [], Empty: [], Error: [0] });
 	});
 });

@@ -12,7 +12,9 @@ beforeAll(async () => {
 	pool = newPool(20);
 	store = await freshStore(pool, schema);
 	await pool.query(`DROP TABLE IF EXISTS public.${schema}_orders`);
-	await pool.query(`CREATE TABLE public.${schema}_orders (id text PRIMARY KEY, amount int NOT NULL CHECK (amount > 0))`);
+	await pool.query(
+		`CREATE TABLE public.${schema}_orders (id text PRIMARY KEY, amount int NOT NULL CHECK (amount > 0))`,
+	);
 });
 
 afterAll(async () => {
@@ -26,96 +28,262 @@ const orders = `public.${schema}_orders`;
 describe('outbox write', () => {
 	it('companion SQL succeeding → business row and event committed together', async () => {
 		const [result] = await store.writeOutbox([
-			{ eventId: 'order-1.created', eventType: 'order.created', payload: { id: 'order-1', amount: 5 }, tenantId: 't1', correlationId: 'c1', orderingKey: 'order-1', destination: 'https://crm.example/hooks', companionSql: `INSERT INTO ${orders} (id, amount) VALUES ($1, $2) RETURNING id`, companionParams: ['order-1', 5] },
+			{
+				eventId: 'order-1.created',
+				eventType: 'order.created',
+				payload: { id: 'order-1', amount: 5 },
+				tenantId: 't1',
+				correlationId: 'c1',
+				orderingKey: 'order-1',
+				destination: 'https://crm.example/hooks',
+				companionSql: `INSERT INTO ${orders} (id, amount) VALUES ($1, $2) RETURNING id`,
+				companionParams: ['order-1', 5],
+			},
 		]);
 		const written = ok(result);
-		expect(written).toMatchObject({ eventId: 'order-1.created', queue: 'outbox', status: 'queued', deduplicated: false, companionRowCount: 1, companionRows: [{ id: 'order-1' }] });
-		const event = (await pool.query(`SELECT payload, ordering_key, correlation_id FROM ${schema}.jobs WHERE id = $1`, [written.jobId])).rows[0];
-		expect(event.payload).toMatchObject({ event_id: 'order-1.created', event_type: 'order.created', event_version: 1, tenant_id: 't1', correlation_id: 'c1', ordering_key: 'order-1', destination: 'https://crm.example/hooks', payload: { id: 'order-1', amount: 5 }, source: null });
+		expect(written).toMatchObject({
+			eventId: 'order-1.created',
+			queue: 'outbox',
+			status: 'queued',
+			deduplicated: false,
+			companionRowCount: 1,
+			companionRows: [{ id: 'order-1' }],
+		});
+		const event = (
+			await pool.query(
+				`SELECT payload, ordering_key, correlation_id FROM ${schema}.jobs WHERE id = $1`,
+				[written.jobId],
+			)
+		).rows[0];
+		expect(event.payload).toMatchObject({
+			event_id: 'order-1.created',
+			event_type: 'order.created',
+			event_version: 1,
+			tenant_id: 't1',
+			correlation_id: 'c1',
+			ordering_key: 'order-1',
+			destination: 'https://crm.example/hooks',
+			payload: { id: 'order-1', amount: 5 },
+			source: null,
+		});
 		expect(event.payload.occurred_at).toMatch(/^\d{4}-\d\d-\d\dT/);
 		expect(event.ordering_key).toBe('order-1');
-		expect((await pool.query(`SELECT amount FROM ${orders} WHERE id = 'order-1'`)).rows).toEqual([{ amount: 5 }]);
+		expect((await pool.query(`SELECT amount FROM ${orders} WHERE id = 'order-1'`)).rows).toEqual([
+			{ amount: 5 },
+		]);
 	});
 
 	it('companion SQL failing → no event and no business row', async () => {
 		const before = (await pool.query(`SELECT count(*)::int AS n FROM ${schema}.jobs`)).rows[0].n;
 		const [result] = await store.writeOutbox([
-			{ eventId: 'order-2.created', eventType: 'order.created', payload: { id: 'order-2' }, companionSql: `INSERT INTO ${orders} (id, amount) VALUES ($1, $2)`, companionParams: ['order-2', -1] },
+			{
+				eventId: 'order-2.created',
+				eventType: 'order.created',
+				payload: { id: 'order-2' },
+				companionSql: `INSERT INTO ${orders} (id, amount) VALUES ($1, $2)`,
+				companionParams: ['order-2', -1],
+			},
 		]);
 		expect(result).toBeInstanceOf(DurableJobsError);
 		expect((result as DurableJobsError).field).toBe('companionSql');
-		expect((await pool.query(`SELECT count(*)::int AS n FROM ${schema}.jobs`)).rows[0].n).toBe(before);
-		expect((await pool.query(`SELECT count(*)::int AS n FROM ${orders} WHERE id = 'order-2'`)).rows[0].n).toBe(0);
+		expect((await pool.query(`SELECT count(*)::int AS n FROM ${schema}.jobs`)).rows[0].n).toBe(
+			before,
+		);
+		expect(
+			(await pool.query(`SELECT count(*)::int AS n FROM ${orders} WHERE id = 'order-2'`)).rows[0].n,
+		).toBe(0);
 	});
 
 	it('per item: one failing companion does not stop the others (savepoints); allOrNothing rolls back all', async () => {
 		const results = await store.writeOutbox([
-			{ eventId: 'o3', eventType: 'order.created', payload: {}, companionSql: `INSERT INTO ${orders} VALUES ($1, $2)`, companionParams: ['order-3', 3] },
-			{ eventId: 'o4', eventType: 'order.created', payload: {}, companionSql: `INSERT INTO ${orders} VALUES ($1, $2)`, companionParams: ['order-4', 0] },
-			{ eventId: 'o5', eventType: 'order.created', payload: {}, companionSql: `INSERT INTO ${orders} VALUES ($1, $2)`, companionParams: ['order-5', 5] },
+			{
+				eventId: 'o3',
+				eventType: 'order.created',
+				payload: {},
+				companionSql: `INSERT INTO ${orders} VALUES ($1, $2)`,
+				companionParams: ['order-3', 3],
+			},
+			{
+				eventId: 'o4',
+				eventType: 'order.created',
+				payload: {},
+				companionSql: `INSERT INTO ${orders} VALUES ($1, $2)`,
+				companionParams: ['order-4', 0],
+			},
+			{
+				eventId: 'o5',
+				eventType: 'order.created',
+				payload: {},
+				companionSql: `INSERT INTO ${orders} VALUES ($1, $2)`,
+				companionParams: ['order-5', 5],
+			},
 		]);
 		expect(ok(results[0]).deduplicated).toBe(false);
 		expect(results[1]).toBeInstanceOf(DurableJobsError);
 		expect(ok(results[2]).deduplicated).toBe(false);
-		expect((await pool.query(`SELECT id FROM ${orders} WHERE id IN ('order-3','order-4','order-5') ORDER BY id`)).rows.map((row) => row.id)).toEqual(['order-3', 'order-5']);
+		expect(
+			(
+				await pool.query(
+					`SELECT id FROM ${orders} WHERE id IN ('order-3','order-4','order-5') ORDER BY id`,
+				)
+			).rows.map((row) => row.id),
+		).toEqual(['order-3', 'order-5']);
 
 		await expect(
 			store.writeOutbox(
 				[
-					{ eventId: 'o6', eventType: 'order.created', payload: {}, companionSql: `INSERT INTO ${orders} VALUES ($1, $2)`, companionParams: ['order-6', 6] },
-					{ eventId: 'o7', eventType: 'order.created', payload: {}, companionSql: `INSERT INTO ${orders} VALUES ($1, $2)`, companionParams: ['order-7', 0] },
+					{
+						eventId: 'o6',
+						eventType: 'order.created',
+						payload: {},
+						companionSql: `INSERT INTO ${orders} VALUES ($1, $2)`,
+						companionParams: ['order-6', 6],
+					},
+					{
+						eventId: 'o7',
+						eventType: 'order.created',
+						payload: {},
+						companionSql: `INSERT INTO ${orders} VALUES ($1, $2)`,
+						companionParams: ['order-7', 0],
+					},
 				],
 				{ allOrNothing: true },
 			),
 		).rejects.toMatchObject({ code: 'companion_sql_failed' });
-		expect((await pool.query(`SELECT count(*)::int AS n FROM ${orders} WHERE id IN ('order-6', 'order-7')`)).rows[0].n).toBe(0);
-		expect((await pool.query(`SELECT count(*)::int AS n FROM ${schema}.jobs WHERE idempotency_key IN ('o6', 'o7')`)).rows[0].n).toBe(0);
+		expect(
+			(
+				await pool.query(
+					`SELECT count(*)::int AS n FROM ${orders} WHERE id IN ('order-6', 'order-7')`,
+				)
+			).rows[0].n,
+		).toBe(0);
+		expect(
+			(
+				await pool.query(
+					`SELECT count(*)::int AS n FROM ${schema}.jobs WHERE idempotency_key IN ('o6', 'o7')`,
+				)
+			).rows[0].n,
+		).toBe(0);
 	});
 
 	it('a duplicate event id is accepted once', async () => {
-		const first = ok((await store.writeOutbox([{ eventId: 'dup-evt', eventType: 'x', payload: { a: 1 } }]))[0]);
-		const second = ok((await store.writeOutbox([{ eventId: 'dup-evt', eventType: 'x', payload: { a: 1 } }]))[0]);
+		const first = ok(
+			(await store.writeOutbox([{ eventId: 'dup-evt', eventType: 'x', payload: { a: 1 } }]))[0],
+		);
+		const second = ok(
+			(await store.writeOutbox([{ eventId: 'dup-evt', eventType: 'x', payload: { a: 1 } }]))[0],
+		);
 		expect(second.jobId).toBe(first.jobId);
 		expect(second.deduplicated).toBe(true);
-		expect((await pool.query(`SELECT count(*)::int AS n FROM ${schema}.jobs WHERE idempotency_key = 'dup-evt'`)).rows[0].n).toBe(1);
+		expect(
+			(
+				await pool.query(
+					`SELECT count(*)::int AS n FROM ${schema}.jobs WHERE idempotency_key = 'dup-evt'`,
+				)
+			).rows[0].n,
+		).toBe(1);
 	});
 
 	it('SQL injection text in event fields is stored as data', async () => {
 		const evil = `'); DROP TABLE ${schema}.jobs; --`;
-		const written = ok((await store.writeOutbox([{ eventId: evil, eventType: evil, payload: { note: evil }, source: evil, tenantId: evil, correlationId: evil, orderingKey: evil, destination: evil }]))[0]);
-		const row = (await pool.query(`SELECT payload FROM ${schema}.jobs WHERE id = $1`, [written.jobId])).rows[0];
+		const written = ok(
+			(
+				await store.writeOutbox([
+					{
+						eventId: evil,
+						eventType: evil,
+						payload: { note: evil },
+						source: evil,
+						tenantId: evil,
+						correlationId: evil,
+						orderingKey: evil,
+						destination: evil,
+					},
+				])
+			)[0],
+		);
+		const row = (
+			await pool.query(`SELECT payload FROM ${schema}.jobs WHERE id = $1`, [written.jobId])
+		).rows[0];
 		expect(row.payload.event_id).toBe(evil);
 		expect(row.payload.payload.note).toBe(evil);
 	});
 
 	it('outbox events lease, retry and dead-letter like any job', async () => {
-		ok((await store.writeOutbox([{ eventId: 'relay-1', eventType: 'x', payload: {}, queue: 'relay-test', maxAttempts: 1 }]))[0]);
+		ok(
+			(
+				await store.writeOutbox([
+					{ eventId: 'relay-1', eventType: 'x', payload: {}, queue: 'relay-test', maxAttempts: 1 },
+				])
+			)[0],
+		);
 		const [job] = await store.lease({ queue: 'relay-test' });
 		expect((job.payload as { event_id: string }).event_id).toBe('relay-1');
-		const done = ok((await store.complete([{ jobId: job.id, attemptId: job.attempt_id, outcome: 'retry', errorCode: 'http_500' }]))[0]);
+		const done = ok(
+			(
+				await store.complete([
+					{ jobId: job.id, attemptId: job.attempt_id, outcome: 'retry', errorCode: 'http_500' },
+				])
+			)[0],
+		);
 		expect(done.status).toBe('failed');
 	});
 });
 
 describe('job-finished callbacks', () => {
 	it('a finished job with a callback URL writes its event in the same statement, once per finish', async () => {
-		const [enqueued] = await store.enqueue([{ queue: 'cb', payload: { doc: 1 }, callbackUrl: 'https://partner.example/hooks/jobs', correlationId: 'corr-cb' }]);
+		const [enqueued] = await store.enqueue([
+			{
+				queue: 'cb',
+				payload: { doc: 1 },
+				callbackUrl: 'https://partner.example/hooks/jobs',
+				correlationId: 'corr-cb',
+			},
+		]);
 		const jobId = ok(enqueued).jobId;
 		const [job] = await store.lease({ queue: 'cb' });
-		const result = ok((await store.complete([{ jobId, attemptId: job.attempt_id, outcome: 'succeeded', result: { crm_id: 'C9' } }]))[0]);
+		const result = ok(
+			(
+				await store.complete([
+					{ jobId, attemptId: job.attempt_id, outcome: 'succeeded', result: { crm_id: 'C9' } },
+				])
+			)[0],
+		);
 		expect(result.callbackEventId).toBe(`job_${jobId}_done_1`);
-		const events = (await pool.query(`SELECT queue, idempotency_key, payload, correlation_id FROM ${schema}.jobs WHERE queue = 'callbacks'`)).rows;
+		const events = (
+			await pool.query(
+				`SELECT queue, idempotency_key, payload, correlation_id FROM ${schema}.jobs WHERE queue = 'callbacks'`,
+			)
+		).rows;
 		expect(events).toHaveLength(1);
-		expect(events[0]).toMatchObject({ idempotency_key: `job_${jobId}_done_1`, correlation_id: 'corr-cb' });
-		expect(events[0].payload).toMatchObject({ event_type: 'job.succeeded', destination: 'https://partner.example/hooks/jobs', payload: { job_id: jobId, status: 'done', result: { crm_id: 'C9' } } });
+		expect(events[0]).toMatchObject({
+			idempotency_key: `job_${jobId}_done_1`,
+			correlation_id: 'corr-cb',
+		});
+		expect(events[0].payload).toMatchObject({
+			event_type: 'job.succeeded',
+			destination: 'https://partner.example/hooks/jobs',
+			payload: { job_id: jobId, status: 'done', result: { crm_id: 'C9' } },
+		});
 	});
 
 	it('a retry writes no callback; a lease-lost complete writes none either', async () => {
-		const [enqueued] = await store.enqueue([{ queue: 'cb2', payload: {}, callbackUrl: 'https://partner.example/x', maxAttempts: 3 }]);
+		const [enqueued] = await store.enqueue([
+			{ queue: 'cb2', payload: {}, callbackUrl: 'https://partner.example/x', maxAttempts: 3 },
+		]);
 		const [job] = await store.lease({ queue: 'cb2' });
 		ok((await store.complete([{ jobId: job.id, attemptId: job.attempt_id, outcome: 'retry' }]))[0]);
-		ok((await store.complete([{ jobId: job.id, attemptId: job.attempt_id, outcome: 'succeeded' }]))[0]);
-		const events = (await pool.query(`SELECT count(*)::int AS n FROM ${schema}.jobs WHERE queue = 'callbacks' AND payload->'payload'->>'job_id' = $1`, [ok(enqueued).jobId])).rows[0];
+		ok(
+			(
+				await store.complete([{ jobId: job.id, attemptId: job.attempt_id, outcome: 'succeeded' }])
+			)[0],
+		);
+		const events = (
+			await pool.query(
+				`SELECT count(*)::int AS n FROM ${schema}.jobs WHERE queue = 'callbacks' AND payload->'payload'->>'job_id' = $1`,
+				[ok(enqueued).jobId],
+			)
+		).rows[0];
 		expect(events.n).toBe(0);
 	});
 });

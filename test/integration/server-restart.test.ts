@@ -7,7 +7,16 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { DatabaseUnavailableError, DurableJobsError, cachedPoolCount, closeAllPools, getPool, openStore, type JobStore, type StoreConfig } from '../../src/core';
+import {
+	DatabaseUnavailableError,
+	DurableJobsError,
+	cachedPoolCount,
+	closeAllPools,
+	getPool,
+	openStore,
+	type JobStore,
+	type StoreConfig,
+} from '../../src/core';
 import { startEmbeddedPostgres, type EmbeddedServer } from '../../scripts/lib/postgres';
 import { connectionConfig, ok, testSchema } from '../helpers/db';
 
@@ -17,7 +26,11 @@ let store: JobStore;
 
 beforeAll(async () => {
 	server = await startEmbeddedPostgres();
-	config = { ...connectionConfig(server.url), schema: testSchema(__filename), connectionTimeoutMs: 2_000 };
+	config = {
+		...connectionConfig(server.url),
+		schema: testSchema(__filename),
+		connectionTimeoutMs: 2_000,
+	};
 	store = await openStore(config);
 }, 120_000);
 
@@ -36,7 +49,9 @@ async function failure(call: () => Promise<unknown>): Promise<unknown> {
 describe('PostgreSQL restart under a running store', () => {
 	it('calls fail with a clear unreachable error while it is down; the same store and pool recover when it is back', async () => {
 		const queue = 'restart';
-		const enqueued = (await store.enqueue(Array.from({ length: 10 }, (_, n) => ({ queue, payload: { n } })))).map(ok);
+		const enqueued = (
+			await store.enqueue(Array.from({ length: 10 }, (_, n) => ({ queue, payload: { n } })))
+		).map(ok);
 		const leasedBefore = await store.lease({ queue, limit: 4, leaseMs: 600_000 });
 		expect(leasedBefore).toHaveLength(4);
 		const pool = getPool(config);
@@ -46,8 +61,22 @@ describe('PostgreSQL restart under a running store', () => {
 		const calls: Array<[string, () => Promise<unknown>]> = [
 			['enqueue', () => store.enqueue([{ queue, payload: { n: 99 } }])],
 			['lease', () => store.lease({ queue, limit: 1 })],
-			['complete', () => store.complete([{ jobId: leasedBefore[0].id, attemptId: leasedBefore[0].attempt_id, outcome: 'succeeded' }])],
-			['extendLease', () => store.extendLease([{ jobId: leasedBefore[1].id, attemptId: leasedBefore[1].attempt_id }])],
+			[
+				'complete',
+				() =>
+					store.complete([
+						{
+							jobId: leasedBefore[0].id,
+							attemptId: leasedBefore[0].attempt_id,
+							outcome: 'succeeded',
+						},
+					]),
+			],
+			[
+				'extendLease',
+				() =>
+					store.extendLease([{ jobId: leasedBefore[1].id, attemptId: leasedBefore[1].attempt_id }]),
+			],
 			['stats', () => store.stats(queue)],
 		];
 		for (const [name, call] of calls) {
@@ -62,14 +91,29 @@ describe('PostgreSQL restart under a running store', () => {
 		expect(getPool(config)).toBe(pool);
 		expect(cachedPoolCount()).toBe(pools);
 		const completedBefore = (
-			await store.complete(leasedBefore.map((job) => ({ jobId: job.id, attemptId: job.attempt_id, outcome: 'succeeded' as const, result: { n: job.payload } })))
+			await store.complete(
+				leasedBefore.map((job) => ({
+					jobId: job.id,
+					attemptId: job.attempt_id,
+					outcome: 'succeeded' as const,
+					result: { n: job.payload },
+				})),
+			)
 		).map(ok);
 		expect(completedBefore.every((result) => result.applied)).toBe(true);
 		const added = ok((await store.enqueue([{ queue, payload: { n: 10 } }]))[0]);
 		for (;;) {
 			const leased = await store.lease({ queue, limit: 3 });
 			if (leased.length === 0) break;
-			const results = (await store.complete(leased.map((job) => ({ jobId: job.id, attemptId: job.attempt_id, outcome: 'succeeded' as const })))).map(ok);
+			const results = (
+				await store.complete(
+					leased.map((job) => ({
+						jobId: job.id,
+						attemptId: job.attempt_id,
+						outcome: 'succeeded' as const,
+					})),
+				)
+			).map(ok);
 			expect(results.every((result) => result.applied)).toBe(true);
 		}
 		const [stats] = await store.stats(queue);

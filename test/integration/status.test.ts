@@ -18,22 +18,56 @@ afterAll(async () => {
 	await pool.end();
 });
 
-async function failJob(queue: string, errorCode = 'bad_input', errorClass: 'needs_mapping' | 'retryable' = 'needs_mapping'): Promise<string> {
+async function failJob(
+	queue: string,
+	errorCode = 'bad_input',
+	errorClass: 'needs_mapping' | 'retryable' = 'needs_mapping',
+): Promise<string> {
 	const jobId = ok((await store.enqueue([{ queue, payload: { q: queue } }]))[0]).jobId;
 	const [job] = await store.lease({ queue });
-	ok((await store.complete([{ jobId, attemptId: job.attempt_id, outcome: 'failed', errorCode, errorClass }]))[0]);
+	ok(
+		(
+			await store.complete([
+				{ jobId, attemptId: job.attempt_id, outcome: 'failed', errorCode, errorClass },
+			])
+		)[0],
+	);
 	return jobId;
 }
 
 describe('job status', () => {
 	it('get by id + token returns the job and its attempt timeline', async () => {
-		const enqueued = ok((await store.enqueue([{ queue: 'st', payload: { a: 1 }, maxAttempts: 3 }]))[0]);
+		const enqueued = ok(
+			(await store.enqueue([{ queue: 'st', payload: { a: 1 }, maxAttempts: 3 }]))[0],
+		);
 		const [first] = await store.lease({ queue: 'st' });
-		ok((await store.complete([{ jobId: first.id, attemptId: first.attempt_id, outcome: 'retry', delayMs: 0 }]))[0]);
+		ok(
+			(
+				await store.complete([
+					{ jobId: first.id, attemptId: first.attempt_id, outcome: 'retry', delayMs: 0 },
+				])
+			)[0],
+		);
 		const [second] = await store.lease({ queue: 'st' });
-		ok((await store.complete([{ jobId: second.id, attemptId: second.attempt_id, outcome: 'succeeded', result: { ok: true } }]))[0]);
+		ok(
+			(
+				await store.complete([
+					{
+						jobId: second.id,
+						attemptId: second.attempt_id,
+						outcome: 'succeeded',
+						result: { ok: true },
+					},
+				])
+			)[0],
+		);
 		const view = await store.getStatus(enqueued.jobId, enqueued.statusToken!);
-		expect(view?.job).toMatchObject({ id: enqueued.jobId, status: 'done', attempts: 2, result: { ok: true } });
+		expect(view?.job).toMatchObject({
+			id: enqueued.jobId,
+			status: 'done',
+			attempts: 2,
+			result: { ok: true },
+		});
 		expect(view?.attempts.map((attempt) => [attempt.attempt, attempt.outcome])).toEqual([
 			[1, 'retry'],
 			[2, 'succeeded'],
@@ -46,7 +80,9 @@ describe('job status', () => {
 		expect(await store.getStatus(enqueued.jobId, 'wrong')).toBeNull();
 		expect(await store.getStatus(enqueued.jobId, '')).toBeNull();
 		expect(await store.getStatus(enqueued.jobId, undefined as never)).toBeNull();
-		expect(await store.getStatus('0190d1a2-0000-7000-8000-000000000000', enqueued.statusToken!)).toBeNull();
+		expect(
+			await store.getStatus('0190d1a2-0000-7000-8000-000000000000', enqueued.statusToken!),
+		).toBeNull();
 		expect(await store.getStatus("' OR 1=1 --", enqueued.statusToken!)).toBeNull();
 		// The token of one job does not open another.
 		const other = ok((await store.enqueue([{ queue: 'st2', payload: {} }]))[0]);
@@ -56,17 +92,47 @@ describe('job status', () => {
 
 	it('queue stats count by status, oldest ready age, expired leases, retries and dead letters', async () => {
 		await store.enqueue(Array.from({ length: 5 }, () => ({ queue: 'stats', payload: {} })));
-		await pool.query(`UPDATE ${schema}.jobs SET run_at = now() - interval '90 seconds' WHERE queue = 'stats'`);
+		await pool.query(
+			`UPDATE ${schema}.jobs SET run_at = now() - interval '90 seconds' WHERE queue = 'stats'`,
+		);
 		const leased = await store.lease({ queue: 'stats', limit: 3 });
-		ok((await store.complete([{ jobId: leased[0].id, attemptId: leased[0].attempt_id, outcome: 'succeeded' }]))[0]);
-		ok((await store.complete([{ jobId: leased[1].id, attemptId: leased[1].attempt_id, outcome: 'failed' }]))[0]);
-		await pool.query(`UPDATE ${schema}.jobs SET lease_until = now() - interval '1 second' WHERE id = $1`, [leased[2].id]);
+		ok(
+			(
+				await store.complete([
+					{ jobId: leased[0].id, attemptId: leased[0].attempt_id, outcome: 'succeeded' },
+				])
+			)[0],
+		);
+		ok(
+			(
+				await store.complete([
+					{ jobId: leased[1].id, attemptId: leased[1].attempt_id, outcome: 'failed' },
+				])
+			)[0],
+		);
+		await pool.query(
+			`UPDATE ${schema}.jobs SET lease_until = now() - interval '1 second' WHERE id = $1`,
+			[leased[2].id],
+		);
 		const [stats] = await store.stats('stats');
-		expect(stats).toMatchObject({ queue: 'stats', queued: 2, ready: 2, running: 1, running_expired: 1, done: 1, failed: 1, dead_letter: 1, cancelled: 0, retrying: 0 });
+		expect(stats).toMatchObject({
+			queue: 'stats',
+			queued: 2,
+			ready: 2,
+			running: 1,
+			running_expired: 1,
+			done: 1,
+			failed: 1,
+			dead_letter: 1,
+			cancelled: 0,
+			retrying: 0,
+		});
 		expect(stats.oldest_ready_age_seconds).toBeGreaterThanOrEqual(89);
 		const all = await store.stats();
 		expect(all.map((entry) => entry.queue)).toContain('stats');
-		expect(await store.stats('empty-queue')).toEqual([expect.objectContaining({ queue: 'empty-queue', queued: 0, done: 0 })]);
+		expect(await store.stats('empty-queue')).toEqual([
+			expect.objectContaining({ queue: 'empty-queue', queued: 0, done: 0 }),
+		]);
 	});
 
 	it('requeue replays failed jobs by id, keeps their payload, and gives them new attempts', async () => {
@@ -83,23 +149,53 @@ describe('job status', () => {
 		await failJob('rq-filter', 'timeout', 'retryable');
 		await expect(store.requeue({})).rejects.toBeInstanceOf(ValidationError);
 		await expect(store.requeue({ queue: 'rq-filter' })).rejects.toMatchObject({ field: 'confirm' });
-		const before = (await pool.query(`SELECT count(*)::int AS n FROM ${schema}.jobs WHERE queue = 'rq-filter' AND status = 'failed'`)).rows[0].n;
+		const before = (
+			await pool.query(
+				`SELECT count(*)::int AS n FROM ${schema}.jobs WHERE queue = 'rq-filter' AND status = 'failed'`,
+			)
+		).rows[0].n;
 		expect(before).toBe(3);
-		const replayed = await store.requeue({ queue: 'rq-filter', errorCode: 'http_400', confirm: true, limit: 1 });
+		const replayed = await store.requeue({
+			queue: 'rq-filter',
+			errorCode: 'http_400',
+			confirm: true,
+			limit: 1,
+		});
 		expect(replayed).toHaveLength(1);
-		const byClass = await store.requeue({ queue: 'rq-filter', errorClass: 'retryable', confirm: true });
+		const byClass = await store.requeue({
+			queue: 'rq-filter',
+			errorClass: 'retryable',
+			confirm: true,
+		});
 		expect(byClass).toHaveLength(1);
-		expect((await pool.query(`SELECT count(*)::int AS n FROM ${schema}.jobs WHERE queue = 'rq-filter' AND status = 'failed'`)).rows[0].n).toBe(1);
+		expect(
+			(
+				await pool.query(
+					`SELECT count(*)::int AS n FROM ${schema}.jobs WHERE queue = 'rq-filter' AND status = 'failed'`,
+				)
+			).rows[0].n,
+		).toBe(1);
 		const [stats] = await store.stats('rq-filter');
 		expect(stats.failed).toBe(1);
 	});
 
 	it('cancel stops queued and running jobs; the running worker then gets lease lost', async () => {
-		const [a, b] = (await store.enqueue([{ queue: 'cx', payload: {} }, { queue: 'cx', payload: {} }])).map((r) => ok(r).jobId);
+		const [a, b] = (
+			await store.enqueue([
+				{ queue: 'cx', payload: {} },
+				{ queue: 'cx', payload: {} },
+			])
+		).map((r) => ok(r).jobId);
 		const [running] = await store.lease({ queue: 'cx' });
 		const result = await store.cancel([a, b, '00000000-0000-0000-0000-000000000000']);
 		expect(result.filter((row) => row.cancelled)).toHaveLength(2);
-		const late = ok((await store.complete([{ jobId: running.id, attemptId: running.attempt_id, outcome: 'succeeded' }]))[0]);
+		const late = ok(
+			(
+				await store.complete([
+					{ jobId: running.id, attemptId: running.attempt_id, outcome: 'succeeded' },
+				])
+			)[0],
+		);
 		expect(late).toMatchObject({ applied: false, leaseLostReason: 'job_cancelled' });
 		expect(await store.lease({ queue: 'cx' })).toHaveLength(0);
 	});
@@ -107,24 +203,48 @@ describe('job status', () => {
 	it('purge removes only terminal jobs older than the retention, with their attempts, and keeps counters right', async () => {
 		const old = await failJob('purge');
 		const fresh = await failJob('purge');
-		await pool.query(`UPDATE ${schema}.jobs SET finished_at = now() - interval '10 days' WHERE id = $1`, [old]);
+		await pool.query(
+			`UPDATE ${schema}.jobs SET finished_at = now() - interval '10 days' WHERE id = $1`,
+			[old],
+		);
 		const queued = ok((await store.enqueue([{ queue: 'purge', payload: {} }]))[0]).jobId;
 		const result = await store.purge({ queue: 'purge', olderThanMs: 7 * 24 * 3600_000 });
 		expect(result).toMatchObject({ deleted: 1, failed: 1 });
-		const ids = (await pool.query(`SELECT id FROM ${schema}.jobs WHERE queue = 'purge'`)).rows.map((row) => row.id).sort();
+		const ids = (await pool.query(`SELECT id FROM ${schema}.jobs WHERE queue = 'purge'`)).rows
+			.map((row) => row.id)
+			.sort();
 		expect(ids).toEqual([fresh, queued].sort());
-		expect((await pool.query(`SELECT count(*)::int AS n FROM ${schema}.job_attempts WHERE job_id = $1`, [old])).rows[0].n).toBe(0);
+		expect(
+			(
+				await pool.query(
+					`SELECT count(*)::int AS n FROM ${schema}.job_attempts WHERE job_id = $1`,
+					[old],
+				)
+			).rows[0].n,
+		).toBe(0);
 		const [stats] = await store.stats('purge');
 		expect(stats.failed).toBe(1);
-		await expect(store.purge({ olderThanMs: 0, statuses: ['queued'] })).rejects.toMatchObject({ field: 'statuses' });
+		await expect(store.purge({ olderThanMs: 0, statuses: ['queued'] })).rejects.toMatchObject({
+			field: 'statuses',
+		});
 	});
 
 	it('unknown outcomes list attempts whose lease expired with the stable key to check', async () => {
 		const jobId = ok((await store.enqueue([{ queue: 'unknown', payload: {} }]))[0]).jobId;
 		await store.lease({ queue: 'unknown', executionId: 'exec-1' });
-		await pool.query(`UPDATE ${schema}.jobs SET lease_until = now() - interval '1 second' WHERE id = $1`, [jobId]);
+		await pool.query(
+			`UPDATE ${schema}.jobs SET lease_until = now() - interval '1 second' WHERE id = $1`,
+			[jobId],
+		);
 		await store.lease({ queue: 'unknown', executionId: 'exec-2' });
 		const rows = await store.unknownOutcomes('unknown');
-		expect(rows).toEqual([expect.objectContaining({ job_id: jobId, stable_key: jobId, execution_id: 'exec-1', attempt: 1 })]);
+		expect(rows).toEqual([
+			expect.objectContaining({
+				job_id: jobId,
+				stable_key: jobId,
+				execution_id: 'exec-1',
+				attempt: 1,
+			}),
+		]);
 	});
 });

@@ -1,7 +1,13 @@
 import { NodeOperationError, type IDataObject, type INodeExecutionData } from 'n8n-workflow';
 import { describe, expect, it, vi } from 'vitest';
 
-import { DatabaseUnavailableError, DurableJobsError, IdempotencyConflictError, ValidationError, type ItemResults } from '../../src/core';
+import {
+	DatabaseUnavailableError,
+	DurableJobsError,
+	IdempotencyConflictError,
+	ValidationError,
+	type ItemResults,
+} from '../../src/core';
 import { JobEnqueue } from '../../nodes/JobEnqueue/JobEnqueue.node';
 import { JobStatus } from '../../nodes/JobStatus/JobStatus.node';
 import { runBatch } from '../../nodes/shared/batch';
@@ -17,12 +23,23 @@ interface Input {
  * in `read` (bad parameter), items whose `n` is 13 fail in the core (per-item error result),
  * odd `n` routes to output 1.
  */
-async function batch(values: number[], onError?: OnError, call?: (inputs: Input[], allOrNothing: boolean) => Promise<ItemResults<{ doubled: number }>>) {
-	const ctx = new NodeContext(new JobStatus(), { items: values.map((n) => ({ n, tag: `item-${n}` })), onError });
+async function batch(
+	values: number[],
+	onError?: OnError,
+	call?: (inputs: Input[], allOrNothing: boolean) => Promise<ItemResults<{ doubled: number }>>,
+) {
+	const ctx = new NodeContext(new JobStatus(), {
+		items: values.map((n) => ({ n, tag: `item-${n}` })),
+		onError,
+	});
 	const calls: Array<{ inputs: Input[]; allOrNothing: boolean }> = [];
 	const defaultCall = async (inputs: Input[], allOrNothing: boolean) => {
 		calls.push({ inputs, allOrNothing });
-		return inputs.map((input) => (input.n === 13 ? new ValidationError('n', 'is unlucky', 'Pick another number') : { doubled: input.n * 2 }));
+		return inputs.map((input) =>
+			input.n === 13
+				? new ValidationError('n', 'is unlucky', 'Pick another number')
+				: { doubled: input.n * 2 },
+		);
 	};
 	const run = runBatch<Input, { doubled: number }>(ctx.context, {
 		outputs: 2,
@@ -32,7 +49,10 @@ async function batch(values: number[], onError?: OnError, call?: (inputs: Input[
 			return { n };
 		},
 		call: call ?? defaultCall,
-		route: (result, itemIndex, input) => ({ output: input.n % 2, json: { doubled: result.doubled, itemIndex } }),
+		route: (result, itemIndex, input) => ({
+			output: input.n % 2,
+			json: { doubled: result.doubled, itemIndex },
+		}),
 	});
 	return { ctx, calls, run };
 }
@@ -45,7 +65,9 @@ describe('runBatch: the per-item contract every node shares', () => {
 	it('routes each result to its output with pairedItem, calling the core once for all items', async () => {
 		const { calls, run } = await batch([2, 3, 4, 5]);
 		const [even, odd] = await run;
-		expect(calls).toEqual([{ inputs: [{ n: 2 }, { n: 3 }, { n: 4 }, { n: 5 }], allOrNothing: true }]);
+		expect(calls).toEqual([
+			{ inputs: [{ n: 2 }, { n: 3 }, { n: 4 }, { n: 5 }], allOrNothing: true },
+		]);
 		expect(even).toEqual([
 			{ json: { doubled: 4, itemIndex: 0 }, pairedItem: { item: 0 } },
 			{ json: { doubled: 8, itemIndex: 2 }, pairedItem: { item: 2 } },
@@ -79,7 +101,17 @@ describe('runBatch: the per-item contract every node shares', () => {
 		expect(odd.map((item) => item.json)).toEqual([{ doubled: 10, itemIndex: 4 }]);
 		expect(paired(odd)).toEqual([4]);
 		expect(paired(errors)).toEqual([1, 3]);
-		expect(errors[0].json).toMatchObject({ n: -1, tag: 'item--1', error: 'n: item 1 is negative', details: { code: 'invalid_input', field: 'n', fix: 'Use a positive number', http_status: 400 } });
+		expect(errors[0].json).toMatchObject({
+			n: -1,
+			tag: 'item--1',
+			error: 'n: item 1 is negative',
+			details: {
+				code: 'invalid_input',
+				field: 'n',
+				fix: 'Use a positive number',
+				http_status: 400,
+			},
+		});
 		expect(errors.every((item) => item.error === undefined)).toBe(true);
 	});
 
@@ -97,7 +129,11 @@ describe('runBatch: the per-item contract every node shares', () => {
 		const [even, , errors] = routeToErrorOutput(raw, 3, continued.ctx.items);
 		expect(paired(even)).toEqual([0, 2]);
 		expect(paired(errors)).toEqual([1]);
-		expect(errors[0].json).toMatchObject({ n: 13, error: 'n: is unlucky', details: { field: 'n' } });
+		expect(errors[0].json).toMatchObject({
+			n: 13,
+			error: 'n: is unlucky',
+			details: { field: 'n' },
+		});
 
 		const stopped = await batch([2, 13]);
 		const error = await stopped.run.catch((caught: unknown) => caught);
@@ -118,13 +154,21 @@ describe('runBatch: the per-item contract every node shares', () => {
 		expect(odd).toEqual([]);
 		// With continue the whole call failed, so every item that reached it goes to the error output.
 		expect(paired(errors).sort()).toEqual([0, 1, 2]);
-		expect(errors.find((item) => paired([item])[0] === 2)!.json).toMatchObject({ details: { code: 'idempotency_key_reused', http_status: 422, existing_job_id: '0190aaaa-0000-7000-8000-000000000000' } });
+		expect(errors.find((item) => paired([item])[0] === 2)!.json).toMatchObject({
+			details: {
+				code: 'idempotency_key_reused',
+				http_status: 422,
+				existing_job_id: '0190aaaa-0000-7000-8000-000000000000',
+			},
+		});
 
 		const stopped = await batch([2, 4], undefined, failing);
 		const error = (await stopped.run.catch((caught: unknown) => caught)) as NodeOperationError;
 		expect(error).toBeInstanceOf(NodeOperationError);
 		expect(error.context.itemIndex).toBe(1);
-		expect(error.message).toMatch(/Idempotency key "key-1" was already used with a different payload/);
+		expect(error.message).toMatch(
+			/Idempotency key "key-1" was already used with a different payload/,
+		);
 		expect(error.description).toMatch(/Field: idempotencyKey/);
 	});
 
@@ -160,7 +204,15 @@ describe('error mapping', () => {
 	const node = new NodeContext(new JobEnqueue()).node;
 
 	it('toNodeError names the message, the fix and the field, and keeps the item index', () => {
-		const error = toNodeError(node, new ValidationError('queue', '"bad queue" is not a valid queue name', 'Use letters and digits'), 3);
+		const error = toNodeError(
+			node,
+			new ValidationError(
+				'queue',
+				'"bad queue" is not a valid queue name',
+				'Use letters and digits',
+			),
+			3,
+		);
 		expect(error).toBeInstanceOf(NodeOperationError);
 		expect(error.message).toBe('queue: "bad queue" is not a valid queue name');
 		expect(error.description).toBe('Use letters and digits — Field: queue');
@@ -171,10 +223,17 @@ describe('error mapping', () => {
 	it('toNodeError passes NodeOperationErrors through and classifies driver errors', () => {
 		const original = new NodeOperationError(node, 'already mapped', { itemIndex: 2 });
 		expect(toNodeError(node, original, 5)).toBe(original);
-		const auth = toNodeError(node, Object.assign(new Error('password authentication failed for user "x"'), { code: '28P01' }), undefined);
+		const auth = toNodeError(
+			node,
+			Object.assign(new Error('password authentication failed for user "x"'), { code: '28P01' }),
+			undefined,
+		);
 		expect(auth.message).toBe('PostgreSQL rejected the user name or password');
 		expect(auth.description).toMatch(/Check User and Password/);
-		const missingDb = toNodeError(node, Object.assign(new Error('database "nope" does not exist'), { code: '3D000' }));
+		const missingDb = toNodeError(
+			node,
+			Object.assign(new Error('database "nope" does not exist'), { code: '3D000' }),
+		);
 		expect(missingDb.message).toMatch(/does not exist/);
 	});
 
@@ -189,31 +248,55 @@ describe('error mapping', () => {
 				existing_job_id: 'job-1',
 			},
 		});
-		expect(errorJson(new DatabaseUnavailableError('PostgreSQL is unreachable', 'Start it'))).toEqual({
+		expect(
+			errorJson(new DatabaseUnavailableError('PostgreSQL is unreachable', 'Start it')),
+		).toEqual({
 			error: 'PostgreSQL is unreachable',
 			details: { code: 'database_unavailable', field: null, fix: 'Start it', http_status: 503 },
 		});
-		expect(errorJson(new NodeOperationError(node, 'bad parameter', { description: 'fix it' }))).toMatchObject({ error: 'bad parameter', details: { fix: 'fix it', http_status: 400 } });
+		expect(
+			errorJson(new NodeOperationError(node, 'bad parameter', { description: 'fix it' })),
+		).toMatchObject({ error: 'bad parameter', details: { fix: 'fix it', http_status: 400 } });
 	});
 
 	it('errorItem is exactly { error, details } with the pairedItem, the shape n8n routes to the error output and keeps', () => {
-		const item = errorItem(node, new DurableJobsError('x', 'boom', { field: 'f', fix: 'do y', httpStatus: 400 }), 4);
+		const item = errorItem(
+			node,
+			new DurableJobsError('x', 'boom', { field: 'f', fix: 'do y', httpStatus: 400 }),
+			4,
+		);
 		expect(item.pairedItem).toEqual({ item: 4 });
-		expect(item.json).toEqual({ error: 'boom', details: { code: 'x', field: 'f', fix: 'do y', http_status: 400 } });
+		expect(item.json).toEqual({
+			error: 'boom',
+			details: { code: 'x', field: 'f', fix: 'do y', http_status: 400 },
+		});
 		// An `error` property would make n8n replace the JSON with { error: message } and lose the details.
 		expect(item.error).toBeUndefined();
 	});
 
 	it('an expression that fails in a parameter is reported as a parameter problem, not as a database error', async () => {
-		const ctx = new NodeContext(new JobEnqueue(), { parameters: { idempotencyKey: "={{ $('No Such Node').item.json.id }}" }, items: [{ a: 1 }] });
-		const read = vi.fn((itemIndex: number) => ctx.context.getNodeParameter('idempotencyKey', itemIndex) as IDataObject);
-		const error = (await runBatch(ctx.context, { outputs: 1, read, call: async () => [], route: () => ({ output: 0, json: {} }) }).catch((caught: unknown) => caught)) as NodeOperationError;
+		const ctx = new NodeContext(new JobEnqueue(), {
+			parameters: { idempotencyKey: "={{ $('No Such Node').item.json.id }}" },
+			items: [{ a: 1 }],
+		});
+		const read = vi.fn(
+			(itemIndex: number) =>
+				ctx.context.getNodeParameter('idempotencyKey', itemIndex) as IDataObject,
+		);
+		const error = (await runBatch(ctx.context, {
+			outputs: 1,
+			read,
+			call: async () => [],
+			route: () => ({ output: 0, json: {} }),
+		}).catch((caught: unknown) => caught)) as NodeOperationError;
 		expect(error).toBeInstanceOf(NodeOperationError);
 		expect(error.context.itemIndex).toBe(0);
 		expect(error.message).toMatch(/Referenced node doesn't exist/);
 		expect(error.message).not.toMatch(/Database error/);
 		expect(error.description).toMatch(/Field: idempotencyKey/);
 		expect(error.description).not.toMatch(/PostgreSQL log/);
-		expect(errorJson(new Error('plain bug'))).toMatchObject({ details: { code: 'database_error' } });
+		expect(errorJson(new Error('plain bug'))).toMatchObject({
+			details: { code: 'database_error' },
+		});
 	});
 });

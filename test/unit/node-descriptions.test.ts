@@ -16,23 +16,62 @@ import { NodeContext, PACKAGE_NAME } from '../helpers/n8n-context';
 
 const root = path.resolve(__dirname, '../..');
 
-const NODES: Array<{ folder: string; displayName: string; name: string; create: () => INodeType }> = [
-	{ folder: 'JobEnqueue', displayName: 'Job Enqueue', name: 'jobEnqueue', create: () => new JobEnqueue() },
-	{ folder: 'JobLease', displayName: 'Job Lease', name: 'jobLease', create: () => new JobLease() },
-	{ folder: 'JobComplete', displayName: 'Job Complete', name: 'jobComplete', create: () => new JobComplete() },
-	{ folder: 'IdempotencyCheck', displayName: 'Idempotency Check', name: 'idempotencyCheck', create: () => new IdempotencyCheck() },
-	{ folder: 'OutboxWrite', displayName: 'Outbox Write', name: 'outboxWrite', create: () => new OutboxWrite() },
-	{ folder: 'JobStatus', displayName: 'Job Status', name: 'jobStatus', create: () => new JobStatus() },
-];
+const NODES: Array<{ folder: string; displayName: string; name: string; create: () => INodeType }> =
+	[
+		{
+			folder: 'JobEnqueue',
+			displayName: 'Job Enqueue',
+			name: 'jobEnqueue',
+			create: () => new JobEnqueue(),
+		},
+		{
+			folder: 'JobLease',
+			displayName: 'Job Lease',
+			name: 'jobLease',
+			create: () => new JobLease(),
+		},
+		{
+			folder: 'JobComplete',
+			displayName: 'Job Complete',
+			name: 'jobComplete',
+			create: () => new JobComplete(),
+		},
+		{
+			folder: 'IdempotencyCheck',
+			displayName: 'Idempotency Check',
+			name: 'idempotencyCheck',
+			create: () => new IdempotencyCheck(),
+		},
+		{
+			folder: 'OutboxWrite',
+			displayName: 'Outbox Write',
+			name: 'outboxWrite',
+			create: () => new OutboxWrite(),
+		},
+		{
+			folder: 'JobStatus',
+			displayName: 'Job Status',
+			name: 'jobStatus',
+			create: () => new JobStatus(),
+		},
+	];
 
 /** The required parameters n8n reports as missing for a node with these parameters. */
 function missingParameters(nodeType: INodeType, parameters: INodeParameters = {}): string[] {
 	const { node } = new NodeContext(nodeType, { parameters });
-	const issues = NodeHelpers.getNodeParametersIssues(nodeType.description.properties, node, nodeType.description);
+	const issues = NodeHelpers.getNodeParametersIssues(
+		nodeType.description.properties,
+		node,
+		nodeType.description,
+	);
 	return Object.keys(issues?.parameters ?? {}).sort();
 }
 
-function outputNames(nodeType: INodeType, parameters: INodeParameters = {}, onError?: 'continueErrorOutput'): string[] {
+function outputNames(
+	nodeType: INodeType,
+	parameters: INodeParameters = {},
+	onError?: 'continueErrorOutput',
+): string[] {
 	return new NodeContext(nodeType, { parameters, onError }).outputNames();
 }
 
@@ -74,7 +113,12 @@ describe.each(NODES)('$displayName node description', ({ folder, displayName, na
 
 	it('has a codex file naming the published node type', () => {
 		const codexPath = path.join(root, 'nodes', folder, `${folder}.node.json`);
-		const codex = JSON.parse(readFileSync(codexPath, 'utf8')) as { node: string; nodeVersion: string; codexVersion: string; categories: string[] };
+		const codex = JSON.parse(readFileSync(codexPath, 'utf8')) as {
+			node: string;
+			nodeVersion: string;
+			codexVersion: string;
+			categories: string[];
+		};
 		expect(codex.node).toBe(`${PACKAGE_NAME}.${name}`);
 		expect(codex.nodeVersion).toBe('1.0');
 		expect(codex.codexVersion).toBe('1.0');
@@ -82,17 +126,34 @@ describe.each(NODES)('$displayName node description', ({ folder, displayName, na
 	});
 
 	it('declares the one credential with the connection test it implements', () => {
-		expect(description.credentials).toEqual([{ name: 'durableJobsPostgresApi', required: true, testedBy: 'durableJobsConnectionTest' }]);
+		expect(description.credentials).toEqual([
+			{ name: 'durableJobsPostgresApi', required: true, testedBy: 'durableJobsConnectionTest' },
+		]);
 		const methods = nodeType.methods as { credentialTest?: Record<string, unknown> };
 		expect(methods.credentialTest?.durableJobsConnectionTest).toBe(testDurableJobsConnection);
 	});
 
 	it('loads through n8n-workflow with default parameters', () => {
-		const parameters = NodeHelpers.getNodeParameters(description.properties, {}, true, false, { typeVersion: 1 }, description);
+		const parameters = NodeHelpers.getNodeParameters(
+			description.properties,
+			{},
+			true,
+			false,
+			{ typeVersion: 1 },
+			description,
+		);
 		expect(parameters).not.toBeNull();
 		// Every top-level parameter that is shown by default has its default value.
 		for (const property of description.properties) {
-			if (!NodeHelpers.displayParameter(parameters!, property, { typeVersion: 1 } as never, description)) continue;
+			if (
+				!NodeHelpers.displayParameter(
+					parameters!,
+					property,
+					{ typeVersion: 1 } as never,
+					description,
+				)
+			)
+				continue;
 			expect(parameters, property.name).toHaveProperty(property.name);
 		}
 		// And the Workflow constructor (which n8n uses when it loads a workflow) accepts the node.
@@ -105,7 +166,9 @@ describe.each(NODES)('$displayName node description', ({ folder, displayName, na
 		for (const property of description.properties) {
 			expect(property.displayName.length, property.name).toBeGreaterThan(0);
 			if (property.type === 'options') {
-				const values = (property.options as Array<{ value: unknown }>).map((option) => option.value);
+				const values = (property.options as Array<{ value: unknown }>).map(
+					(option) => option.value,
+				);
 				expect(values, property.name).toContain(property.default);
 				expect(new Set(values).size).toBe(values.length);
 			}
@@ -128,12 +191,20 @@ describe('required parameters n8n flags with default parameters', () => {
 
 	it('flags the parameters a builder must fill in', () => {
 		expect(missingParameters(new IdempotencyCheck())).toEqual(['key']);
-		expect(missingParameters(new IdempotencyCheck(), { keySource: 'fields' })).toEqual(['keyFields']);
+		expect(missingParameters(new IdempotencyCheck(), { keySource: 'fields' })).toEqual([
+			'keyFields',
+		]);
 		expect(missingParameters(new IdempotencyCheck(), { keySource: 'payloadHash' })).toEqual([]);
-		expect(missingParameters(new IdempotencyCheck(), { key: '={{ $json.id }}', lateEventGuard: true })).toEqual(['entityKey']);
+		expect(
+			missingParameters(new IdempotencyCheck(), { key: '={{ $json.id }}', lateEventGuard: true }),
+		).toEqual(['entityKey']);
 		expect(missingParameters(new OutboxWrite())).toEqual(['eventType']);
-		expect(missingParameters(new OutboxWrite(), { eventType: 'order.paid', eventIdSource: 'custom' })).toEqual(['eventId']);
-		expect(missingParameters(new JobStatus(), { operation: 'requeue', selectBy: 'filter' })).toEqual(['filterQueue']);
+		expect(
+			missingParameters(new OutboxWrite(), { eventType: 'order.paid', eventIdSource: 'custom' }),
+		).toEqual(['eventId']);
+		expect(
+			missingParameters(new JobStatus(), { operation: 'requeue', selectBy: 'filter' }),
+		).toEqual(['filterQueue']);
 		expect(missingParameters(new JobEnqueue(), { queue: '' })).toEqual(['queue']);
 	});
 });
@@ -147,7 +218,10 @@ describe('output routing: named outputs per operation', () => {
 	it('Job Lease: Leased / Empty, and Extended / Lease Lost for Extend Lease', () => {
 		expect(outputNames(new JobLease())).toEqual(['Leased', 'Empty']);
 		expect(outputNames(new JobLease(), { operation: 'lease' })).toEqual(['Leased', 'Empty']);
-		expect(outputNames(new JobLease(), { operation: 'extendLease' })).toEqual(['Extended', 'Lease Lost']);
+		expect(outputNames(new JobLease(), { operation: 'extendLease' })).toEqual([
+			'Extended',
+			'Lease Lost',
+		]);
 	});
 
 	it('Job Complete: Completed / Lease Lost', () => {
@@ -155,12 +229,31 @@ describe('output routing: named outputs per operation', () => {
 	});
 
 	it('Idempotency Check: New / Duplicate / In Progress / Conflict, plus Stale with the late-event guard', () => {
-		expect(outputNames(new IdempotencyCheck())).toEqual(['New', 'Duplicate', 'In Progress', 'Conflict']);
-		expect(outputNames(new IdempotencyCheck(), { lateEventGuard: true, entityKey: 'x' })).toEqual(['New', 'Duplicate', 'In Progress', 'Conflict', 'Stale']);
-		expect(outputNames(new IdempotencyCheck(), { operation: 'complete' })).toEqual(['Settled', 'Claim Lost']);
-		expect(outputNames(new IdempotencyCheck(), { operation: 'fail' })).toEqual(['Settled', 'Claim Lost']);
+		expect(outputNames(new IdempotencyCheck())).toEqual([
+			'New',
+			'Duplicate',
+			'In Progress',
+			'Conflict',
+		]);
+		expect(outputNames(new IdempotencyCheck(), { lateEventGuard: true, entityKey: 'x' })).toEqual([
+			'New',
+			'Duplicate',
+			'In Progress',
+			'Conflict',
+			'Stale',
+		]);
+		expect(outputNames(new IdempotencyCheck(), { operation: 'complete' })).toEqual([
+			'Settled',
+			'Claim Lost',
+		]);
+		expect(outputNames(new IdempotencyCheck(), { operation: 'fail' })).toEqual([
+			'Settled',
+			'Claim Lost',
+		]);
 		// The guard toggle only exists for Claim; a leftover value must not add Stale elsewhere.
-		expect(outputNames(new IdempotencyCheck(), { operation: 'complete', lateEventGuard: true })).toEqual(['Settled', 'Claim Lost']);
+		expect(
+			outputNames(new IdempotencyCheck(), { operation: 'complete', lateEventGuard: true }),
+		).toEqual(['Settled', 'Claim Lost']);
 	});
 
 	it('Job Status: Found / Not Found for Get, one output otherwise', () => {
@@ -172,8 +265,14 @@ describe('output routing: named outputs per operation', () => {
 
 	it('with "On Error: Continue (using error output)" n8n adds an Error output last', () => {
 		expect(outputNames(new JobEnqueue(), {}, 'continueErrorOutput')).toEqual(['Success', 'Error']);
-		expect(outputNames(new JobComplete(), {}, 'continueErrorOutput')).toEqual(['Completed', 'Lease Lost', 'Error']);
-		expect(outputNames(new JobLease(), { operation: 'extendLease' }, 'continueErrorOutput')).toEqual(['Extended', 'Lease Lost', 'Error']);
+		expect(outputNames(new JobComplete(), {}, 'continueErrorOutput')).toEqual([
+			'Completed',
+			'Lease Lost',
+			'Error',
+		]);
+		expect(
+			outputNames(new JobLease(), { operation: 'extendLease' }, 'continueErrorOutput'),
+		).toEqual(['Extended', 'Lease Lost', 'Error']);
 	});
 });
 
@@ -183,21 +282,55 @@ describe('credential', () => {
 	it('is its own credential type with a masked password, SSL modes, schema, pool size and auto-migrate', () => {
 		expect(credential.name).toBe('durableJobsPostgresApi');
 		expect(credential.displayName).toBe('Durable Jobs Postgres');
-		const byName = Object.fromEntries(credential.properties.map((property) => [property.name, property]));
-		expect(Object.keys(byName)).toEqual(expect.arrayContaining(['host', 'port', 'database', 'user', 'password', 'ssl', 'caCertificate', 'schema', 'maxConnections', 'autoMigrate']));
+		const byName = Object.fromEntries(
+			credential.properties.map((property) => [property.name, property]),
+		);
+		expect(Object.keys(byName)).toEqual(
+			expect.arrayContaining([
+				'host',
+				'port',
+				'database',
+				'user',
+				'password',
+				'ssl',
+				'caCertificate',
+				'schema',
+				'maxConnections',
+				'autoMigrate',
+			]),
+		);
 		expect(byName.password.typeOptions?.password).toBe(true);
 		expect(byName.caCertificate.typeOptions?.password).toBe(true);
-		expect((byName.ssl.options as Array<{ value: string }>).map((option) => option.value)).toEqual(['disable', 'require', 'verify']);
+		expect((byName.ssl.options as Array<{ value: string }>).map((option) => option.value)).toEqual([
+			'disable',
+			'require',
+			'verify',
+		]);
 		expect(byName.schema.default).toBe('durable_jobs');
 		expect(byName.autoMigrate.default).toBe(true);
-		const defaults = NodeHelpers.getNodeParameters(credential.properties, {}, true, false, null, null);
-		expect(defaults).toMatchObject({ host: 'localhost', port: 5432, ssl: 'disable', schema: 'durable_jobs', autoMigrate: true });
+		const defaults = NodeHelpers.getNodeParameters(
+			credential.properties,
+			{},
+			true,
+			false,
+			null,
+			null,
+		);
+		expect(defaults).toMatchObject({
+			host: 'localhost',
+			port: 5432,
+			ssl: 'disable',
+			schema: 'durable_jobs',
+			autoMigrate: true,
+		});
 	});
 
 	it('has light and dark icons that exist', () => {
 		const icon = credential.icon as { light: string; dark: string };
 		for (const file of [icon.light, icon.dark]) {
-			expect(existsSync(path.join(root, 'credentials', file.slice('file:'.length))), file).toBe(true);
+			expect(existsSync(path.join(root, 'credentials', file.slice('file:'.length))), file).toBe(
+				true,
+			);
 		}
 	});
 });
@@ -215,7 +348,9 @@ describe('package.json n8n block', () => {
 		expect(pkg.keywords).toContain('n8n-community-node-package');
 		expect(pkg.n8n.n8nNodesApiVersion).toBe(1);
 		expect(pkg.files).toContain('dist');
-		expect(pkg.n8n.nodes.map((file) => path.basename(path.dirname(file))).sort()).toEqual(NODES.map((node) => node.folder).sort());
+		expect(pkg.n8n.nodes.map((file) => path.basename(path.dirname(file))).sort()).toEqual(
+			NODES.map((node) => node.folder).sort(),
+		);
 		for (const file of [...pkg.n8n.nodes, ...pkg.n8n.credentials]) {
 			expect(file).toMatch(/^dist\/.+\.js$/);
 			// tsc maps <rootDir>/x.ts to dist/x.js (rootDir ".").
@@ -230,12 +365,23 @@ describe('package.json n8n block', () => {
 		expect(tsconfig).toMatch(/"rootDir":\s*"\."/);
 		expect(tsconfig).toMatch(/"outDir":\s*"\.\/dist"/);
 		execFileSync('npx', ['gulp', 'build:icons'], { cwd: root, stdio: 'pipe' });
-		for (const folder of ['JobEnqueue', 'JobLease', 'JobComplete', 'IdempotencyCheck', 'OutboxWrite', 'JobStatus']) {
+		for (const folder of [
+			'JobEnqueue',
+			'JobLease',
+			'JobComplete',
+			'IdempotencyCheck',
+			'OutboxWrite',
+			'JobStatus',
+		]) {
 			const name = folder[0].toLowerCase() + folder.slice(1);
 			for (const file of [`${name}.svg`, `${name}.dark.svg`, `${folder}.node.json`]) {
-				expect(existsSync(path.join(root, 'dist', 'nodes', folder, file)), `dist/nodes/${folder}/${file}`).toBe(true);
+				expect(
+					existsSync(path.join(root, 'dist', 'nodes', folder, file)),
+					`dist/nodes/${folder}/${file}`,
+				).toBe(true);
 			}
 		}
 		expect(existsSync(path.join(root, 'dist', 'credentials', 'durableJobs.svg'))).toBe(true);
 		expect(existsSync(path.join(root, 'dist', 'credentials', 'durableJobs.dark.svg'))).toBe(true);
-	});});
+	});
+});

@@ -4,7 +4,13 @@ import { describe, expect, it } from 'vitest';
 import { DurableJobsError, canonicalJson, classifyHttpStatus, fingerprint } from '../../src/core';
 import { keyFromFields } from '../../nodes/IdempotencyCheck/IdempotencyCheck.node';
 import { deriveEventId, parseQueryParameters } from '../../nodes/OutboxWrite/OutboxWrite.node';
-import { headerValue, isWebhookItem, itemPayload, parseJsonParameter, secondsToMs } from '../../nodes/shared/batch';
+import {
+	headerValue,
+	isWebhookItem,
+	itemPayload,
+	parseJsonParameter,
+	secondsToMs,
+} from '../../nodes/shared/batch';
 import { webhookItem } from '../helpers/n8n-context';
 
 function thrown(work: () => unknown): DurableJobsError {
@@ -18,7 +24,10 @@ function thrown(work: () => unknown): DurableJobsError {
 }
 
 describe('webhook items', () => {
-	const webhook = webhookItem({ document: 'a.pdf' }, { 'Idempotency-Key': 'key-1', 'X-Multi': ['first', 'second'] as unknown as string });
+	const webhook = webhookItem(
+		{ document: 'a.pdf' },
+		{ 'Idempotency-Key': 'key-1', 'X-Multi': ['first', 'second'] as unknown as string },
+	);
 
 	it('recognises the Webhook node output shape and nothing else', () => {
 		expect(isWebhookItem(webhook)).toBe(true);
@@ -37,12 +46,17 @@ describe('webhook items', () => {
 		expect(headerValue(webhook, 'x-multi')).toBe('first');
 		expect(headerValue(webhook, 'x-missing')).toBeUndefined();
 		expect(headerValue({ headers: { 'idempotency-key': 'k' } }, 'idempotency-key')).toBeUndefined();
-		expect(headerValue(webhookItem({}, { 'content-length': 12 as unknown as string }), 'content-length')).toBe('12');
+		expect(
+			headerValue(webhookItem({}, { 'content-length': 12 as unknown as string }), 'content-length'),
+		).toBe('12');
 	});
 
 	it('the payload is the request body for webhook items, else the whole item', () => {
 		expect(itemPayload(webhook)).toEqual({ document: 'a.pdf' });
-		expect(itemPayload({ document: 'b.pdf', body: 'not a webhook' })).toEqual({ document: 'b.pdf', body: 'not a webhook' });
+		expect(itemPayload({ document: 'b.pdf', body: 'not a webhook' })).toEqual({
+			document: 'b.pdf',
+			body: 'not a webhook',
+		});
 	});
 });
 
@@ -50,7 +64,9 @@ describe('parameter parsing', () => {
 	it('parseJsonParameter parses JSON text, passes values through and names the field when invalid', () => {
 		expect(parseJsonParameter('{"a": [1, 2]}', 'Custom Payload')).toEqual({ a: [1, 2] });
 		expect(parseJsonParameter('  42 ', 'Custom Payload')).toBe(42);
-		expect(parseJsonParameter({ already: 'object' }, 'Custom Payload')).toEqual({ already: 'object' });
+		expect(parseJsonParameter({ already: 'object' }, 'Custom Payload')).toEqual({
+			already: 'object',
+		});
 		expect(parseJsonParameter('   ', 'Custom Payload')).toBeUndefined();
 		const error = thrown(() => parseJsonParameter('{"a":', 'Custom Payload'));
 		expect(error.field).toBe('Custom Payload');
@@ -74,11 +90,17 @@ describe('parameter parsing', () => {
 	});
 
 	it('keyFromFields joins dotted field values, canonicalises objects and hashes long keys', () => {
-		const item = { body: { source: 'shop', order: { id: 7, lines: { b: 2, a: 1 } }, status: 'paid' } };
-		expect(keyFromFields(item, ['body.source', 'body.order.id', 'body.status'])).toBe('shop:7:paid');
+		const item = {
+			body: { source: 'shop', order: { id: 7, lines: { b: 2, a: 1 } }, status: 'paid' },
+		};
+		expect(keyFromFields(item, ['body.source', 'body.order.id', 'body.status'])).toBe(
+			'shop:7:paid',
+		);
 		expect(keyFromFields(item, ['body.order.lines'])).toBe('{"a":1,"b":2}');
 		const long = { text: 'x'.repeat(300) };
-		expect(keyFromFields(long, ['text'])).toBe(`sha256:${createHash('sha256').update('x'.repeat(300)).digest('hex')}`);
+		expect(keyFromFields(long, ['text'])).toBe(
+			`sha256:${createHash('sha256').update('x'.repeat(300)).digest('hex')}`,
+		);
 		expect(keyFromFields(long, ['text']).length).toBeLessThanOrEqual(255);
 		for (const missing of ['body.nope', 'body.order.id.deeper']) {
 			const error = thrown(() => keyFromFields(item, [missing]));
@@ -97,10 +119,14 @@ describe('parameter parsing', () => {
 		const hashed = deriveEventId('order.paid', { b: 1, a: 2 });
 		expect(hashed).toBe(`order.paid:sha256:${fingerprint({ a: 2, b: 1 })}`);
 		expect(deriveEventId('order.paid', { a: 2, b: 1 })).toBe(hashed);
-		expect(deriveEventId('order.paid', { id: { nested: true } })).toMatch(/^order\.paid:sha256:[0-9a-f]{64}$/);
+		expect(deriveEventId('order.paid', { id: { nested: true } })).toMatch(
+			/^order\.paid:sha256:[0-9a-f]{64}$/,
+		);
 		expect(deriveEventId('order.paid', ['x'])).toBe(`order.paid:sha256:${fingerprint(['x'])}`);
 		expect(deriveEventId('order.paid', 'text')).toBe(`order.paid:sha256:${fingerprint('text')}`);
-		expect(deriveEventId('order.paid', { id: 9 })).not.toBe(deriveEventId('order.shipped', { id: 9 }));
+		expect(deriveEventId('order.paid', { id: 9 })).not.toBe(
+			deriveEventId('order.shipped', { id: 9 }),
+		);
 	});
 
 	it('parseQueryParameters accepts arrays, JSON arrays and comma-separated text', () => {
@@ -116,22 +142,44 @@ describe('parameter parsing', () => {
 
 describe('core helpers the nodes rely on', () => {
 	it('classifyHttpStatus: 2xx succeeded; 408/425/429/5xx/no answer retry; other 4xx failed (needs_mapping)', () => {
-		expect(classifyHttpStatus(200)).toEqual({ outcome: 'succeeded', errorClass: null, errorCode: null });
+		expect(classifyHttpStatus(200)).toEqual({
+			outcome: 'succeeded',
+			errorClass: null,
+			errorCode: null,
+		});
 		expect(classifyHttpStatus(204).outcome).toBe('succeeded');
 		for (const status of [408, 425, 429, 500, 502, 503, 504]) {
-			expect(classifyHttpStatus(status), String(status)).toEqual({ outcome: 'retry', errorClass: 'retryable', errorCode: `http_${status}` });
+			expect(classifyHttpStatus(status), String(status)).toEqual({
+				outcome: 'retry',
+				errorClass: 'retryable',
+				errorCode: `http_${status}`,
+			});
 		}
 		for (const status of [0, null, undefined, Number.NaN]) {
-			expect(classifyHttpStatus(status)).toEqual({ outcome: 'retry', errorClass: 'retryable', errorCode: 'http_no_response' });
+			expect(classifyHttpStatus(status)).toEqual({
+				outcome: 'retry',
+				errorClass: 'retryable',
+				errorCode: 'http_no_response',
+			});
 		}
 		for (const status of [400, 401, 403, 404, 409, 422]) {
-			expect(classifyHttpStatus(status), String(status)).toEqual({ outcome: 'failed', errorClass: 'needs_mapping', errorCode: `http_${status}` });
+			expect(classifyHttpStatus(status), String(status)).toEqual({
+				outcome: 'failed',
+				errorClass: 'needs_mapping',
+				errorCode: `http_${status}`,
+			});
 		}
-		expect(classifyHttpStatus(302)).toEqual({ outcome: 'failed', errorClass: 'needs_manual_review', errorCode: 'http_302' });
+		expect(classifyHttpStatus(302)).toEqual({
+			outcome: 'failed',
+			errorClass: 'needs_manual_review',
+			errorCode: 'http_302',
+		});
 	});
 
 	it('canonicalJson sorts keys at every depth and drops undefined members; fingerprint follows it', () => {
-		expect(canonicalJson({ b: 1, a: { d: [3, { f: 1, e: 2 }], c: undefined } })).toBe('{"a":{"d":[3,{"e":2,"f":1}]},"b":1}');
+		expect(canonicalJson({ b: 1, a: { d: [3, { f: 1, e: 2 }], c: undefined } })).toBe(
+			'{"a":{"d":[3,{"e":2,"f":1}]},"b":1}',
+		);
 		expect(canonicalJson([undefined, 1])).toBe('[null,1]');
 		expect(canonicalJson(null)).toBe('null');
 		expect(canonicalJson('x')).toBe('"x"');

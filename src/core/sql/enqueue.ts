@@ -93,7 +93,10 @@ RETURNING id, status, run_at`,
 	};
 }
 
-export function findByKeysQuery(s: string, keys: Array<{ ord: number; queue: string; idempotency_key: string }>): SqlQuery {
+export function findByKeysQuery(
+	s: string,
+	keys: Array<{ ord: number; queue: string; idempotency_key: string }>,
+): SqlQuery {
 	return {
 		text: `
 SELECT k.ord, j.id, j.status, j.run_at, j.payload_fingerprint AS existing_fingerprint

@@ -63,7 +63,10 @@ ORDER BY x.ord`,
 	};
 }
 
-export function readKeysQuery(s: string, keys: Array<{ ord: number; scope: string; key: string }>): SqlQuery {
+export function readKeysQuery(
+	s: string,
+	keys: Array<{ ord: number; scope: string; key: string }>,
+): SqlQuery {
 	return {
 		text: `
 SELECT x.ord, e.status AS existing_status, e.fingerprint AS existing_fingerprint, e.result AS existing_result,
@@ -133,7 +136,10 @@ ORDER BY x.ord`,
 }
 
 /** Gives back claims taken in this transaction by events the guard found stale. */
-export function releaseClaimsQuery(s: string, claims: Array<{ scope: string; key: string; claim_id: string }>): SqlQuery {
+export function releaseClaimsQuery(
+	s: string,
+	claims: Array<{ scope: string; key: string; claim_id: string }>,
+): SqlQuery {
 	return {
 		text: `
 DELETE FROM ${s}.idempotency_keys k
@@ -159,7 +165,11 @@ export interface SettleRow {
  * claims. Fenced by claim_id when the caller has it: a claimer whose claim expired and was
  * taken over cannot overwrite the new claimer's outcome.
  */
-export function settleClaimsQuery(s: string, rows: SettleRow[], status: 'completed' | 'failed'): SqlQuery {
+export function settleClaimsQuery(
+	s: string,
+	rows: SettleRow[],
+	status: 'completed' | 'failed',
+): SqlQuery {
 	return {
 		text: `
 WITH input AS (

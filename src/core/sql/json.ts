@@ -7,14 +7,18 @@
  *   store serialised to check its size); they are spliced in as they are instead of being
  *   serialised again as an escaped string. A raw JSON `null` reads as SQL NULL, like a missing key.
  */
-export function jsonRows<T extends object>(rows: readonly T[], raw: ReadonlyArray<keyof T & string> = []): string {
+export function jsonRows<T extends object>(
+	rows: readonly T[],
+	raw: ReadonlyArray<keyof T & string> = [],
+): string {
 	const parts = new Array<string>(rows.length);
 	for (let index = 0; index < rows.length; index++) {
 		const row = rows[index] as Record<string, unknown>;
 		const plain: Record<string, unknown> = {};
 		for (const key of Object.keys(row)) {
 			const value = row[key];
-			if (value !== null && value !== undefined && !(raw as readonly string[]).includes(key)) plain[key] = value;
+			if (value !== null && value !== undefined && !(raw as readonly string[]).includes(key))
+				plain[key] = value;
 		}
 		let json = JSON.stringify(plain);
 		for (const key of raw) {

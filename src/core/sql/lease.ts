@@ -52,7 +52,14 @@ function literalLimit(limit: number): string | null {
 export function leaseQuery(s: string, params: LeaseParams & { slots: number }): SqlQuery {
 	const literal = literalLimit(params.limit);
 	const limit = literal ?? '$7';
-	const values: unknown[] = [params.queue, params.leaseMs, params.attemptIds, params.slots, params.workflowId, params.executionId];
+	const values: unknown[] = [
+		params.queue,
+		params.leaseMs,
+		params.attemptIds,
+		params.slots,
+		params.workflowId,
+		params.executionId,
+	];
 	if (literal === null) values.push(params.limit);
 	return {
 		text: `
@@ -102,7 +109,9 @@ WITH queued AS (
 		updated_at = now()
 	FROM numbered n
 	WHERE j.id = n.id
-	RETURNING ${JOB_COLUMNS.split(',').map((column) => `j.${column.trim()}`).join(', ')},
+	RETURNING ${JOB_COLUMNS.split(',')
+		.map((column) => `j.${column.trim()}`)
+		.join(', ')},
 		n.previous_attempt_id, n.expired, n.seq AS lease_order_seq, n.priority AS lease_order_priority, n.run_at AS lease_order_run_at
 ), closed_attempts AS (
 	UPDATE ${s}.job_attempts a
@@ -141,7 +150,16 @@ export function runningCountQuery(s: string, queue: string): SqlQuery {
  * An item with a checkpoint records it on its attempt, only when its lease was extended: an
  * attempt that lost its lease is not the one whose progress the job's history should show.
  */
-export function extendLeaseQuery(s: string, rows: Array<{ ord: number; job_id: string; attempt_id: string; lease_ms: number; checkpoint: string | null }>): SqlQuery {
+export function extendLeaseQuery(
+	s: string,
+	rows: Array<{
+		ord: number;
+		job_id: string;
+		attempt_id: string;
+		lease_ms: number;
+		checkpoint: string | null;
+	}>,
+): SqlQuery {
 	return {
 		text: `
 WITH input AS MATERIALIZED (
@@ -177,5 +195,9 @@ ORDER BY x.ord`,
 
 /** Takes the per-queue lock under which a concurrency-limited lease counts and leases. */
 export function queueLockQuery(namespace: number, queue: string): SqlQuery {
-	return { text: 'SELECT pg_advisory_xact_lock($1, hashtext($2))', values: [namespace, queue], prepare: true };
+	return {
+		text: 'SELECT pg_advisory_xact_lock($1, hashtext($2))',
+		values: [namespace, queue],
+		prepare: true,
+	};
 }

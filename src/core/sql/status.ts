@@ -17,7 +17,9 @@ export function tokenHashesQuery(s: string, jobIds: string[]): SqlQuery {
 export function statusViewsQuery(s: string, jobIds: string[]): SqlQuery {
 	return {
 		text: `
-SELECT ${JOB_COLUMNS.split(',').map((column) => `j.${column.trim()}`).join(', ')},
+SELECT ${JOB_COLUMNS.split(',')
+			.map((column) => `j.${column.trim()}`)
+			.join(', ')},
 	(SELECT coalesce(json_agg(json_build_object(
 		'attempt_id', a.attempt_id, 'job_id', a.job_id, 'attempt', a.attempt, 'workflow_id', a.workflow_id,
 		'execution_id', a.execution_id, 'started_at', a.started_at, 'lease_until', a.lease_until,
@@ -136,7 +138,13 @@ LEFT JOIN ${s}.jobs cur ON c.id IS NULL AND cur.id = x.id`,
 	};
 }
 
-export function purgeJobsQuery(s: string, queue: string | null, olderThanMs: number, statuses: string[], limit: number): SqlQuery {
+export function purgeJobsQuery(
+	s: string,
+	queue: string | null,
+	olderThanMs: number,
+	statuses: string[],
+	limit: number,
+): SqlQuery {
 	return {
 		text: `
 WITH doomed AS (
