@@ -1,11 +1,16 @@
 import { createHash } from 'node:crypto';
 import pg from 'pg';
-import { inject } from 'vitest';
 
 import { DurableJobsError, JobStore, migrate, type ConnectionConfig } from '../../src/core';
 
+/** The test database: jest's global set-up (test/helpers/global-postgres.ts) sets DATABASE_URL. */
 export function databaseUrl(): string {
-	return inject('databaseUrl');
+	const url = process.env.DATABASE_URL;
+	if (!url)
+		throw new Error(
+			'DATABASE_URL is not set: run the tests through jest.config.js (npm test), whose global set-up provides it',
+		);
+	return url;
 }
 
 export function connectionConfig(

@@ -16,7 +16,6 @@ import {
 	type INodeType,
 } from 'n8n-workflow';
 import type pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { closeAllPools, getPool, resetMigrationCache } from '../../src/core';
 import { IdempotencyCheck } from '../../nodes/IdempotencyCheck/IdempotencyCheck.node';

@@ -1,5 +1,4 @@
 import type pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { DurableJobsError, JobStore } from '../../src/core';
 import { dropSchema, freshStore, newPool, ok, tableSnapshot, testSchema } from '../helpers/db';

@@ -1,5 +1,4 @@
 import type pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { DurableJobsError, JobStore, type CompleteResult, type LeasedJob } from '../../src/core';
 import { dropSchema, freshStore, newPool, ok, sleep, testSchema } from '../helpers/db';

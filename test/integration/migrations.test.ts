@@ -1,5 +1,4 @@
 import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import {
 	DEFAULT_SCHEMA,

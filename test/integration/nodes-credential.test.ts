@@ -1,7 +1,6 @@
 import type { ICredentialDataDecryptedObject, ICredentialTestFunctions } from 'n8n-workflow';
 import { NodeOperationError } from 'n8n-workflow';
 import type pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { closeAllPools, resetMigrationCache } from '../../src/core';
 import { JobEnqueue } from '../../nodes/JobEnqueue/JobEnqueue.node';

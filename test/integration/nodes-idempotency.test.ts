@@ -1,6 +1,5 @@
 import { NodeOperationError, type IDataObject, type INodeExecutionData } from 'n8n-workflow';
 import type pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { closeAllPools, fingerprint } from '../../src/core';
 import { IdempotencyCheck } from '../../nodes/IdempotencyCheck/IdempotencyCheck.node';

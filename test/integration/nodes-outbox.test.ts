@@ -1,6 +1,5 @@
 import { NodeOperationError, type IDataObject } from 'n8n-workflow';
 import type pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { closeAllPools, fingerprint } from '../../src/core';
 import { OutboxWrite } from '../../nodes/OutboxWrite/OutboxWrite.node';

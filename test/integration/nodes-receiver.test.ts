@@ -1,6 +1,5 @@
 import { NodeOperationError, type IDataObject } from 'n8n-workflow';
 import type pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { closeAllPools, hashToken } from '../../src/core';
 import { JobEnqueue } from '../../nodes/JobEnqueue/JobEnqueue.node';

@@ -5,16 +5,6 @@
  */
 import type { IDataObject, INodeExecutionData, INodeType } from 'n8n-workflow';
 import pg from 'pg';
-import {
-	afterAll,
-	afterEach,
-	beforeAll,
-	describe,
-	expect,
-	it,
-	vi,
-	type MockInstance,
-} from 'vitest';
 
 import { closeAllPools } from '../../src/core';
 import { IdempotencyCheck } from '../../nodes/IdempotencyCheck/IdempotencyCheck.node';
@@ -29,7 +19,7 @@ import { nodeRunner, type NodeContextOptions, type RunResult } from '../helpers/
 const schema = testSchema(__filename);
 const nodes = nodeRunner(schema);
 let pool: pg.Pool;
-let spy: MockInstance | undefined;
+let spy: jest.SpyInstance | undefined;
 
 beforeAll(async () => {
 	pool = newPool();
@@ -58,7 +48,7 @@ async function counted(
 	options: NodeContextOptions,
 ): Promise<{ result: RunResult; statements: string[] }> {
 	const ctx = nodes.create(nodeType, options);
-	spy = vi.spyOn(pg.Client.prototype, 'query');
+	spy = jest.spyOn(pg.Client.prototype, 'query');
 	const result = await ctx.run();
 	const statements = spy.mock.calls.map(([query]) =>
 		(typeof query === 'string' ? query : String((query as { text: string }).text)).trim(),

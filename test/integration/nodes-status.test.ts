@@ -1,7 +1,6 @@
 import { NodeOperationError, type IDataObject, type INodeExecutionData } from 'n8n-workflow';
 import type pg from 'pg';
 import { v7 as uuidv7 } from 'uuid';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { closeAllPools } from '../../src/core';
 import { JobComplete } from '../../nodes/JobComplete/JobComplete.node';

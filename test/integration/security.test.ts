@@ -12,7 +12,6 @@
 import { createHash, randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { v7 as uuidv7 } from 'uuid';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import {
 	DurableJobsError,

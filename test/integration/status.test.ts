@@ -1,5 +1,4 @@
 import type pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { JobStore, ValidationError } from '../../src/core';
 import { dropSchema, freshStore, newPool, ok, testSchema } from '../helpers/db';

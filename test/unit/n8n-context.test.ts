@@ -1,5 +1,4 @@
 import type { IExecuteFunctions, INodeExecutionData } from 'n8n-workflow';
-import { describe, expect, it } from 'vitest';
 
 import { JobComplete } from '../../nodes/JobComplete/JobComplete.node';
 import { JobEnqueue } from '../../nodes/JobEnqueue/JobEnqueue.node';

@@ -1,5 +1,4 @@
 import { NodeOperationError, type IDataObject, type INodeExecutionData } from 'n8n-workflow';
-import { describe, expect, it, vi } from 'vitest';
 
 import {
 	DatabaseUnavailableError,
@@ -279,7 +278,7 @@ describe('error mapping', () => {
 			parameters: { idempotencyKey: "={{ $('No Such Node').item.json.id }}" },
 			items: [{ a: 1 }],
 		});
-		const read = vi.fn(
+		const read = jest.fn(
 			(itemIndex: number) =>
 				ctx.context.getNodeParameter('idempotencyKey', itemIndex) as IDataObject,
 		);

@@ -1,5 +1,4 @@
 import { createHash } from 'node:crypto';
-import { describe, expect, it } from 'vitest';
 
 import { DurableJobsError, canonicalJson, classifyHttpStatus, fingerprint } from '../../src/core';
 import { keyFromFields } from '../../nodes/IdempotencyCheck/IdempotencyCheck.node';
