@@ -1,5 +1,5 @@
 /**
- * Hostile input through every node, executed with n8n's real expression engine
+ * Hostile input through every node, executed by n8n-core's WorkflowExecute
  * (test/helpers/n8n-context.ts). Each case answers with a NodeOperationError that names the
  * field (or, for fenced writes and status lookups, the documented "Lease Lost" / "Claim Lost" /
  * "Not Found" output) and leaves every table of the job schema exactly as it was. For input
@@ -9,6 +9,7 @@
  * the end of the run (and summarised in docs/SECURITY.md).
  */
 import { randomBytes } from 'node:crypto';
+import { WorkflowHasIssuesError } from 'n8n-core';
 import {
 	NodeOperationError,
 	type ICredentialDataDecryptedObject,
@@ -1110,10 +1111,26 @@ describe('Job Status', () => {
 			{ items: [{ a: 1 }], parameters: { operation: 'cancel' } },
 			{ field: 'jobIds', message: /no job IDs given/ },
 		);
+		// A Queue left empty in the editor: n8n itself refuses to run the workflow (a required
+		// parameter); an expression that yields no queue reaches the node.
+		expect(
+			await nodes
+				.run(new JobStatus(), {
+					parameters: { operation: 'requeue', selectBy: 'filter', confirm: true },
+				})
+				.catch((caught: unknown) => caught),
+		).toBeInstanceOf(WorkflowHasIssuesError);
 		await rejects(
 			'Requeue by filter with no queue (no filter at all)',
 			new JobStatus(),
-			{ parameters: { operation: 'requeue', selectBy: 'filter', confirm: true } },
+			{
+				parameters: {
+					operation: 'requeue',
+					selectBy: 'filter',
+					filterQueue: '={{ $json.queue }}',
+					confirm: true,
+				},
+			},
 			{ field: 'jobIds', message: /requeue needs job ids or a queue filter/ },
 		);
 		await rejects(

@@ -44,11 +44,12 @@ describe('migrations', () => {
 	});
 
 	it('two concurrent runners both succeed and apply each file exactly once', async () => {
+		const otherPool = newPool(2);
 		const [a, b, c] = await Promise.all([
 			migrate(pool, schema),
 			migrate(pool, schema),
-			migrate(newPool(2), schema),
-		]);
+			migrate(otherPool, schema),
+		]).finally(() => otherPool.end());
 		const appliedNames = [...a.applied, ...b.applied, ...c.applied].sort();
 		expect(appliedNames).toEqual(
 			loadMigrations()

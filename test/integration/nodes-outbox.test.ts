@@ -1,3 +1,4 @@
+import { WorkflowHasIssuesError } from 'n8n-core';
 import { NodeOperationError, type IDataObject } from 'n8n-workflow';
 import type pg from 'pg';
 
@@ -239,8 +240,14 @@ describe('Outbox Write: event ids', () => {
 	});
 
 	it('an empty event type is an error naming the field', async () => {
-		const error = (await nodes
+		// Left empty in the editor, n8n itself refuses to run the workflow (a required parameter).
+		const refused = await nodes
 			.run(new OutboxWrite(), { items: [{ a: 1 }] })
+			.catch((caught: unknown) => caught);
+		expect(refused).toBeInstanceOf(WorkflowHasIssuesError);
+		// An expression that yields nothing reaches the node.
+		const error = (await nodes
+			.run(new OutboxWrite(), { items: [{ a: 1 }], parameters: { eventType: '={{ $json.type }}' } })
 			.catch((caught: unknown) => caught)) as NodeOperationError;
 		expect(error).toBeInstanceOf(NodeOperationError);
 		expect(error.context.itemIndex).toBe(0);

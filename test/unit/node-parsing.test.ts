@@ -10,7 +10,7 @@ import {
 	parseJsonParameter,
 	secondsToMs,
 } from '../../nodes/shared/batch';
-import { webhookItem } from '../helpers/n8n-context';
+import { webhookItem } from '../helpers/n8n-items';
 
 function thrown(work: () => unknown): DurableJobsError {
 	try {
