@@ -6,34 +6,17 @@
  */
 import pg from 'pg';
 
-import { DurableJobsError, JobStore, type QueueStats } from '../../src/core';
+import { JobStore, type QueueStats } from '../../src/core';
 import { loggedPlans } from '../../scripts/lib/explain';
-import { databaseUrl, dropSchema, freshStore, newPool, testSchema } from '../helpers/db';
+import { databaseUrl, dropSchema, freshStore, ok, useTestSchema } from '../helpers/db';
 
-const schema = testSchema(__filename);
-let pool: pg.Pool;
-let store: JobStore;
+const { schema, pool, store } = useTestSchema(__filename, { poolSize: 20, migrate: true });
 let spy: jest.SpyInstance | undefined;
-
-beforeAll(async () => {
-	pool = newPool(20);
-	store = await freshStore(pool, schema);
-});
 
 afterEach(() => {
 	spy?.mockRestore();
 	spy = undefined;
 });
-
-afterAll(async () => {
-	await dropSchema(pool, schema);
-	await pool.end();
-});
-
-function ok<T>(result: T | DurableJobsError): T {
-	if (result instanceof DurableJobsError) throw result;
-	return result;
-}
 
 async function enqueue(
 	queue: string,

@@ -16,9 +16,8 @@ import {
 	type IDataObject,
 	type INodeType,
 } from 'n8n-workflow';
-import type pg from 'pg';
 
-import { closeAllPools, getPool, resetMigrationCache } from '../../src/core';
+import { getPool, resetMigrationCache } from '../../src/core';
 import { IdempotencyCheck } from '../../nodes/IdempotencyCheck/IdempotencyCheck.node';
 import { JobComplete } from '../../nodes/JobComplete/JobComplete.node';
 import { JobEnqueue } from '../../nodes/JobEnqueue/JobEnqueue.node';
@@ -27,7 +26,7 @@ import { JobStatus } from '../../nodes/JobStatus/JobStatus.node';
 import { OutboxWrite } from '../../nodes/OutboxWrite/OutboxWrite.node';
 import { credentialToConfig } from '../../nodes/shared/connection';
 import { freePort, startPostgres, type RunningPostgres } from '../../scripts/lib/postgres';
-import { databaseUrl, dropSchema, newPool, testSchema } from '../helpers/db';
+import { databaseUrl, testSchema, useTestSchema } from '../helpers/db';
 import {
 	credentialFor,
 	nodeRunner,
@@ -37,11 +36,15 @@ import {
 } from '../helpers/n8n-context';
 
 // The pid keeps a concurrent run of this file (e.g. a full suite run by someone else) apart.
-const schema = testSchema(__filename, `${process.pid}`);
 const bizSchema = testSchema(__filename, `business-${process.pid}`);
 const missingSchema = testSchema(__filename, `never-migrated-${process.pid}`);
+const { schema, pool } = useTestSchema(__filename, {
+	suffix: `${process.pid}`,
+	poolSize: 6,
+	otherSchemas: [missingSchema, bizSchema],
+	closeCachedPools: true,
+});
 const nodes = nodeRunner(schema);
-let pool: pg.Pool;
 
 /** Strings that would do damage if they reached SQL as text. */
 const INJECTIONS = [
@@ -157,10 +160,6 @@ let leasedBeta: IDataObject;
 let outboxJobId: string;
 
 beforeAll(async () => {
-	pool = newPool(6);
-	await dropSchema(pool, schema);
-	await dropSchema(pool, missingSchema);
-	await pool.query(`DROP SCHEMA IF EXISTS "${bizSchema}" CASCADE`);
 	await pool.query(`CREATE SCHEMA "${bizSchema}"`);
 	await pool.query(
 		`CREATE TABLE "${bizSchema}".orders (id text PRIMARY KEY, status text NOT NULL CHECK (status IN ('new', 'paid')))`,
@@ -205,12 +204,7 @@ beforeAll(async () => {
 	});
 });
 
-afterAll(async () => {
-	await closeAllPools();
-	await dropSchema(pool, schema);
-	await dropSchema(pool, missingSchema);
-	await pool.query(`DROP SCHEMA IF EXISTS "${bizSchema}" CASCADE`);
-	await pool.end();
+afterAll(() => {
 	console.log(
 		`[hostile-nodes] ${cases.length} cases:\n${cases.map((entry, index) => `  ${String(index + 1).padStart(2)}. ${entry.node} — ${entry.name}\n      → ${entry.answer}`).join('\n')}`,
 	);

@@ -5,33 +5,24 @@ import {
 	MigrationsMissingError,
 	ValidationError,
 	assertMigrated,
-	closeAllPools,
 	loadMigrations,
 	migrate,
 	migrationScript,
 	openStore,
 	resetMigrationCache,
 } from '../../src/core';
-import { connectionConfig, databaseUrl, dropSchema, newPool, testSchema } from '../helpers/db';
+import { connectionConfig, databaseUrl, dropSchema, newPool, useTestSchema } from '../helpers/db';
 
-let pool: pg.Pool;
-const schema = testSchema(__filename);
 const defaultDatabase = `djt_default_${process.pid}`;
-
-beforeAll(async () => {
-	pool = newPool(20);
-	await dropSchema(pool, schema);
-});
-
-afterAll(async () => {
-	await dropSchema(pool, schema);
-	await dropSchema(pool, `${schema}_b`);
-	await dropSchema(pool, `${schema}_c`);
-	await pool
-		.query(`DROP DATABASE IF EXISTS ${defaultDatabase} WITH (FORCE)`)
-		.catch(() => undefined);
-	await closeAllPools();
-	await pool.end();
+const { schema, pool } = useTestSchema(__filename, {
+	closeCachedPools: true,
+	cleanUp: async (pool) => {
+		await dropSchema(pool, `${schema}_b`);
+		await dropSchema(pool, `${schema}_c`);
+		await pool
+			.query(`DROP DATABASE IF EXISTS ${defaultDatabase} WITH (FORCE)`)
+			.catch(() => undefined);
+	},
 });
 
 describe('migrations', () => {

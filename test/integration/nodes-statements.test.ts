@@ -6,24 +6,20 @@
 import type { IDataObject, INodeExecutionData, INodeType } from 'n8n-workflow';
 import pg from 'pg';
 
-import { closeAllPools } from '../../src/core';
 import { IdempotencyCheck } from '../../nodes/IdempotencyCheck/IdempotencyCheck.node';
 import { JobComplete } from '../../nodes/JobComplete/JobComplete.node';
 import { JobEnqueue } from '../../nodes/JobEnqueue/JobEnqueue.node';
 import { JobLease } from '../../nodes/JobLease/JobLease.node';
 import { JobStatus } from '../../nodes/JobStatus/JobStatus.node';
 import { OutboxWrite } from '../../nodes/OutboxWrite/OutboxWrite.node';
-import { dropSchema, newPool, testSchema } from '../helpers/db';
+import { useTestSchema } from '../helpers/db';
 import { nodeRunner, type NodeContextOptions, type RunResult } from '../helpers/n8n-context';
 
-const schema = testSchema(__filename);
+const { schema, pool } = useTestSchema(__filename, { closeCachedPools: true });
 const nodes = nodeRunner(schema);
-let pool: pg.Pool;
 let spy: jest.SpyInstance | undefined;
 
 beforeAll(async () => {
-	pool = newPool();
-	await dropSchema(pool, schema);
 	// Warm-up: migrations, the status-token secret and the pool are set up once per process;
 	// they are not part of a node execution's statements.
 	await nodes.run(new JobEnqueue(), { items: [{ warm: 'up' }], parameters: { queue: 'warm-up' } });
@@ -32,12 +28,6 @@ beforeAll(async () => {
 afterEach(() => {
 	spy?.mockRestore();
 	spy = undefined;
-});
-
-afterAll(async () => {
-	await closeAllPools();
-	await dropSchema(pool, schema);
-	await pool.end();
 });
 
 const TRANSACTION_CONTROL = /^\s*(BEGIN|COMMIT|ROLLBACK|SAVEPOINT|RELEASE)\b/i;
