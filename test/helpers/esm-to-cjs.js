@@ -11,8 +11,9 @@
  * that way) becomes a `require()` in the compiled CommonJS and lands here.
  *
  * `import.meta.url`, `.dirname` and `.filename` become their CommonJS equivalents; any other
- * use of `import.meta`, or top-level await, cannot be expressed in CommonJS and fails the
- * transform with the file named.
+ * use of `import.meta` fails the transform with the file named. A package with top-level await
+ * cannot be compiled to CommonJS at all (it fails to load with a SyntaxError); such a package
+ * needs jest's ESM mode (--experimental-vm-modules) or a Node where jest loads it natively.
  *
  * jest also applies its transforms through a require hook while it loads globalSetup in its
  * own process. There Node's loader, not jest's, runs the file: Node 20 loads these packages as
