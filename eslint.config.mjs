@@ -7,14 +7,7 @@ const communityConfig = n8nCommunityNodes.configs.recommendedWithoutN8nCloudSupp
 
 export default tseslint.config(
 	{
-		ignores: [
-			'dist/**',
-			'node_modules/**',
-			'coverage/**',
-			'.tmp/**',
-			'gulpfile.js',
-			'vitest.config.ts',
-		],
+		ignores: ['dist/**', 'node_modules/**', 'coverage/**', '.tmp/**', 'gulpfile.js'],
 	},
 	{ ...js.configs.recommended, files: ['**/*.ts'] },
 	...tseslint.configs.recommended.map((config) => ({ ...config, files: ['**/*.ts'] })),

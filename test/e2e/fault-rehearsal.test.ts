@@ -1,5 +1,3 @@
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-
 import {
 	fetchUnknownOutcomes,
 	runKillRehearsal,
@@ -10,6 +8,7 @@ import {
 	type KillRehearsalResult,
 	type RehearsalEnvironment,
 } from '../../scripts/lib/rehearsal';
+import { databaseUrl } from '../helpers/db';
 
 /**
  * A short fault rehearsal (the full one is `npm run rehearsal`, figures in docs/RELIABILITY.md):
@@ -27,7 +26,7 @@ const log = (line: string) => {
 
 beforeAll(async () => {
 	env = await startRehearsalEnvironment({
-		databaseUrl: inject('databaseUrl'),
+		databaseUrl: databaseUrl(),
 		schema: 'dj_e2e_fault_rehearsal',
 		leaseSeconds: LEASE_SECONDS,
 		log,

@@ -11,10 +11,10 @@
  */
 import { createConnection } from 'node:net';
 import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 
 import { startEnvironment, type Environment } from '../../scripts/lib/environment';
 import { waitFor } from '../../scripts/lib/standins';
+import { databaseUrl } from '../helpers/db';
 
 let env: Environment;
 let n8nDb: pg.Pool;
@@ -34,7 +34,7 @@ let accepted: Accepted[] = [];
 
 beforeAll(async () => {
 	env = await startEnvironment({
-		databaseUrl: inject('databaseUrl'),
+		databaseUrl: databaseUrl(),
 		schema: `dj_e2e_hostile_${process.pid}`,
 		log: (line) => {
 			if (process.env.DEBUG_E2E) console.log(line);

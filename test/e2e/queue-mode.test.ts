@@ -1,7 +1,6 @@
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-
 import { startEnvironment, type Environment } from '../../scripts/lib/environment';
 import { waitFor } from '../../scripts/lib/standins';
+import { databaseUrl } from '../helpers/db';
 
 /**
  * Scale-out: the same bundled workflows in n8n queue mode (a main process plus two workers over
@@ -12,7 +11,7 @@ let env: Environment;
 
 beforeAll(async () => {
 	env = await startEnvironment({
-		databaseUrl: inject('databaseUrl'),
+		databaseUrl: databaseUrl(),
 		schema: 'dj_e2e_queue_mode',
 		pollSeconds: 1,
 		queue: { workers: 2 },

@@ -15,7 +15,6 @@ import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import pg from 'pg';
 import { v7 as uuidv7 } from 'uuid';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { CREDENTIAL_ID, startEnvironment, type Environment } from '../../scripts/lib/environment';
 import { startPostgres, type RunningPostgres } from '../../scripts/lib/postgres';

@@ -1,8 +1,8 @@
 import { Webhook } from 'standardwebhooks';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 
 import { SIGNING_KEY, startEnvironment, type Environment } from '../../scripts/lib/environment';
 import { waitFor } from '../../scripts/lib/standins';
+import { databaseUrl } from '../helpers/db';
 
 /**
  * The bundled workflows, imported into a real n8n 2.x with the packed package installed the
@@ -28,7 +28,7 @@ interface AcceptedBody {
 
 beforeAll(async () => {
 	env = await startEnvironment({
-		databaseUrl: inject('databaseUrl'),
+		databaseUrl: databaseUrl(),
 		schema: 'dj_e2e_workflows',
 		pollSeconds: 1,
 		log: (line) => {

@@ -1,11 +1,22 @@
 import { createHash } from 'node:crypto';
 import pg from 'pg';
-import { inject } from 'vitest';
 
-import { DurableJobsError, JobStore, migrate, type ConnectionConfig } from '../../src/core';
+import {
+	DurableJobsError,
+	JobStore,
+	closeAllPools,
+	migrate,
+	type ConnectionConfig,
+} from '../../src/core';
 
+/** The test database: jest's global set-up (test/helpers/global-postgres.ts) sets DATABASE_URL. */
 export function databaseUrl(): string {
-	return inject('databaseUrl');
+	const url = process.env.DATABASE_URL;
+	if (!url)
+		throw new Error(
+			'DATABASE_URL is not set: run the tests through jest.config.js (npm test), whose global set-up provides it',
+		);
+	return url;
 }
 
 export function connectionConfig(
@@ -52,6 +63,75 @@ export async function freshStore(
 	await dropSchema(pool, schema);
 	await migrate(pool, schema);
 	return new JobStore(pool, { schema, ...options });
+}
+
+export interface TestSchemaOptions {
+	/** Tells this schema from another one of the same file (see testSchema). */
+	suffix?: string;
+	/** Connections of the file's own pool (default 20). */
+	poolSize?: number;
+	/** Apply the package's migrations before the tests; `store` needs it. */
+	migrate?: boolean;
+	/** Options of `store`. */
+	storeOptions?: { maxPayloadBytes?: number };
+	/** More schemas the file creates: dropped before and after its tests, as the main one is. */
+	otherSchemas?: string[];
+	/** The nodes under test open pools through the core's cache; close them after the tests. */
+	closeCachedPools?: boolean;
+	/** Runs after the tests, before the schemas are dropped and the pool is closed. */
+	cleanUp?: (pool: pg.Pool) => Promise<unknown>;
+}
+
+export interface TestSchema {
+	/** The file's schema (dropped before its tests, so every run starts empty). */
+	schema: string;
+	/** The file's own pool on the test database; it connects on first use. */
+	pool: pg.Pool;
+	/** A JobStore over the schema (only with `migrate`: the migrations run before the tests). */
+	store: JobStore;
+}
+
+/**
+ * A test file's schema, pool and store, with the hooks that set them up and tear them down:
+ * before the tests the schema is dropped (and migrated with `migrate`); after them the core's
+ * cached pools are closed (with `closeCachedPools`), `cleanUp` runs, the schemas are dropped
+ * and the pool is ended. Call it at the top of the file; the pool and the store exist at once
+ * (neither touches the database until used), so tests and later hooks can use them directly:
+ *
+ *     const { schema, pool, store } = useTestSchema(__filename, { migrate: true });
+ *
+ * A file's own `beforeAll` runs after this one's; its own `afterAll` would run after the pool is
+ * closed, so cleanup that needs the pool goes in `cleanUp`.
+ */
+export function useTestSchema(file: string, options: TestSchemaOptions = {}): TestSchema {
+	const schema = testSchema(file, options.suffix);
+	const pool = newPool(options.poolSize ?? 20);
+	const schemas = [schema, ...(options.otherSchemas ?? [])];
+	const store = new JobStore(pool, { schema, ...options.storeOptions });
+	beforeAll(async () => {
+		for (const name of schemas) await dropSchema(pool, name);
+		if (options.migrate) await migrate(pool, schema);
+	});
+	afterAll(async () => {
+		try {
+			if (options.closeCachedPools) await closeAllPools();
+			await options.cleanUp?.(pool);
+			for (const name of schemas) await dropSchema(pool, name);
+		} finally {
+			await pool.end();
+		}
+	});
+	return {
+		schema,
+		pool,
+		get store() {
+			if (!options.migrate)
+				throw new Error(
+					'useTestSchema gives a store only with { migrate: true } (the schema is empty otherwise)',
+				);
+			return store;
+		},
+	};
 }
 
 export async function tableSnapshot(

@@ -1,42 +1,65 @@
 /**
- * A realistic n8n execution context for calling a node's `execute()` outside n8n.
+ * Runs a node the way n8n runs it: n8n-core's WorkflowExecute executes a two-node workflow,
+ * "Input" (hands over the test's items) → the node under test, and the test reads the node's
+ * run data, output by output. Parameter defaults and expressions, continue-on-fail, the error
+ * output, pairedItem and error normalisation are therefore n8n's own.
  *
- * What is real: the node's parameters are computed the way n8n's Workflow constructor does it
- * (NodeHelpers.getNodeParameters with defaults, hidden parameters dropped), expressions are
- * evaluated by n8n-workflow's own expression engine against the input items, the node's dynamic
- * `outputs` expression is resolved with NodeHelpers.getNodeOutputs, and "On Error: Continue
- * (using error output)" is post-processed like n8n-core's WorkflowExecute.handleNodeErrorOutput
- * (items that carry `.error` move from every main output to the extra last output, with the
- * paired input item's JSON merged in).
- *
- * What is simulated: credentials (built from DATABASE_URL and a schema), the logger (records
- * calls), workflow/execution ids. Any other IExecuteFunctions member throws when a node touches
- * it, so a node that starts relying on something the harness does not model is noticed.
+ * What the harness supplies is what n8n's server process would: the node-type registry (the two
+ * nodes), the credential (ICredentialsHelper.getDecrypted returns the test credential with the
+ * credential type's defaults), the execution's additional data and lifecycle hooks, a logger
+ * that records what nodes log, and the instance settings. Every one of these is strict: a
+ * member the engine or a node reads that is not modelled here throws, naming itself, so a node
+ * that starts to rely on more of n8n is noticed instead of silently getting `undefined`.
  */
+import { AsyncLocalStorage } from 'node:async_hooks';
+
+import { Logger } from '@n8n/backend-common';
+import { Container } from '@n8n/di';
+import {
+	BinaryDataConfig,
+	ExecuteContext,
+	ExecutionLifecycleHooks,
+	InstanceSettings,
+	WorkflowExecute,
+} from 'n8n-core';
 import {
 	NodeHelpers,
-	NodeOperationError,
 	Workflow,
+	createRunExecutionData,
 	type ICredentialDataDecryptedObject,
+	type ICredentialsHelper,
 	type IDataObject,
+	type IExecuteData,
 	type IExecuteFunctions,
 	type INode,
+	type INodeCredentialsDetails,
 	type INodeExecutionData,
 	type INodeOutputConfiguration,
 	type INodeParameters,
 	type INodeType,
 	type INodeTypes,
-	type IPairedItemData,
+	type IRun,
+	type IRunExecutionData,
+	type ITaskData,
+	type IWorkflowExecuteAdditionalData,
 	type NodeConnectionType,
-	type NodeParameterValueType,
 	type WorkflowExecuteMode,
 } from 'n8n-workflow';
 
+import { DurableJobsPostgresApi } from '../../credentials/DurableJobsPostgresApi.credentials';
 import { databaseUrl } from './db';
+import { credentialFor, pairedIndexes } from './n8n-items';
+
+export { credentialFor, pairedIndexes, webhookItem } from './n8n-items';
 
 export type OnError = 'stopWorkflow' | 'continueRegularOutput' | 'continueErrorOutput';
 
 export const PACKAGE_NAME = 'n8n-nodes-durable-jobs';
+
+const INPUT_NODE = 'Input';
+const INPUT_NODE_TYPE = 'test.input';
+const CREDENTIAL = new DurableJobsPostgresApi();
+const CREDENTIAL_ID = 'cred-1';
 
 export interface LogEntry {
 	level: 'debug' | 'info' | 'warn' | 'error';
@@ -61,79 +84,7 @@ export interface NodeContextOptions {
 	mode?: WorkflowExecuteMode;
 }
 
-/** Credential data of the Durable Jobs Postgres credential, from a postgres:// URL and a schema. */
-export function credentialFor(
-	url: string,
-	schema: string,
-	overrides: ICredentialDataDecryptedObject = {},
-): ICredentialDataDecryptedObject {
-	const parsed = new URL(url);
-	return {
-		host: parsed.hostname,
-		port: Number(parsed.port || 5432),
-		database: decodeURIComponent(parsed.pathname.slice(1) || 'postgres'),
-		user: decodeURIComponent(parsed.username || process.env.USER || 'postgres'),
-		password: decodeURIComponent(parsed.password),
-		ssl: 'disable',
-		schema,
-		maxConnections: 20,
-		autoMigrate: true,
-		...overrides,
-	};
-}
-
-/** Node types registry with just the nodes a test workflow holds. */
-function nodeTypesFor(types: Record<string, INodeType>): INodeTypes {
-	return {
-		getByName: (name) => lookup(types, name),
-		getByNameAndVersion: (name) => lookup(types, name),
-		getKnownTypes: () => ({}),
-	};
-}
-
-function lookup(types: Record<string, INodeType>, name: string): INodeType {
-	const type = types[name];
-	if (!type) throw new Error(`Unknown node type ${name}`);
-	return type;
-}
-
-function toItems(items: Array<INodeExecutionData | IDataObject> | undefined): INodeExecutionData[] {
-	const list = items ?? [{ json: {} }];
-	return list.map((item) => (isExecutionData(item) ? item : { json: item }));
-}
-
-function isExecutionData(item: INodeExecutionData | IDataObject): item is INodeExecutionData {
-	return (
-		typeof item === 'object' &&
-		item !== null &&
-		typeof (item as INodeExecutionData).json === 'object' &&
-		(item as INodeExecutionData).json !== null &&
-		Object.keys(item).every((key) => ['json', 'binary', 'pairedItem', 'error'].includes(key))
-	);
-}
-
-/** lodash.get for dotted paths, as n8n-core reads node parameters. */
-function getPath(source: unknown, path: string): unknown {
-	return path
-		.split('.')
-		.reduce<unknown>(
-			(value, key) =>
-				value !== null && typeof value === 'object' ? (value as IDataObject)[key] : undefined,
-			source,
-		);
-}
-
-/** n8n-core's cleanupParameterData: Luxon DateTimes returned by expressions become strings. */
-function cleanupParameterData(value: unknown): unknown {
-	if (value === null || typeof value !== 'object') return value;
-	if ((value as { isLuxonDateTime?: boolean }).isLuxonDateTime === true) return String(value);
-	if (Array.isArray(value)) return value.map(cleanupParameterData);
-	for (const [key, entry] of Object.entries(value as IDataObject))
-		(value as IDataObject)[key] = cleanupParameterData(entry) as IDataObject;
-	return value;
-}
-
-/** Members a test runner or `await` may probe on any object; they must not throw. */
+/** Members a test runner, `await` or n8n's deep copies probe on any object; they must not throw. */
 const PROBED = new Set([
 	'then',
 	'toJSON',
@@ -158,10 +109,172 @@ function strict<T extends object>(target: T, what: string): T {
 	});
 }
 
+// --- The process-wide part of n8n: the DI container ---------------------------------------
+//
+// n8n-core takes three services from @n8n/di's Container while it runs a node; the container
+// would build n8n's real ones on first use, which is more than a test wants:
+// - Logger (NodeExecutionContext.logger, and the ErrorReporter that WorkflowExecute hands
+//   node errors to): a winston logger writing to the console. Here: one that records.
+// - InstanceSettings (every node context reads it when it is created; used for the instance
+//   id and signed URLs): creates ~/.n8n/config with an encryption key. Here: strict, the id only.
+// - BinaryDataConfig (WorkflowExecute asks it how to store binary output): reads the storage
+//   folder from InstanceSettings. Here: mode "default", binary data kept in the item.
+// Everything else n8n-core takes from the container (ErrorReporter, its tracing) it builds on
+// these. @n8n/di and @n8n/backend-common must be the copies n8n-core uses, or these would
+// land in another container, under another Logger class.
+
+/** The run whose node is logging: each run() executes inside its own store. */
+const currentRun = new AsyncLocalStorage<NodeContext>();
+
+/** Log lines written outside any run (for example by a pool error after the run ended). */
+export const strayLogs: LogEntry[] = [];
+
+function recordingLogger(): Logger {
+	const write =
+		(level: LogEntry['level']) =>
+		(message: string, metadata?: unknown): void => {
+			(currentRun.getStore()?.logs ?? strayLogs).push({ level, message, metadata });
+		};
+	const logger = {
+		error: write('error'),
+		warn: write('warn'),
+		info: write('info'),
+		debug: write('debug'),
+		scoped: () => logger,
+	};
+	return strict(logger, 'Logger') as unknown as Logger;
+}
+
+for (const shared of ['@n8n/di', '@n8n/backend-common'])
+	if (require.resolve(shared) !== require.resolve(shared, { paths: [require.resolve('n8n-core')] }))
+		throw new Error(
+			`${shared} resolves to another copy than the one n8n-core uses; keep its version in package.json equal to n8n-core's`,
+		);
+Container.set(Logger, recordingLogger());
+Container.set(
+	BinaryDataConfig,
+	strict({ mode: 'default' }, 'BinaryDataConfig') as BinaryDataConfig,
+);
+Container.set(
+	InstanceSettings,
+	strict({ instanceId: 'test-instance' }, 'InstanceSettings') as unknown as InstanceSettings,
+);
+
+// --- One execution --------------------------------------------------------------------------
+
+function toItems(items: Array<INodeExecutionData | IDataObject> | undefined): INodeExecutionData[] {
+	const list = items ?? [{ json: {} }];
+	return list.map((item) => (isExecutionData(item) ? item : { json: item }));
+}
+
+function isExecutionData(item: INodeExecutionData | IDataObject): item is INodeExecutionData {
+	return (
+		typeof item === 'object' &&
+		item !== null &&
+		typeof (item as INodeExecutionData).json === 'object' &&
+		(item as INodeExecutionData).json !== null &&
+		Object.keys(item).every((key) => ['json', 'binary', 'pairedItem', 'error'].includes(key))
+	);
+}
+
+/** The workflow's first node: it outputs the test's items, as a trigger would. */
+function inputNodeType(items: INodeExecutionData[]): INodeType {
+	return {
+		description: {
+			displayName: 'Test Input',
+			name: INPUT_NODE_TYPE,
+			group: ['trigger'],
+			version: 1,
+			description: 'Outputs the items of the test',
+			defaults: { name: INPUT_NODE },
+			inputs: [],
+			outputs: ['main'],
+			properties: [],
+		},
+		async execute() {
+			return [structuredClone(items)];
+		},
+	};
+}
+
+/** The test credential as n8n's CredentialsHelper.getDecrypted hands it to a node. */
+function credentialsHelper(context: NodeContext): ICredentialsHelper {
+	const helper = {
+		isCredentialUsableByNode: () => true,
+		getDecrypted: async (
+			_additionalData: IWorkflowExecuteAdditionalData,
+			nodeCredentials: INodeCredentialsDetails,
+			type: string,
+		): Promise<ICredentialDataDecryptedObject> => {
+			if (type !== CREDENTIAL.name || nodeCredentials.id !== CREDENTIAL_ID)
+				throw new Error(`The test harness has no credential ${nodeCredentials.id} of type ${type}`);
+			const data = context.credential;
+			if (!data)
+				throw new Error(
+					'The node asked for its credential, but the test gave none (NodeContextOptions.credential)',
+				);
+			for (const [key, value] of Object.entries(data))
+				if (typeof value === 'string' && value.startsWith('='))
+					throw new Error(
+						`The test harness does not resolve expressions in credentials (${key}: ${value})`,
+					);
+			// n8n fills in what the stored credential leaves out from the credential type's defaults.
+			return NodeHelpers.getNodeParameters(
+				CREDENTIAL.properties,
+				structuredClone(data) as INodeParameters,
+				true,
+				false,
+				null,
+				null,
+			) as ICredentialDataDecryptedObject;
+		},
+	};
+	return strict(helper, 'ICredentialsHelper') as unknown as ICredentialsHelper;
+}
+
+/**
+ * What n8n's server process passes to WorkflowExecute for one execution. The members read
+ * without being used (optional in n8n's types) are listed as undefined, so anything else a node
+ * or the engine reads is caught by `strict`.
+ */
+function additionalData(context: NodeContext): IWorkflowExecuteAdditionalData {
+	const data: Partial<IWorkflowExecuteAdditionalData> = {
+		executionId: context.executionId,
+		credentialsHelper: credentialsHelper(context),
+		hooks: new ExecutionLifecycleHooks(context.mode, context.executionId, {
+			id: context.workflow.id,
+			name: context.workflow.name ?? '',
+			active: false,
+			isArchived: false,
+			nodes: Object.values(context.workflow.nodes),
+			connections: context.workflow.connectionsBySourceNode,
+			createdAt: new Date(),
+			updatedAt: new Date(),
+			activeVersionId: null,
+		}),
+		currentNodeExecutionIndex: 0,
+		variables: {},
+		restartExecutionId: undefined,
+		executionTimeoutTimestamp: undefined,
+		currentNodeParameters: undefined,
+		evalLlmMockHandler: undefined,
+		executionContext: undefined,
+		userId: undefined,
+		encryptedRunnerIdentity: undefined,
+		evaluationRunId: undefined,
+		restApiUrl: undefined,
+		// Expressions can read these ($execution.resumeUrl, $execution.resumeFormUrl).
+		instanceBaseUrl: 'http://localhost:5678/',
+		webhookWaitingBaseUrl: 'http://localhost:5678/webhook-waiting',
+		formWaitingBaseUrl: 'http://localhost:5678/form-waiting',
+		'data-table': undefined,
+		'dynamic-credentials': undefined,
+	};
+	return strict(data, 'IWorkflowExecuteAdditionalData') as IWorkflowExecuteAdditionalData;
+}
+
 export interface RunResult {
-	/** What execute() returned, untouched. */
-	raw: INodeExecutionData[][];
-	/** After n8n's error-output routing (same as raw unless onError is continueErrorOutput). */
+	/** The node's outputs as n8n passed them on (its run data), in output order. */
 	outputs: INodeExecutionData[][];
 	/** Output display names, including "Error" with continueErrorOutput. */
 	outputNames: string[];
@@ -169,21 +282,30 @@ export interface RunResult {
 	output(name: string): INodeExecutionData[];
 	/** `{ [outputName]: pairedItem indexes }` — where each input item ended up. */
 	routing(): Record<string, number[]>;
+	/** The node's run data as WorkflowExecute recorded it. */
+	taskData: ITaskData;
+	/** The whole execution as WorkflowExecute returned it. */
+	run: IRun;
 }
 
 /**
- * One node in a one-node workflow, with an IExecuteFunctions bound to it. Create one per
- * execution (as n8n does); `run()` executes the node and routes its output like n8n.
+ * One node after an "Input" node in a workflow that n8n-core executes. Create one per
+ * execution (as n8n does); `run()` executes the workflow and returns the node's outputs.
  */
 export class NodeContext {
 	readonly workflow: Workflow;
 	/** The node as n8n holds it: parameters with defaults applied. */
 	readonly node: INode;
 	readonly items: INodeExecutionData[];
+	/** What the node logged through n8n's logger during run(). */
 	readonly logs: LogEntry[] = [];
 	readonly executionId: string;
-	readonly context: IExecuteFunctions;
-	private readonly mode: WorkflowExecuteMode;
+	readonly mode: WorkflowExecuteMode;
+	readonly credential: ICredentialDataDecryptedObject | undefined;
+	/** What the node under test returned from execute() and what it threw, per call. */
+	private readonly returned: INodeExecutionData[][][] = [];
+	private readonly thrown: unknown[] = [];
+	private executeFunctions: IExecuteFunctions | undefined;
 
 	constructor(
 		readonly nodeType: INodeType,
@@ -198,108 +320,98 @@ export class NodeContext {
 			typeVersion: Array.isArray(description.version)
 				? Math.max(...description.version)
 				: description.version,
-			position: [0, 0],
+			position: [250, 0],
 			parameters: structuredClone(options.parameters ?? {}) as INodeParameters,
-			credentials: { durableJobsPostgresApi: { id: 'cred-1', name: 'Durable Jobs Postgres' } },
+			credentials: { [CREDENTIAL.name]: { id: CREDENTIAL_ID, name: 'Durable Jobs Postgres' } },
 			...(options.onError ? { onError: options.onError } : {}),
 			...(options.continueOnFail !== undefined ? { continueOnFail: options.continueOnFail } : {}),
+		};
+		const input: INode = {
+			id: 'input',
+			name: INPUT_NODE,
+			type: INPUT_NODE_TYPE,
+			typeVersion: 1,
+			position: [0, 0],
+			parameters: {},
+		};
+		this.items = toItems(options.items);
+		const types: Record<string, INodeType> = {
+			[INPUT_NODE_TYPE]: inputNodeType(this.items),
+			[type]: this.recording(nodeType),
+		};
+		const nodeTypes: INodeTypes = {
+			getByName: (name) => lookup(types, name),
+			getByNameAndVersion: (name) => lookup(types, name),
+			getKnownTypes: () => ({}),
 		};
 		// The Workflow constructor applies NodeHelpers.getNodeParameters(…, returnDefaults: true,
 		// returnNoneDisplayed: false) to every node, exactly as n8n does when it loads a workflow.
 		this.workflow = new Workflow({
 			id: options.workflowId ?? 'wf-test-1',
 			name: options.workflowName ?? 'Node test workflow',
-			nodes: [node],
-			connections: {},
+			nodes: [input, node],
+			connections: {
+				[INPUT_NODE]: { main: [[{ node: node.name, type: 'main', index: 0 }]] },
+			},
 			active: false,
-			nodeTypes: nodeTypesFor({ [type]: nodeType }),
+			nodeTypes,
+			settings: { executionOrder: 'v1' },
 		});
 		this.node = this.workflow.nodes[node.name];
-		this.items = toItems(options.items);
 		this.executionId = options.executionId ?? `exec-${Math.floor(Math.random() * 1e9)}`;
 		this.mode = options.mode ?? 'manual';
-		const credential = options.credential;
-
-		const logger = Object.fromEntries(
-			(['debug', 'info', 'warn', 'error'] as const).map((level) => [
-				level,
-				(message: string, metadata?: unknown) => void this.logs.push({ level, message, metadata }),
-			]),
-		);
-
-		const context = {
-			getInputData: (inputIndex = 0) => (inputIndex === 0 ? this.items : []),
-			getNode: () => structuredClone(this.node),
-			getNodeParameter: (
-				name: string,
-				itemIndex: number,
-				fallback?: unknown,
-				parameterOptions?: { rawExpressions?: boolean },
-			) => this.parameter(name, itemIndex, fallback, parameterOptions),
-			continueOnFail: () => {
-				if (this.node.onError === undefined) return this.node.continueOnFail === true;
-				return ['continueRegularOutput', 'continueErrorOutput'].includes(this.node.onError);
-			},
-			getCredentials: async (credentialType: string) => {
-				const declared = (description.credentials ?? []).some(
-					(entry) => entry.name === credentialType,
-				);
-				if (!declared || !this.node.credentials?.[credentialType]) {
-					throw new NodeOperationError(
-						this.node,
-						`Node type "${this.node.type}" does not have any credentials of type "${credentialType}" set`,
-						{ level: 'warning' },
-					);
-				}
-				if (!credential)
-					throw new NodeOperationError(this.node, 'Node does not have any credentials set', {
-						level: 'warning',
-					});
-				return structuredClone(credential);
-			},
-			getWorkflow: () => ({
-				id: this.workflow.id,
-				name: this.workflow.name,
-				active: this.workflow.active,
-			}),
-			getExecutionId: () => this.executionId,
-			getMode: () => this.mode,
-			getTimezone: () => this.workflow.timezone,
-			logger: strict(logger, 'logger'),
-			helpers: strict({}, 'this.helpers'),
-		};
-		this.context = strict(context, 'IExecuteFunctions') as unknown as IExecuteFunctions;
+		this.credential = options.credential;
 	}
 
-	/** n8n-core's ExecuteContext.getNodeParameter: lodash get with fallback, then expressions. */
-	parameter(
-		name: string,
-		itemIndex: number,
-		fallback?: unknown,
-		options: { rawExpressions?: boolean } = {},
-	): NodeParameterValueType | object {
-		let value = getPath(this.node.parameters, name);
-		if (value === undefined) value = fallback;
-		if (value === undefined) throw new Error(`Could not get parameter "${name}"`);
-		if (options.rawExpressions) return value as NodeParameterValueType;
-		try {
-			const resolved = this.workflow.expression.getParameterValue(
-				value as NodeParameterValueType,
-				null,
-				0,
-				itemIndex,
-				this.node.name,
-				this.items,
+	/** The node type as the registry hands it to n8n: the same, with execute() observed. */
+	private recording(nodeType: INodeType): INodeType {
+		const returned = this.returned;
+		const thrown = this.thrown;
+		const execute = nodeType.execute!;
+		return Object.create(nodeType, {
+			execute: {
+				value: async function (this: IExecuteFunctions) {
+					try {
+						const result = (await execute.call(this)) as INodeExecutionData[][];
+						// Copied: n8n adds the error output and pairedItems to these arrays and items.
+						returned.push(result.map((items) => items.map((item) => ({ ...item }))));
+						return result;
+					} catch (error) {
+						thrown.push(error);
+						throw error;
+					}
+				},
+			},
+		}) as INodeType;
+	}
+
+	/**
+	 * The IExecuteFunctions n8n-core gives the node for this input (an ExecuteContext over the
+	 * same workflow and additional data as run()), for tests that call node code directly.
+	 */
+	get context(): IExecuteFunctions {
+		if (!this.executeFunctions) {
+			const runExecutionData: IRunExecutionData = createRunExecutionData();
+			const inputData = { main: [this.items] };
+			const executeData: IExecuteData = {
+				node: this.node,
+				data: inputData,
+				source: { main: [{ previousNode: INPUT_NODE }] },
+			};
+			this.executeFunctions = new ExecuteContext(
+				this.workflow,
+				this.node,
+				additionalData(this),
 				this.mode,
-				{},
+				runExecutionData,
+				0,
+				this.items,
+				inputData,
+				executeData,
+				[],
 			);
-			return cleanupParameterData(resolved) as NodeParameterValueType;
-		} catch (error) {
-			// As n8n-core does: the failing parameter is named in the error's context.
-			const context = (error as { context?: IDataObject }).context;
-			if (context) context.parameter = name;
-			throw error;
 		}
+		return this.executeFunctions;
 	}
 
 	/** The node's outputs as n8n computes them (dynamic `outputs` expressions resolved, error output added). */
@@ -316,21 +428,57 @@ export class NodeContext {
 		);
 	}
 
-	async execute(): Promise<INodeExecutionData[][]> {
-		const result = await this.nodeType.execute!.call(this.context);
-		return result as INodeExecutionData[][];
-	}
-
 	/**
-	 * Executes the node and returns its outputs as n8n would pass them on. Also checks two
-	 * invariants n8n relies on: the node returns one array per (non-error) output, and every
-	 * item names the input item it came from.
+	 * Executes the workflow and returns the node's outputs as n8n passed them on. When the node
+	 * stops the workflow, rejects with the error the node threw (n8n's run data keeps a copy).
+	 * Also checks two invariants n8n relies on, on what the node returned before n8n touched
+	 * it: one array per (non-error) output, and every item names the input item it came from.
 	 */
 	async run(): Promise<RunResult> {
-		const raw = await this.execute();
+		const engine = new WorkflowExecute(additionalData(this), this.mode);
+		const run = await currentRun.run(
+			this,
+			async () =>
+				await engine.run({ workflow: this.workflow, startNode: this.workflow.nodes[INPUT_NODE] }),
+		);
+		const taskData = run.data.resultData.runData[this.node.name]?.[0];
+		const failure = run.data.resultData.error;
+		if (failure || !taskData) {
+			const thrown = this.thrown.at(-1);
+			if (thrown !== undefined && failure?.message === (thrown as Error).message) throw thrown;
+			throw new Error(
+				`The workflow stopped before ${this.node.name} finished: ${failure?.message ?? 'no run data'}`,
+				{ cause: failure },
+			);
+		}
+		this.checkReturned();
 		const outputNames = this.outputNames();
-		const errorOutput = this.node.onError === 'continueErrorOutput';
-		const regularOutputs = errorOutput ? outputNames.length - 1 : outputNames.length;
+		const outputs = outputNames.map((_, index) => taskData.data?.main?.[index] ?? []);
+		return {
+			outputs,
+			outputNames,
+			output(name: string) {
+				const index = outputNames.indexOf(name);
+				if (index < 0)
+					throw new Error(`No output named "${name}" (outputs: ${outputNames.join(', ')})`);
+				return outputs[index];
+			},
+			routing() {
+				return Object.fromEntries(
+					outputNames.map((name, index) => [name, outputs[index].flatMap(pairedIndexes)]),
+				);
+			},
+			taskData,
+			run,
+		};
+	}
+
+	private checkReturned(): void {
+		const raw = this.returned.at(-1);
+		if (!raw) return; // the node threw and n8n continued (continue on fail)
+		const outputNames = this.outputNames();
+		const regularOutputs =
+			this.node.onError === 'continueErrorOutput' ? outputNames.length - 1 : outputNames.length;
 		if (raw.length !== regularOutputs) {
 			throw new Error(
 				`${this.node.name} returned ${raw.length} output arrays but declares ${regularOutputs} outputs (${outputNames.join(', ')})`,
@@ -349,103 +497,13 @@ export class NodeContext {
 				}
 			}),
 		);
-		const outputs = normalizeNodeErrors(
-			errorOutput
-				? routeToErrorOutput(raw, outputNames.length, this.items)
-				: raw.map((items) => [...items]),
-		);
-		return {
-			raw,
-			outputs,
-			outputNames,
-			output(name: string) {
-				const index = outputNames.indexOf(name);
-				if (index < 0)
-					throw new Error(`No output named "${name}" (outputs: ${outputNames.join(', ')})`);
-				return outputs[index] ?? [];
-			},
-			routing() {
-				return Object.fromEntries(
-					outputNames.map((name, index) => [name, (outputs[index] ?? []).flatMap(pairedIndexes)]),
-				);
-			},
-		};
 	}
 }
 
-export function pairedIndexes(item: INodeExecutionData): number[] {
-	const paired = item.pairedItem;
-	if (paired === undefined || paired === null) return [];
-	if (typeof paired === 'number') return [paired];
-	return (Array.isArray(paired) ? paired : [paired]).map((entry: IPairedItemData) => entry.item);
-}
-
-/**
- * n8n-core WorkflowExecute.handleNodeErrorOutput: with onError "continueErrorOutput", every item
- * that has `.error` (or whose JSON holds only error/message/details) moves from each regular main
- * output into the last (error) output, its JSON merged over the paired input item's JSON.
- */
-export function routeToErrorOutput(
-	raw: INodeExecutionData[][],
-	mainOutputCount: number,
-	inputItems: INodeExecutionData[],
-): INodeExecutionData[][] {
-	const outputs: INodeExecutionData[][] = raw.map((items) => [...items]);
-	const errorItems: INodeExecutionData[] = [];
-	for (let outputIndex = 0; outputIndex < mainOutputCount - 1; outputIndex++) {
-		const successItems: INodeExecutionData[] = [];
-		for (const item of outputs[outputIndex] ?? []) {
-			const isError =
-				item.error !== undefined ||
-				(item.json.error !== undefined &&
-					Object.keys(item.json).every((key) => ['error', 'message', 'details'].includes(key)));
-			if (!isError) {
-				successItems.push(item);
-				continue;
-			}
-			const [paired] = pairedIndexes(item);
-			const input = paired === undefined ? undefined : inputItems[paired];
-			errorItems.push(input ? { ...item, json: { ...input.json, ...item.json } } : item);
-		}
-		outputs[outputIndex] = successItems;
-	}
-	outputs[mainOutputCount - 1] = errorItems;
-	return outputs;
-}
-
-/**
- * n8n-core WorkflowExecute.normalizeNodeErrors, run on every node's output after the error
- * output routing: an item that carries an `error` property has its JSON replaced by
- * `{ error: message }`.
- */
-export function normalizeNodeErrors(outputs: INodeExecutionData[][]): INodeExecutionData[][] {
-	return outputs.map((items) =>
-		items.map((item) =>
-			item.error !== undefined ? { ...item, json: { error: item.error.message } } : item,
-		),
-	);
-}
-
-/** A Webhook node's output item for a JSON POST, as n8n 2.x produces it. */
-export function webhookItem(
-	body: IDataObject,
-	headers: Record<string, string> = {},
-	extra: { query?: IDataObject; webhookUrl?: string } = {},
-): IDataObject {
-	return {
-		headers: {
-			host: 'localhost:5678',
-			'user-agent': 'curl/8.5.0',
-			'content-type': 'application/json',
-			accept: '*/*',
-			...headers,
-		},
-		params: {},
-		query: extra.query ?? {},
-		body,
-		webhookUrl: extra.webhookUrl ?? 'http://localhost:5678/webhook/jobs',
-		executionMode: 'production',
-	};
+function lookup(types: Record<string, INodeType>, name: string): INodeType {
+	const type = types[name];
+	if (!type) throw new Error(`Unknown node type ${name}`);
+	return type;
 }
 
 /**

@@ -5,46 +5,18 @@
  * events and notifications.
  */
 import pg from 'pg';
-import {
-	afterAll,
-	afterEach,
-	beforeAll,
-	describe,
-	expect,
-	it,
-	onTestFinished,
-	vi,
-	type MockInstance,
-} from 'vitest';
 
-import { DurableJobsError, JobStore, type QueueStats } from '../../src/core';
+import { JobStore, type QueueStats } from '../../src/core';
 import { loggedPlans } from '../../scripts/lib/explain';
-import { databaseUrl, dropSchema, freshStore, newPool, testSchema } from '../helpers/db';
+import { databaseUrl, dropSchema, freshStore, ok, useTestSchema } from '../helpers/db';
 
-const schema = testSchema(__filename);
-let pool: pg.Pool;
-let store: JobStore;
-let spy: MockInstance | undefined;
-
-beforeAll(async () => {
-	pool = newPool(20);
-	store = await freshStore(pool, schema);
-});
+const { schema, pool, store } = useTestSchema(__filename, { poolSize: 20, migrate: true });
+let spy: jest.SpyInstance | undefined;
 
 afterEach(() => {
 	spy?.mockRestore();
 	spy = undefined;
 });
-
-afterAll(async () => {
-	await dropSchema(pool, schema);
-	await pool.end();
-});
-
-function ok<T>(result: T | DurableJobsError): T {
-	if (result instanceof DurableJobsError) throw result;
-	return result;
-}
 
 async function enqueue(
 	queue: string,
@@ -256,49 +228,50 @@ describe('queue stats', () => {
 		// nothing analyses the table again (autovacuum off, or not yet run).
 		const queue = 'stats-stale-statistics';
 		await pool.query(`ALTER TABLE "${schema}".jobs SET (autovacuum_enabled = false)`);
-		onTestFinished(() =>
-			pool.query(`ALTER TABLE "${schema}".jobs RESET (autovacuum_enabled)`).then(() => undefined),
-		);
-		await enqueue(queue, 3000);
-		await pool.query(`ANALYZE "${schema}".jobs`);
-		for (;;) {
-			const leased = await store.lease({ queue, limit: 500 });
-			if (leased.length === 0) break;
-			(
-				await store.complete(
-					leased.map((job) => ({
-						jobId: job.id,
-						attemptId: job.attempt_id,
-						outcome: 'succeeded' as const,
-					})),
-				)
-			).forEach((result) => ok(result));
+		try {
+			await enqueue(queue, 3000);
+			await pool.query(`ANALYZE "${schema}".jobs`);
+			for (;;) {
+				const leased = await store.lease({ queue, limit: 500 });
+				if (leased.length === 0) break;
+				(
+					await store.complete(
+						leased.map((job) => ({
+							jobId: job.id,
+							attemptId: job.attempt_id,
+							outcome: 'succeeded' as const,
+						})),
+					)
+				).forEach((result) => ok(result));
+			}
+			// The same statistics make a plain count of the queued rows scan the whole table...
+			const { rows: plainPlan } = await pool.query<{ 'QUERY PLAN': string }>(
+				`EXPLAIN SELECT count(*) FROM "${schema}".jobs WHERE queue = '${queue}' AND status = 'queued'`,
+			);
+			expect(plainPlan.map((row) => row['QUERY PLAN']).join('\n')).toMatch(/Seq Scan on jobs/);
+			// ...while the statements inside queue_stats stay on the partial indexes (their plans come
+			// from auto_explain). Buffer counts would not do: while other sessions hold older
+			// snapshots the index entries of the finished rows cannot be marked dead, and the index
+			// scan visits each of them.
+			const notices = await loggedPlans(pool, `SELECT * FROM "${schema}".queue_stats('${queue}')`);
+			const nestedPlans = notices.filter(
+				(notice) => /plan:/.test(notice) && /FROM "[^"]+"\.jobs j/.test(notice),
+			);
+			expect(nestedPlans.length).toBeGreaterThan(0);
+			for (const plan of nestedPlans) expect(plan).not.toMatch(/Seq Scan on jobs/);
+			expect(nestedPlans.join('\n')).toMatch(
+				/(Index Scan using|Index Only Scan using|Bitmap Index Scan on) jobs_queued_claim/,
+			);
+			const [stats] = await store.stats(queue);
+			expect(stats).toMatchObject({ queued: 0, running: 0, done: 3000 });
+			const { rows } = await pool.query<{ proconfig: string[] }>(
+				`SELECT p.proconfig FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = $1 AND p.proname = 'queue_stats'`,
+				[schema],
+			);
+			expect(rows[0].proconfig).toEqual(expect.arrayContaining(['jit=off', 'enable_seqscan=off']));
+		} finally {
+			await pool.query(`ALTER TABLE "${schema}".jobs RESET (autovacuum_enabled)`);
 		}
-		// The same statistics make a plain count of the queued rows scan the whole table...
-		const { rows: plainPlan } = await pool.query<{ 'QUERY PLAN': string }>(
-			`EXPLAIN SELECT count(*) FROM "${schema}".jobs WHERE queue = '${queue}' AND status = 'queued'`,
-		);
-		expect(plainPlan.map((row) => row['QUERY PLAN']).join('\n')).toMatch(/Seq Scan on jobs/);
-		// ...while the statements inside queue_stats stay on the partial indexes (their plans come
-		// from auto_explain). Buffer counts would not do: while other sessions hold older
-		// snapshots the index entries of the finished rows cannot be marked dead, and the index
-		// scan visits each of them.
-		const notices = await loggedPlans(pool, `SELECT * FROM "${schema}".queue_stats('${queue}')`);
-		const nestedPlans = notices.filter(
-			(notice) => /plan:/.test(notice) && /FROM "[^"]+"\.jobs j/.test(notice),
-		);
-		expect(nestedPlans.length).toBeGreaterThan(0);
-		for (const plan of nestedPlans) expect(plan).not.toMatch(/Seq Scan on jobs/);
-		expect(nestedPlans.join('\n')).toMatch(
-			/(Index Scan using|Index Only Scan using|Bitmap Index Scan on) jobs_queued_claim/,
-		);
-		const [stats] = await store.stats(queue);
-		expect(stats).toMatchObject({ queued: 0, running: 0, done: 3000 });
-		const { rows } = await pool.query<{ proconfig: string[] }>(
-			`SELECT p.proconfig FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = $1 AND p.proname = 'queue_stats'`,
-			[schema],
-		);
-		expect(rows[0].proconfig).toEqual(expect.arrayContaining(['jit=off', 'enable_seqscan=off']));
 	});
 });
 
@@ -327,7 +300,7 @@ describe('prepared statements', () => {
 	}
 
 	it('on (the default): frequent statements are named after a hash of their text; off: nothing is named', async () => {
-		spy = vi.spyOn(pg.Client.prototype, 'query');
+		spy = jest.spyOn(pg.Client.prototype, 'query');
 		await cycle(new JobStore(pool, { schema }), 'prepared-on');
 		const named = spy!.mock.calls
 			.map(([query]) =>
@@ -338,7 +311,7 @@ describe('prepared statements', () => {
 		expect(named.every((name) => /^dj_[0-9a-f]{32}$/.test(name))).toBe(true);
 		spy!.mockRestore();
 
-		spy = vi.spyOn(pg.Client.prototype, 'query');
+		spy = jest.spyOn(pg.Client.prototype, 'query');
 		await cycle(new JobStore(pool, { schema, preparedStatements: false }), 'prepared-off');
 		const unnamed = spy.mock.calls.filter(
 			([query]) =>
@@ -351,7 +324,7 @@ describe('prepared statements', () => {
 
 	it('the same statement text always gets the same name, in every store of the schema', async () => {
 		const names = new Set<string>();
-		spy = vi.spyOn(pg.Client.prototype, 'query');
+		spy = jest.spyOn(pg.Client.prototype, 'query');
 		for (let i = 0; i < 3; i++) await new JobStore(pool, { schema }).stats('same-name');
 		for (const [query] of spy.mock.calls)
 			if (typeof query === 'object' && query !== null && (query as { name?: string }).name)
@@ -499,7 +472,7 @@ describe('complete and heartbeat rewrites', () => {
 	});
 
 	it('a JSON null payload is stored as JSON null; a key-less batch is one INSERT without a transaction', async () => {
-		spy = vi.spyOn(pg.Client.prototype, 'query');
+		spy = jest.spyOn(pg.Client.prototype, 'query');
 		const results = (
 			await store.enqueue(
 				[

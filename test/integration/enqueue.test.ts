@@ -1,22 +1,7 @@
-import type pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-
 import { DurableJobsError, IdempotencyConflictError, JobStore, hashToken } from '../../src/core';
-import { dropSchema, freshStore, newPool, ok, testSchema } from '../helpers/db';
+import { ok, useTestSchema } from '../helpers/db';
 
-const schema = testSchema(__filename);
-let pool: pg.Pool;
-let store: JobStore;
-
-beforeAll(async () => {
-	pool = newPool(80);
-	store = await freshStore(pool, schema);
-});
-
-afterAll(async () => {
-	await dropSchema(pool, schema);
-	await pool.end();
-});
+const { schema, pool, store } = useTestSchema(__filename, { poolSize: 80, migrate: true });
 
 describe('enqueue', () => {
 	it('inserts one job per item in one statement and returns ids, tokens and status', async () => {

@@ -1,5 +1,5 @@
 /**
- * Hostile input through every node, executed with n8n's real expression engine
+ * Hostile input through every node, executed by n8n-core's WorkflowExecute
  * (test/helpers/n8n-context.ts). Each case answers with a NodeOperationError that names the
  * field (or, for fenced writes and status lookups, the documented "Lease Lost" / "Claim Lost" /
  * "Not Found" output) and leaves every table of the job schema exactly as it was. For input
@@ -9,16 +9,15 @@
  * the end of the run (and summarised in docs/SECURITY.md).
  */
 import { randomBytes } from 'node:crypto';
+import { WorkflowHasIssuesError } from 'n8n-core';
 import {
 	NodeOperationError,
 	type ICredentialDataDecryptedObject,
 	type IDataObject,
 	type INodeType,
 } from 'n8n-workflow';
-import type pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { closeAllPools, getPool, resetMigrationCache } from '../../src/core';
+import { getPool, resetMigrationCache } from '../../src/core';
 import { IdempotencyCheck } from '../../nodes/IdempotencyCheck/IdempotencyCheck.node';
 import { JobComplete } from '../../nodes/JobComplete/JobComplete.node';
 import { JobEnqueue } from '../../nodes/JobEnqueue/JobEnqueue.node';
@@ -27,7 +26,7 @@ import { JobStatus } from '../../nodes/JobStatus/JobStatus.node';
 import { OutboxWrite } from '../../nodes/OutboxWrite/OutboxWrite.node';
 import { credentialToConfig } from '../../nodes/shared/connection';
 import { freePort, startPostgres, type RunningPostgres } from '../../scripts/lib/postgres';
-import { databaseUrl, dropSchema, newPool, testSchema } from '../helpers/db';
+import { databaseUrl, testSchema, useTestSchema } from '../helpers/db';
 import {
 	credentialFor,
 	nodeRunner,
@@ -37,11 +36,15 @@ import {
 } from '../helpers/n8n-context';
 
 // The pid keeps a concurrent run of this file (e.g. a full suite run by someone else) apart.
-const schema = testSchema(__filename, `${process.pid}`);
 const bizSchema = testSchema(__filename, `business-${process.pid}`);
 const missingSchema = testSchema(__filename, `never-migrated-${process.pid}`);
+const { schema, pool } = useTestSchema(__filename, {
+	suffix: `${process.pid}`,
+	poolSize: 6,
+	otherSchemas: [missingSchema, bizSchema],
+	closeCachedPools: true,
+});
 const nodes = nodeRunner(schema);
-let pool: pg.Pool;
 
 /** Strings that would do damage if they reached SQL as text. */
 const INJECTIONS = [
@@ -157,10 +160,6 @@ let leasedBeta: IDataObject;
 let outboxJobId: string;
 
 beforeAll(async () => {
-	pool = newPool(6);
-	await dropSchema(pool, schema);
-	await dropSchema(pool, missingSchema);
-	await pool.query(`DROP SCHEMA IF EXISTS "${bizSchema}" CASCADE`);
 	await pool.query(`CREATE SCHEMA "${bizSchema}"`);
 	await pool.query(
 		`CREATE TABLE "${bizSchema}".orders (id text PRIMARY KEY, status text NOT NULL CHECK (status IN ('new', 'paid')))`,
@@ -205,12 +204,7 @@ beforeAll(async () => {
 	});
 });
 
-afterAll(async () => {
-	await closeAllPools();
-	await dropSchema(pool, schema);
-	await dropSchema(pool, missingSchema);
-	await pool.query(`DROP SCHEMA IF EXISTS "${bizSchema}" CASCADE`);
-	await pool.end();
+afterAll(() => {
 	console.log(
 		`[hostile-nodes] ${cases.length} cases:\n${cases.map((entry, index) => `  ${String(index + 1).padStart(2)}. ${entry.node} — ${entry.name}\n      → ${entry.answer}`).join('\n')}`,
 	);
@@ -1111,10 +1105,26 @@ describe('Job Status', () => {
 			{ items: [{ a: 1 }], parameters: { operation: 'cancel' } },
 			{ field: 'jobIds', message: /no job IDs given/ },
 		);
+		// A Queue left empty in the editor: n8n itself refuses to run the workflow (a required
+		// parameter); an expression that yields no queue reaches the node.
+		expect(
+			await nodes
+				.run(new JobStatus(), {
+					parameters: { operation: 'requeue', selectBy: 'filter', confirm: true },
+				})
+				.catch((caught: unknown) => caught),
+		).toBeInstanceOf(WorkflowHasIssuesError);
 		await rejects(
 			'Requeue by filter with no queue (no filter at all)',
 			new JobStatus(),
-			{ parameters: { operation: 'requeue', selectBy: 'filter', confirm: true } },
+			{
+				parameters: {
+					operation: 'requeue',
+					selectBy: 'filter',
+					filterQueue: '={{ $json.queue }}',
+					confirm: true,
+				},
+			},
 			{ field: 'jobIds', message: /requeue needs job ids or a queue filter/ },
 		);
 		await rejects(

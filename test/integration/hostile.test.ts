@@ -1,21 +1,10 @@
-import type pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DurableJobsError } from '../../src/core';
+import { ok, tableSnapshot, useTestSchema } from '../helpers/db';
 
-import { DurableJobsError, JobStore } from '../../src/core';
-import { dropSchema, freshStore, newPool, ok, tableSnapshot, testSchema } from '../helpers/db';
-
-const schema = testSchema(__filename);
-let pool: pg.Pool;
-let store: JobStore;
-
-beforeAll(async () => {
-	pool = newPool(10);
-	store = await freshStore(pool, schema, { maxPayloadBytes: 4 * 1024 * 1024 });
-});
-
-afterAll(async () => {
-	await dropSchema(pool, schema);
-	await pool.end();
+const { schema, pool, store } = useTestSchema(__filename, {
+	poolSize: 10,
+	migrate: true,
+	storeOptions: { maxPayloadBytes: 4 * 1024 * 1024 },
 });
 
 const HOSTILE = [

@@ -1,22 +1,7 @@
-import type pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-
 import { DurableJobsError, JobStore, type ClaimResult } from '../../src/core';
-import { dropSchema, freshStore, newPool, ok, testSchema } from '../helpers/db';
+import { ok, useTestSchema } from '../helpers/db';
 
-const schema = testSchema(__filename);
-let pool: pg.Pool;
-let store: JobStore;
-
-beforeAll(async () => {
-	pool = newPool(50);
-	store = await freshStore(pool, schema);
-});
-
-afterAll(async () => {
-	await dropSchema(pool, schema);
-	await pool.end();
-});
+const { schema, pool, store } = useTestSchema(__filename, { poolSize: 50, migrate: true });
 
 async function claimOne(
 	input: Parameters<JobStore['claim']>[0][number],

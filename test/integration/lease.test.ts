@@ -1,22 +1,7 @@
-import type pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-
 import { DurableJobsError, JobStore, type CompleteResult, type LeasedJob } from '../../src/core';
-import { dropSchema, freshStore, newPool, ok, sleep, testSchema } from '../helpers/db';
+import { ok, sleep, useTestSchema } from '../helpers/db';
 
-const schema = testSchema(__filename);
-let pool: pg.Pool;
-let store: JobStore;
-
-beforeAll(async () => {
-	pool = newPool(40);
-	store = await freshStore(pool, schema);
-});
-
-afterAll(async () => {
-	await dropSchema(pool, schema);
-	await pool.end();
-});
+const { schema, pool, store } = useTestSchema(__filename, { poolSize: 40, migrate: true });
 
 async function enqueueMany(
 	queue: string,

@@ -1,38 +1,28 @@
 import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import {
 	DEFAULT_SCHEMA,
 	MigrationsMissingError,
 	ValidationError,
 	assertMigrated,
-	closeAllPools,
 	loadMigrations,
 	migrate,
 	migrationScript,
 	openStore,
 	resetMigrationCache,
 } from '../../src/core';
-import { connectionConfig, databaseUrl, dropSchema, newPool, testSchema } from '../helpers/db';
+import { connectionConfig, databaseUrl, dropSchema, newPool, useTestSchema } from '../helpers/db';
 
-let pool: pg.Pool;
-const schema = testSchema(__filename);
 const defaultDatabase = `djt_default_${process.pid}`;
-
-beforeAll(async () => {
-	pool = newPool(20);
-	await dropSchema(pool, schema);
-});
-
-afterAll(async () => {
-	await dropSchema(pool, schema);
-	await dropSchema(pool, `${schema}_b`);
-	await dropSchema(pool, `${schema}_c`);
-	await pool
-		.query(`DROP DATABASE IF EXISTS ${defaultDatabase} WITH (FORCE)`)
-		.catch(() => undefined);
-	await closeAllPools();
-	await pool.end();
+const { schema, pool } = useTestSchema(__filename, {
+	closeCachedPools: true,
+	cleanUp: async (pool) => {
+		await dropSchema(pool, `${schema}_b`);
+		await dropSchema(pool, `${schema}_c`);
+		await pool
+			.query(`DROP DATABASE IF EXISTS ${defaultDatabase} WITH (FORCE)`)
+			.catch(() => undefined);
+	},
 });
 
 describe('migrations', () => {
@@ -45,11 +35,12 @@ describe('migrations', () => {
 	});
 
 	it('two concurrent runners both succeed and apply each file exactly once', async () => {
+		const otherPool = newPool(2);
 		const [a, b, c] = await Promise.all([
 			migrate(pool, schema),
 			migrate(pool, schema),
-			migrate(newPool(2), schema),
-		]);
+			migrate(otherPool, schema),
+		]).finally(() => otherPool.end());
 		const appliedNames = [...a.applied, ...b.applied, ...c.applied].sort();
 		expect(appliedNames).toEqual(
 			loadMigrations()

@@ -1,18 +1,18 @@
 import type { ICredentialDataDecryptedObject, ICredentialTestFunctions } from 'n8n-workflow';
 import { NodeOperationError } from 'n8n-workflow';
-import type pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { closeAllPools, resetMigrationCache } from '../../src/core';
+import { resetMigrationCache } from '../../src/core';
 import { JobEnqueue } from '../../nodes/JobEnqueue/JobEnqueue.node';
 import { testDurableJobsConnection } from '../../nodes/shared/credentialTest';
 import { freePort } from '../../scripts/lib/postgres';
-import { databaseUrl, dropSchema, newPool, testSchema } from '../helpers/db';
+import { databaseUrl, testSchema, useTestSchema } from '../helpers/db';
 import { credentialFor, nodeRunner, webhookItem } from '../helpers/n8n-context';
 
-const schema = testSchema(__filename);
 const missingSchema = testSchema(__filename, 'never-migrated');
-let pool: pg.Pool;
+const { schema, pool } = useTestSchema(__filename, {
+	otherSchemas: [missingSchema],
+	closeCachedPools: true,
+});
 
 const testFunctions = {
 	logger: {
@@ -33,18 +33,8 @@ async function check(data: ICredentialDataDecryptedObject) {
 	});
 }
 
-beforeAll(async () => {
-	pool = newPool();
-	await dropSchema(pool, schema);
-	await dropSchema(pool, missingSchema);
+beforeAll(() => {
 	resetMigrationCache();
-});
-
-afterAll(async () => {
-	await closeAllPools();
-	await dropSchema(pool, schema);
-	await dropSchema(pool, missingSchema);
-	await pool.end();
 });
 
 describe('credential test against a real server', () => {

@@ -1,27 +1,13 @@
 import { NodeOperationError, type IDataObject, type INodeExecutionData } from 'n8n-workflow';
-import type pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { closeAllPools, fingerprint } from '../../src/core';
+import { fingerprint } from '../../src/core';
 import { IdempotencyCheck } from '../../nodes/IdempotencyCheck/IdempotencyCheck.node';
-import { dropSchema, newPool, tableSnapshot, testSchema } from '../helpers/db';
+import { tableSnapshot, useTestSchema } from '../helpers/db';
 import { nodeRunner, webhookItem } from '../helpers/n8n-context';
 
-const schema = testSchema(__filename);
+const { schema, pool } = useTestSchema(__filename, { closeCachedPools: true });
 const nodes = nodeRunner(schema);
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
-let pool: pg.Pool;
-
-beforeAll(async () => {
-	pool = newPool();
-	await dropSchema(pool, schema);
-});
-
-afterAll(async () => {
-	await closeAllPools();
-	await dropSchema(pool, schema);
-	await pool.end();
-});
 
 const claimParameters = { scope: 'payments', key: '={{ $json.event_id }}' };
 

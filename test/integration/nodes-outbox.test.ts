@@ -1,32 +1,24 @@
+import { WorkflowHasIssuesError } from 'n8n-core';
 import { NodeOperationError, type IDataObject } from 'n8n-workflow';
-import type pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { closeAllPools, fingerprint } from '../../src/core';
+import { fingerprint } from '../../src/core';
 import { OutboxWrite } from '../../nodes/OutboxWrite/OutboxWrite.node';
-import { dropSchema, newPool, tableSnapshot, testSchema } from '../helpers/db';
+import { tableSnapshot, testSchema, useTestSchema } from '../helpers/db';
 import { nodeRunner, webhookItem } from '../helpers/n8n-context';
 
-const schema = testSchema(__filename);
-const nodes = nodeRunner(schema);
 // The business table lives outside the package's schema, as a user's own table would.
 const businessTable = `public.${testSchema(__filename, 'orders')}_orders`;
-let pool: pg.Pool;
+const { schema, pool } = useTestSchema(__filename, {
+	closeCachedPools: true,
+	cleanUp: async (pool) => await pool.query(`DROP TABLE IF EXISTS ${businessTable}`),
+});
+const nodes = nodeRunner(schema);
 
 beforeAll(async () => {
-	pool = newPool();
-	await dropSchema(pool, schema);
 	await pool.query(`DROP TABLE IF EXISTS ${businessTable}`);
 	await pool.query(
 		`CREATE TABLE ${businessTable} (id int PRIMARY KEY, status text NOT NULL CHECK (status IN ('new', 'paid', 'shipped')))`,
 	);
-});
-
-afterAll(async () => {
-	await closeAllPools();
-	await pool.query(`DROP TABLE IF EXISTS ${businessTable}`);
-	await dropSchema(pool, schema);
-	await pool.end();
 });
 
 const withSql = {
@@ -240,8 +232,14 @@ describe('Outbox Write: event ids', () => {
 	});
 
 	it('an empty event type is an error naming the field', async () => {
-		const error = (await nodes
+		// Left empty in the editor, n8n itself refuses to run the workflow (a required parameter).
+		const refused = await nodes
 			.run(new OutboxWrite(), { items: [{ a: 1 }] })
+			.catch((caught: unknown) => caught);
+		expect(refused).toBeInstanceOf(WorkflowHasIssuesError);
+		// An expression that yields nothing reaches the node.
+		const error = (await nodes
+			.run(new OutboxWrite(), { items: [{ a: 1 }], parameters: { eventType: '={{ $json.type }}' } })
 			.catch((caught: unknown) => caught)) as NodeOperationError;
 		expect(error).toBeInstanceOf(NodeOperationError);
 		expect(error.context.itemIndex).toBe(0);

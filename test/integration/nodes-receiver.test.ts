@@ -1,27 +1,13 @@
 import { NodeOperationError, type IDataObject } from 'n8n-workflow';
-import type pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { closeAllPools, hashToken } from '../../src/core';
+import { hashToken } from '../../src/core';
 import { JobEnqueue } from '../../nodes/JobEnqueue/JobEnqueue.node';
-import { dropSchema, newPool, tableSnapshot, testSchema } from '../helpers/db';
+import { tableSnapshot, useTestSchema } from '../helpers/db';
 import { nodeRunner, pairedIndexes, webhookItem } from '../helpers/n8n-context';
 
-const schema = testSchema(__filename);
+const { schema, pool } = useTestSchema(__filename, { closeCachedPools: true });
 const nodes = nodeRunner(schema);
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
-let pool: pg.Pool;
-
-beforeAll(async () => {
-	pool = newPool();
-	await dropSchema(pool, schema);
-});
-
-afterAll(async () => {
-	await closeAllPools();
-	await dropSchema(pool, schema);
-	await pool.end();
-});
 
 async function jobRows(where = 'true', values: unknown[] = []) {
 	const { rows } = await pool.query(

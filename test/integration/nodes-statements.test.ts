@@ -5,35 +5,21 @@
  */
 import type { IDataObject, INodeExecutionData, INodeType } from 'n8n-workflow';
 import pg from 'pg';
-import {
-	afterAll,
-	afterEach,
-	beforeAll,
-	describe,
-	expect,
-	it,
-	vi,
-	type MockInstance,
-} from 'vitest';
 
-import { closeAllPools } from '../../src/core';
 import { IdempotencyCheck } from '../../nodes/IdempotencyCheck/IdempotencyCheck.node';
 import { JobComplete } from '../../nodes/JobComplete/JobComplete.node';
 import { JobEnqueue } from '../../nodes/JobEnqueue/JobEnqueue.node';
 import { JobLease } from '../../nodes/JobLease/JobLease.node';
 import { JobStatus } from '../../nodes/JobStatus/JobStatus.node';
 import { OutboxWrite } from '../../nodes/OutboxWrite/OutboxWrite.node';
-import { dropSchema, newPool, testSchema } from '../helpers/db';
+import { useTestSchema } from '../helpers/db';
 import { nodeRunner, type NodeContextOptions, type RunResult } from '../helpers/n8n-context';
 
-const schema = testSchema(__filename);
+const { schema, pool } = useTestSchema(__filename, { closeCachedPools: true });
 const nodes = nodeRunner(schema);
-let pool: pg.Pool;
-let spy: MockInstance | undefined;
+let spy: jest.SpyInstance | undefined;
 
 beforeAll(async () => {
-	pool = newPool();
-	await dropSchema(pool, schema);
 	// Warm-up: migrations, the status-token secret and the pool are set up once per process;
 	// they are not part of a node execution's statements.
 	await nodes.run(new JobEnqueue(), { items: [{ warm: 'up' }], parameters: { queue: 'warm-up' } });
@@ -44,12 +30,6 @@ afterEach(() => {
 	spy = undefined;
 });
 
-afterAll(async () => {
-	await closeAllPools();
-	await dropSchema(pool, schema);
-	await pool.end();
-});
-
 const TRANSACTION_CONTROL = /^\s*(BEGIN|COMMIT|ROLLBACK|SAVEPOINT|RELEASE)\b/i;
 
 /** Runs the node and returns its result and the SQL text of every statement sent meanwhile. */
@@ -58,7 +38,7 @@ async function counted(
 	options: NodeContextOptions,
 ): Promise<{ result: RunResult; statements: string[] }> {
 	const ctx = nodes.create(nodeType, options);
-	spy = vi.spyOn(pg.Client.prototype, 'query');
+	spy = jest.spyOn(pg.Client.prototype, 'query');
 	const result = await ctx.run();
 	const statements = spy.mock.calls.map(([query]) =>
 		(typeof query === 'string' ? query : String((query as { text: string }).text)).trim(),

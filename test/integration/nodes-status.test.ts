@@ -1,30 +1,15 @@
 import { NodeOperationError, type IDataObject, type INodeExecutionData } from 'n8n-workflow';
-import type pg from 'pg';
 import { v7 as uuidv7 } from 'uuid';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { closeAllPools } from '../../src/core';
 import { JobComplete } from '../../nodes/JobComplete/JobComplete.node';
 import { JobEnqueue } from '../../nodes/JobEnqueue/JobEnqueue.node';
 import { JobLease } from '../../nodes/JobLease/JobLease.node';
 import { JobStatus } from '../../nodes/JobStatus/JobStatus.node';
-import { dropSchema, newPool, tableSnapshot, testSchema } from '../helpers/db';
+import { tableSnapshot, useTestSchema } from '../helpers/db';
 import { nodeRunner, webhookItem } from '../helpers/n8n-context';
 
-const schema = testSchema(__filename);
+const { schema, pool } = useTestSchema(__filename, { closeCachedPools: true });
 const nodes = nodeRunner(schema);
-let pool: pg.Pool;
-
-beforeAll(async () => {
-	pool = newPool();
-	await dropSchema(pool, schema);
-});
-
-afterAll(async () => {
-	await closeAllPools();
-	await dropSchema(pool, schema);
-	await pool.end();
-});
 
 async function enqueue(
 	queue: string,

@@ -1,30 +1,15 @@
 import { NodeOperationError, type IDataObject, type INodeExecutionData } from 'n8n-workflow';
-import type pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { closeAllPools } from '../../src/core';
 import { JobComplete } from '../../nodes/JobComplete/JobComplete.node';
 import { JobEnqueue } from '../../nodes/JobEnqueue/JobEnqueue.node';
 import { JobLease } from '../../nodes/JobLease/JobLease.node';
 import { JobStatus } from '../../nodes/JobStatus/JobStatus.node';
-import { dropSchema, newPool, tableSnapshot, testSchema } from '../helpers/db';
+import { tableSnapshot, useTestSchema } from '../helpers/db';
 import { nodeRunner } from '../helpers/n8n-context';
 
-const schema = testSchema(__filename);
+const { schema, pool } = useTestSchema(__filename, { closeCachedPools: true });
 const nodes = nodeRunner(schema);
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
-let pool: pg.Pool;
-
-beforeAll(async () => {
-	pool = newPool();
-	await dropSchema(pool, schema);
-});
-
-afterAll(async () => {
-	await closeAllPools();
-	await dropSchema(pool, schema);
-	await pool.end();
-});
 
 async function enqueue(
 	queue: string,
@@ -180,11 +165,9 @@ describe('Job Lease → Job Complete', () => {
 
 	it('outcome From HTTP Status: 503 → retry (queued again with backoff), 400 → failed, needs_mapping', async () => {
 		const [transient, contract] = await enqueue('http', [{ n: 1 }, { n: 2 }]);
-		const items = (await lease('http'))
-			.output('Leased')
-			.map((item) => ({
-				json: { ...item.json, statusCode: item.json.job_id === transient ? 503 : 400 },
-			}));
+		const items = (await lease('http')).output('Leased').map((item) => ({
+			json: { ...item.json, statusCode: item.json.job_id === transient ? 503 : 400 },
+		}));
 		const result = await nodes.run(new JobComplete(), {
 			items,
 			parameters: {

@@ -1,26 +1,17 @@
-import type pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DurableJobsError } from '../../src/core';
+import { ok, useTestSchema } from '../helpers/db';
 
-import { DurableJobsError, JobStore } from '../../src/core';
-import { dropSchema, freshStore, newPool, ok, testSchema } from '../helpers/db';
-
-const schema = testSchema(__filename);
-let pool: pg.Pool;
-let store: JobStore;
+const { schema, pool, store } = useTestSchema(__filename, {
+	poolSize: 20,
+	migrate: true,
+	cleanUp: async (pool) => await pool.query(`DROP TABLE IF EXISTS public.${schema}_orders`),
+});
 
 beforeAll(async () => {
-	pool = newPool(20);
-	store = await freshStore(pool, schema);
 	await pool.query(`DROP TABLE IF EXISTS public.${schema}_orders`);
 	await pool.query(
 		`CREATE TABLE public.${schema}_orders (id text PRIMARY KEY, amount int NOT NULL CHECK (amount > 0))`,
 	);
-});
-
-afterAll(async () => {
-	await pool.query(`DROP TABLE IF EXISTS public.${schema}_orders`);
-	await dropSchema(pool, schema);
-	await pool.end();
 });
 
 const orders = `public.${schema}_orders`;

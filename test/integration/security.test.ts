@@ -12,7 +12,6 @@
 import { createHash, randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { v7 as uuidv7 } from 'uuid';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import {
 	DurableJobsError,
@@ -30,28 +29,20 @@ import {
 	connectionConfig,
 	databaseUrl,
 	dropSchema,
-	freshStore,
 	newPool,
 	testSchema,
+	useTestSchema,
 } from '../helpers/db';
 import { formatMs, mannWhitneyU, summarize } from '../helpers/stats';
 
 // The pid keeps a concurrent run of this file (e.g. a full suite run by someone else) apart.
-const schema = testSchema(__filename, `${process.pid}`);
 const otherSchema = testSchema(__filename, `other-${process.pid}`);
-let pool: pg.Pool;
-let store: JobStore;
-
-beforeAll(async () => {
-	pool = newPool(10);
-	store = await freshStore(pool, schema);
-});
-
-afterAll(async () => {
-	await closeAllPools();
-	await dropSchema(pool, schema);
-	await dropSchema(pool, otherSchema);
-	await pool.end();
+const { schema, pool, store } = useTestSchema(__filename, {
+	suffix: `${process.pid}`,
+	poolSize: 10,
+	migrate: true,
+	otherSchemas: [otherSchema],
+	closeCachedPools: true,
 });
 
 function ok<T>(result: T | DurableJobsError): T {

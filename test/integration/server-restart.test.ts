@@ -5,7 +5,6 @@
  * restart. A private embedded server is used whatever DATABASE_URL says, because restarting
  * a shared server would break the other test files.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import {
 	DatabaseUnavailableError,

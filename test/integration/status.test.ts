@@ -1,22 +1,7 @@
-import type pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ValidationError } from '../../src/core';
+import { ok, useTestSchema } from '../helpers/db';
 
-import { JobStore, ValidationError } from '../../src/core';
-import { dropSchema, freshStore, newPool, ok, testSchema } from '../helpers/db';
-
-const schema = testSchema(__filename);
-let pool: pg.Pool;
-let store: JobStore;
-
-beforeAll(async () => {
-	pool = newPool(20);
-	store = await freshStore(pool, schema);
-});
-
-afterAll(async () => {
-	await dropSchema(pool, schema);
-	await pool.end();
-});
+const { schema, pool, store } = useTestSchema(__filename, { poolSize: 20, migrate: true });
 
 async function failJob(
 	queue: string,

@@ -1,5 +1,4 @@
 import type { ICredentialTestFunctions } from 'n8n-workflow';
-import { describe, expect, it } from 'vitest';
 
 import { credentialToConfig } from '../../nodes/shared/connection';
 import { testDurableJobsConnection } from '../../nodes/shared/credentialTest';

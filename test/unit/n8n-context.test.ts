@@ -1,17 +1,39 @@
-import type { IExecuteFunctions, INodeExecutionData } from 'n8n-workflow';
-import { describe, expect, it } from 'vitest';
+import {
+	NodeConnectionTypes,
+	NodeOperationError,
+	type IExecuteFunctions,
+	type INodeExecutionData,
+	type INodeType,
+} from 'n8n-workflow';
 
 import { JobComplete } from '../../nodes/JobComplete/JobComplete.node';
 import { JobEnqueue } from '../../nodes/JobEnqueue/JobEnqueue.node';
 import { JobStatus } from '../../nodes/JobStatus/JobStatus.node';
-import {
-	NodeContext,
-	credentialFor,
-	routeToErrorOutput,
-	webhookItem,
-} from '../helpers/n8n-context';
+import { NodeContext, credentialFor, strayLogs, webhookItem } from '../helpers/n8n-context';
 
-/** The harness must resolve parameters as n8n does, or node tests prove nothing. */
+/** A node with two outputs ("First", "Second") whose execute() is the test's. */
+function probeNode(
+	execute: (this: IExecuteFunctions) => Promise<INodeExecutionData[][]>,
+): INodeType {
+	return {
+		description: {
+			displayName: 'Harness Probe',
+			name: 'harnessProbe',
+			group: ['transform'],
+			version: 1,
+			description: 'A node for the tests of the harness',
+			defaults: { name: 'Harness Probe' },
+			inputs: [NodeConnectionTypes.Main],
+			outputs: [NodeConnectionTypes.Main, NodeConnectionTypes.Main],
+			outputNames: ['First', 'Second'],
+			credentials: [{ name: 'durableJobsPostgresApi', required: true }],
+			properties: [],
+		},
+		execute,
+	};
+}
+
+/** The harness must hand nodes n8n's own parameters, or node tests prove nothing. */
 describe('test harness: parameters as n8n resolves them', () => {
 	it('applies defaults and evaluates default expressions against each item', () => {
 		const ctx = new NodeContext(new JobComplete(), {
@@ -103,10 +125,15 @@ describe('test harness: parameters as n8n resolves them', () => {
 		expect(
 			new NodeContext(new JobEnqueue(), { continueOnFail: true }).context.continueOnFail(),
 		).toBe(true);
+		const {
+			maxConnections: _maxConnections,
+			autoMigrate: _autoMigrate,
+			...stored
+		} = credentialFor('postgres://u:p%40ss@db:6000/app', 'djt_x');
 		const ctx = new NodeContext(new JobEnqueue(), {
 			workflowId: 'wf-9',
 			executionId: 'ex-9',
-			credential: credentialFor('postgres://u:p%40ss@db:6000/app', 'djt_x'),
+			credential: stored,
 		});
 		expect(ctx.context.getWorkflow()).toEqual({
 			id: 'wf-9',
@@ -114,6 +141,7 @@ describe('test harness: parameters as n8n resolves them', () => {
 			active: false,
 		});
 		expect(ctx.context.getExecutionId()).toBe('ex-9');
+		// The credential as stored, with the credential type's defaults for what it leaves out.
 		expect(await ctx.context.getCredentials('durableJobsPostgresApi')).toEqual({
 			host: 'db',
 			port: 6000,
@@ -122,51 +150,71 @@ describe('test harness: parameters as n8n resolves them', () => {
 			password: 'p@ss',
 			ssl: 'disable',
 			schema: 'djt_x',
-			maxConnections: 20,
+			maxConnections: 10,
 			autoMigrate: true,
+			preparedStatements: true,
 		});
 		await expect(ctx.context.getCredentials('postgres')).rejects.toThrow(
 			/does not have any credentials of type "postgres"/,
 		);
-		expect(
-			() => (ctx.context as unknown as { helpers: { httpRequest: unknown } }).helpers.httpRequest,
-		).toThrow(/does not model this.helpers.httpRequest/);
-		expect(() => ctx.context.getWorkflowStaticData('node')).toThrow(
-			/does not model IExecuteFunctions.getWorkflowStaticData/,
+		await expect(
+			new NodeContext(new JobEnqueue()).context.getCredentials('durableJobsPostgresApi'),
+		).rejects.toThrow(/the test gave none/);
+		// What n8n's server would supply and the harness does not model throws, naming itself.
+		expect(() => ctx.context.getSignedResumeUrl()).toThrow(
+			/does not model InstanceSettings.hmacSignatureSecret/,
 		);
-		ctx.context.logger.warn('hello', { a: 1 });
-		expect(ctx.logs).toEqual([{ level: 'warn', message: 'hello', metadata: { a: 1 } }]);
+		expect(() => ctx.context.getCredentialsProperties('durableJobsPostgresApi')).toThrow(
+			/does not model ICredentialsHelper.getCredentialsProperties/,
+		);
+		// What a node logs during its run is recorded on its context.
+		const logging = new NodeContext(
+			probeNode(async function () {
+				this.logger.warn('hello', { a: 1 });
+				return [[{ json: {}, pairedItem: { item: 0 } }], []];
+			}),
+		);
+		await logging.run();
+		expect(logging.logs).toEqual([{ level: 'warn', message: 'hello', metadata: { a: 1 } }]);
+		expect(strayLogs).toEqual([]);
 	});
 });
 
 describe('test harness: n8n error-output routing', () => {
 	const inputs: INodeExecutionData[] = [0, 1, 2, 3].map((n) => ({ json: { n, original: true } }));
 
-	it('moves error items from every regular output to the last output, merging the input JSON', () => {
-		const raw: INodeExecutionData[][] = [
-			[
-				{ json: { ok: 0 }, pairedItem: { item: 0 } },
-				{
-					json: { error: 'bad', code: 'x' },
-					error: new Error('bad') as never,
-					pairedItem: { item: 1 },
-				},
-			],
-			[
-				{ json: { error: 'only error' }, pairedItem: { item: 2 } },
-				{ json: { error: 'not only', extra: 1 }, pairedItem: { item: 3 } },
-			],
-		];
-		const [first, second, errors] = routeToErrorOutput(raw, 3, inputs);
-		expect(first).toEqual([{ json: { ok: 0 }, pairedItem: { item: 0 } }]);
+	it('moves error items from every regular output to the last output, merging the input JSON', async () => {
+		const ctx = new NodeContext(
+			probeNode(async function () {
+				return [
+					[
+						{ json: { ok: 0 }, pairedItem: { item: 0 } },
+						{
+							json: { error: 'bad', code: 'x' },
+							error: new NodeOperationError(this.getNode(), 'bad'),
+							pairedItem: { item: 1 },
+						},
+					],
+					[
+						{ json: { error: 'only error' }, pairedItem: { item: 2 } },
+						{ json: { error: 'not only', extra: 1 }, pairedItem: { item: 3 } },
+					],
+				];
+			}),
+			{ items: inputs, onError: 'continueErrorOutput' },
+		);
+		const result = await ctx.run();
+		expect(result.outputNames).toEqual(['First', 'Second', 'Error']);
+		expect(result.output('First').map((item) => item.json)).toEqual([{ ok: 0 }]);
 		// An item whose JSON has more than error/message/details and no .error is a regular item.
-		expect(second).toEqual([{ json: { error: 'not only', extra: 1 }, pairedItem: { item: 3 } }]);
-		expect(errors.map((item) => item.json)).toEqual([
-			{ n: 1, original: true, error: 'bad', code: 'x' },
+		expect(result.output('Second').map((item) => item.json)).toEqual([
+			{ error: 'not only', extra: 1 },
+		]);
+		expect(result.output('Error').map((item) => item.json)).toEqual([
+			// An item with an `error` property: n8n keeps only its message.
+			{ error: 'bad' },
 			{ n: 2, original: true, error: 'only error' },
 		]);
-		expect(errors.map((item) => item.pairedItem)).toEqual([{ item: 1 }, { item: 2 }]);
-		// The input to routing is not changed.
-		expect(raw[0]).toHaveLength(2);
+		expect(result.routing()).toEqual({ First: [0], Second: [3], Error: [1, 2] });
 	});
 });

@@ -1,5 +1,10 @@
-import { NodeOperationError, type IDataObject, type INodeExecutionData } from 'n8n-workflow';
-import { describe, expect, it, vi } from 'vitest';
+import {
+	NodeOperationError,
+	type IDataObject,
+	type IExecuteFunctions,
+	type INodeExecutionData,
+	type INodeType,
+} from 'n8n-workflow';
 
 import {
 	DatabaseUnavailableError,
@@ -12,26 +17,23 @@ import { JobEnqueue } from '../../nodes/JobEnqueue/JobEnqueue.node';
 import { JobStatus } from '../../nodes/JobStatus/JobStatus.node';
 import { runBatch } from '../../nodes/shared/batch';
 import { errorItem, errorJson, invalidInput, toNodeError } from '../../nodes/shared/errors';
-import { NodeContext, routeToErrorOutput, type OnError } from '../helpers/n8n-context';
+import { NodeContext, type OnError } from '../helpers/n8n-context';
 
 interface Input {
 	n: number;
 }
 
 /**
- * runBatch driven through the harness with a fake core call: items whose `n` is negative fail
- * in `read` (bad parameter), items whose `n` is 13 fail in the core (per-item error result),
- * odd `n` routes to output 1.
+ * runBatch in a node that n8n-core executes (test/helpers/n8n-context.ts), with a fake core
+ * call: items whose `n` is negative fail in `read` (bad parameter), items whose `n` is 13 fail
+ * in the core (per-item error result), odd `n` routes to output 1. `run` is the node's outputs
+ * as n8n passed them on (with the Error output when onError is continueErrorOutput).
  */
 async function batch(
 	values: number[],
 	onError?: OnError,
 	call?: (inputs: Input[], allOrNothing: boolean) => Promise<ItemResults<{ doubled: number }>>,
 ) {
-	const ctx = new NodeContext(new JobStatus(), {
-		items: values.map((n) => ({ n, tag: `item-${n}` })),
-		onError,
-	});
 	const calls: Array<{ inputs: Input[]; allOrNothing: boolean }> = [];
 	const defaultCall = async (inputs: Input[], allOrNothing: boolean) => {
 		calls.push({ inputs, allOrNothing });
@@ -41,19 +43,32 @@ async function batch(
 				: { doubled: input.n * 2 },
 		);
 	};
-	const run = runBatch<Input, { doubled: number }>(ctx.context, {
-		outputs: 2,
-		read: (itemIndex, item) => {
-			const n = item.json.n as number;
-			if (n < 0) throw invalidInput('n', `item ${itemIndex} is negative`, 'Use a positive number');
-			return { n };
+	// Job Status's description (Get: outputs Found / Not Found) with runBatch as its execute().
+	const nodeType: INodeType = Object.create(new JobStatus(), {
+		execute: {
+			value: async function (this: IExecuteFunctions) {
+				return await runBatch<Input, { doubled: number }>(this, {
+					outputs: 2,
+					read: (itemIndex, item) => {
+						const n = item.json.n as number;
+						if (n < 0)
+							throw invalidInput('n', `item ${itemIndex} is negative`, 'Use a positive number');
+						return { n };
+					},
+					call: call ?? defaultCall,
+					route: (result, itemIndex, input) => ({
+						output: input.n % 2,
+						json: { doubled: result.doubled, itemIndex },
+					}),
+				});
+			},
 		},
-		call: call ?? defaultCall,
-		route: (result, itemIndex, input) => ({
-			output: input.n % 2,
-			json: { doubled: result.doubled, itemIndex },
-		}),
 	});
+	const ctx = new NodeContext(nodeType, {
+		items: values.map((n) => ({ n, tag: `item-${n}` })),
+		onError,
+	});
+	const run = ctx.run().then((result) => result.outputs);
 	return { ctx, calls, run };
 }
 
@@ -88,10 +103,9 @@ describe('runBatch: the per-item contract every node shares', () => {
 
 	it('with continue (error output) bad items go to the error output with their input merged; the rest proceed', async () => {
 		const { ctx, calls, run } = await batch([2, -1, 4, -3, 5], 'continueErrorOutput');
-		const raw = await run;
+		const [even, odd, errors] = await run;
 		// Only the good items reach the core, and its results map back to the right items.
 		expect(calls).toEqual([{ inputs: [{ n: 2 }, { n: 4 }, { n: 5 }], allOrNothing: false }]);
-		const [even, odd, errors] = routeToErrorOutput(raw, ctx.outputNames().length, ctx.items);
 		expect(ctx.outputNames()).toEqual(['Found', 'Not Found', 'Error']);
 		expect(even.map((item) => item.json)).toEqual([
 			{ doubled: 4, itemIndex: 0 },
@@ -125,8 +139,7 @@ describe('runBatch: the per-item contract every node shares', () => {
 
 	it('a per-item error from the core fails only that item (continue) or names it (stop)', async () => {
 		const continued = await batch([2, 13, 4], 'continueErrorOutput');
-		const raw = await continued.run;
-		const [even, , errors] = routeToErrorOutput(raw, 3, continued.ctx.items);
+		const [even, , errors] = await continued.run;
 		expect(paired(even)).toEqual([0, 2]);
 		expect(paired(errors)).toEqual([1]);
 		expect(errors[0].json).toMatchObject({
@@ -149,7 +162,7 @@ describe('runBatch: the per-item contract every node shares', () => {
 			throw error;
 		};
 		const continued = await batch([2, -1, 4], 'continueErrorOutput', failing);
-		const [even, odd, errors] = routeToErrorOutput(await continued.run, 3, continued.ctx.items);
+		const [even, odd, errors] = await continued.run;
 		expect(even).toEqual([]);
 		expect(odd).toEqual([]);
 		// With continue the whole call failed, so every item that reached it goes to the error output.
@@ -193,7 +206,7 @@ describe('runBatch: the per-item contract every node shares', () => {
 			return results;
 		};
 		const continued = await batch([2, 4], 'continueErrorOutput', shifted);
-		const [even, , errors] = routeToErrorOutput(await continued.run, 3, continued.ctx.items);
+		const [even, , errors] = await continued.run;
 		expect(paired(even)).toEqual([0]);
 		expect(paired(errors)).toEqual([1]);
 		expect((errors[0].json.details as { code: string }).code).toBe('no_result');
@@ -279,7 +292,7 @@ describe('error mapping', () => {
 			parameters: { idempotencyKey: "={{ $('No Such Node').item.json.id }}" },
 			items: [{ a: 1 }],
 		});
-		const read = vi.fn(
+		const read = jest.fn(
 			(itemIndex: number) =>
 				ctx.context.getNodeParameter('idempotencyKey', itemIndex) as IDataObject,
 		);

@@ -2,7 +2,6 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { NodeHelpers, type INodeParameters, type INodeType } from 'n8n-workflow';
-import { describe, expect, it } from 'vitest';
 
 import { DurableJobsPostgresApi } from '../../credentials/DurableJobsPostgresApi.credentials';
 import { IdempotencyCheck } from '../../nodes/IdempotencyCheck/IdempotencyCheck.node';

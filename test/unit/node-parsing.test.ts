@@ -1,5 +1,4 @@
 import { createHash } from 'node:crypto';
-import { describe, expect, it } from 'vitest';
 
 import { DurableJobsError, canonicalJson, classifyHttpStatus, fingerprint } from '../../src/core';
 import { keyFromFields } from '../../nodes/IdempotencyCheck/IdempotencyCheck.node';
@@ -11,7 +10,7 @@ import {
 	parseJsonParameter,
 	secondsToMs,
 } from '../../nodes/shared/batch';
-import { webhookItem } from '../helpers/n8n-context';
+import { webhookItem } from '../helpers/n8n-items';
 
 function thrown(work: () => unknown): DurableJobsError {
 	try {
