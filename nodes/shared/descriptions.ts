@@ -1,5 +1,8 @@
 import type { INodeProperties } from 'n8n-workflow';
 
+/** The npm package name: node types are `${PACKAGE_NAME}.<name>` (and `<name>Tool` as AI tools). */
+export const PACKAGE_NAME = 'n8n-nodes-durable-jobs';
+
 export const queueField: INodeProperties = {
 	displayName: 'Queue',
 	name: 'queue',
