@@ -9,17 +9,23 @@ import {
 
 import {
 	classifyHttpStatus,
+	validateUuid,
 	type CompleteInput,
 	type CompleteOutcome,
 	type CompleteResult,
 	type ErrorClass,
 } from '../../src/core';
-import { validateUuid } from '../../src/core/validate';
 import { parseJsonParameter, runBatch, secondsToMs } from '../shared/batch';
 import { lazyStore } from '../shared/connection';
 import { testDurableJobsConnection } from '../shared/credentialTest';
 import { attemptIdField, jobIdField } from '../shared/descriptions';
 import { invalidInput } from '../shared/errors';
+import {
+	leasedAttemptId,
+	leasedJobId,
+	readUpstreamField,
+	upstreamNotice,
+} from '../shared/upstream';
 
 export class JobComplete implements INodeType {
 	description: INodeTypeDescription = {
@@ -39,6 +45,7 @@ export class JobComplete implements INodeType {
 			{ name: 'durableJobsPostgresApi', required: true, testedBy: 'durableJobsConnectionTest' },
 		],
 		properties: [
+			upstreamNotice('Job ID and Attempt ID', [leasedJobId, leasedAttemptId]),
 			jobIdField,
 			attemptIdField,
 			{
@@ -237,8 +244,8 @@ export class JobComplete implements INodeType {
 				return {
 					// Checked here, not only in the core, so that without "continue" a malformed id
 					// stops the node before any item of the batch is written.
-					jobId: validateUuid(this.getNodeParameter('jobId', itemIndex), 'jobId'),
-					attemptId: validateUuid(this.getNodeParameter('attemptId', itemIndex), 'attemptId'),
+					jobId: readUpstreamField(this, itemIndex, leasedJobId, validateUuid),
+					attemptId: readUpstreamField(this, itemIndex, leasedAttemptId, validateUuid),
 					outcome,
 					result,
 					errorCode,

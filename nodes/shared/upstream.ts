@@ -1,4 +1,4 @@
-import type { IExecuteFunctions } from 'n8n-workflow';
+import type { IExecuteFunctions, INodeProperties } from 'n8n-workflow';
 
 import { DurableJobsError } from '../../src/core';
 import { PACKAGE_NAME } from './descriptions';
@@ -69,4 +69,54 @@ export function readUpstreamField<T>(
 	} catch (error) {
 		throw withProducerFix(context, error, field);
 	}
+}
+
+/** Nodes whose output items are leased jobs (job_id, attempt_id). */
+const LEASED_ITEM_PRODUCERS = ['jobLease', 'jobTrigger'];
+
+export const leasedJobId: UpstreamField = {
+	parameter: 'jobId',
+	field: 'jobId',
+	path: 'job_id',
+	producers: LEASED_ITEM_PRODUCERS,
+	producerName: 'Job Lease',
+};
+
+export const leasedAttemptId: UpstreamField = {
+	parameter: 'attemptId',
+	field: 'attemptId',
+	path: 'attempt_id',
+	producers: LEASED_ITEM_PRODUCERS,
+	producerName: 'Job Lease',
+};
+
+/** Claim output fields that Idempotency Check's Complete and Fail / Release read. */
+export const claimedKey: UpstreamField = {
+	parameter: 'settleKey',
+	field: 'key',
+	path: 'idempotency.key',
+	producers: ['idempotencyCheck'],
+	producerName: 'Idempotency Check',
+};
+
+export const claimedClaimId: UpstreamField = {
+	parameter: 'claimId',
+	field: 'claimId',
+	path: 'idempotency.claim_id',
+	producers: ['idempotencyCheck'],
+	producerName: 'Idempotency Check',
+};
+
+/**
+ * A notice for parameters whose defaults read the item right before the node: it names the
+ * expression that keeps working when other nodes stand in between.
+ */
+export function upstreamNotice(label: string, fields: UpstreamField[]): INodeProperties {
+	const [first] = fields;
+	return {
+		displayName: `${label} default to ${fields.map((field) => `{{ $json.${field.path} }}`).join(' and ')}, which reads the item right before this node. After a node that replaces the item (an HTTP Request, a Code node …), read them from the ${first.producerName} node by name: ${fields.map((field) => producerExpression(first.producerName, field.path)).join(' and ')} (use your node's name).`,
+		name: `${first.parameter}Notice`,
+		type: 'notice',
+		default: '',
+	};
 }
