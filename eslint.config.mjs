@@ -76,7 +76,10 @@ export default tseslint.config(
 						{ name: 'pg', message: 'Talk to PostgreSQL through the core (src/core/index.ts).' },
 					],
 					patterns: [
-						{ group: ['pg/*'], message: 'Talk to PostgreSQL through the core (src/core/index.ts).' },
+						{
+							group: ['pg/*'],
+							message: 'Talk to PostgreSQL through the core (src/core/index.ts).',
+						},
 						{
 							regex: '^(\\.\\./)+src(?!/core$)(/.*)?$',
 							message: 'Import the core only through its public index: …/src/core.',
