@@ -1,14 +1,13 @@
-import {
-	NodeConnectionTypes,
-	type IExecuteFunctions,
-	type INodeExecutionData,
-	type INodeType,
-	type INodeTypeDescription,
+import type {
+	IExecuteFunctions,
+	INodeExecutionData,
+	INodeType,
+	INodeTypeDescription,
 } from 'n8n-workflow';
 
-import { testDurableJobsConnection } from '../shared/credentialTest';
 import { router } from './actions/router';
 import { description as leaseProperties } from './actions/lease/Lease.resource';
+import { commonDescription, credentialTestMethods } from '../shared/descriptions';
 
 export { leasedJobJson } from './actions/lease/lease.operation';
 
@@ -18,22 +17,17 @@ export class JobLease implements INodeType {
 		displayName: 'Job Lease',
 		name: 'jobLease',
 		icon: { light: 'file:jobLease.svg', dark: 'file:jobLease.dark.svg' },
-		group: ['transform'],
-		version: 1,
+		...commonDescription,
 		subtitle:
 			'={{ ($parameter["operation"] === "extendLease" ? "extend lease" : "lease from " + $parameter["queue"]) }}',
 		description: 'Claim due jobs from a queue for a worker (or extend a lease as a heartbeat)',
 		defaults: { name: 'Job Lease' },
 		usableAsTool: true,
-		inputs: [NodeConnectionTypes.Main],
 		outputs: `={{ $parameter["operation"] === "extendLease" ? [{ "type": "main", "displayName": "Extended" }, { "type": "main", "displayName": "Lease Lost" }] : [{ "type": "main", "displayName": "Leased" }, { "type": "main", "displayName": "Empty" }] }}`,
-		credentials: [
-			{ name: 'durableJobsPostgresApi', required: true, testedBy: 'durableJobsConnectionTest' },
-		],
 		properties: leaseProperties,
 	};
 
-	methods = { credentialTest: { durableJobsConnectionTest: testDurableJobsConnection } };
+	methods = credentialTestMethods;
 
 	async execute(this: IExecuteFunctions): Promise<INodeExecutionData[][]> {
 		return await router.call(this);

@@ -1,15 +1,14 @@
-import {
-	NodeConnectionTypes,
-	type IExecuteFunctions,
-	type INodeExecutionData,
-	type INodeType,
-	type INodeTypeDescription,
+import type {
+	IExecuteFunctions,
+	INodeExecutionData,
+	INodeType,
+	INodeTypeDescription,
 } from 'n8n-workflow';
 
-import { testDurableJobsConnection } from '../shared/credentialTest';
 import { operationSubtitle } from '../shared/operations';
 import { description as jobProperties, operationOptions } from './actions/job/Job.resource';
 import { router } from './actions/router';
+import { commonDescription, credentialTestMethods } from '../shared/descriptions';
 
 export { statusJson } from './actions/job/get.operation';
 
@@ -21,21 +20,16 @@ export class JobStatus implements INodeType {
 		displayName: 'Job Status',
 		name: 'jobStatus',
 		icon: { light: 'file:jobStatus.svg', dark: 'file:jobStatus.dark.svg' },
-		group: ['transform'],
-		version: 1,
+		...commonDescription,
 		subtitle: operationSubtitle(operationOptions),
 		description: 'Look up a job, watch queue health, and replay, cancel or purge jobs',
 		defaults: { name: 'Job Status' },
 		usableAsTool: true,
-		inputs: [NodeConnectionTypes.Main],
 		outputs: `={{ ${JSON.stringify(OPERATIONS_WITH_TWO_OUTPUTS)}.includes($parameter["operation"]) ? [{ "type": "main", "displayName": "Found" }, { "type": "main", "displayName": "Not Found" }] : [{ "type": "main" }] }}`,
-		credentials: [
-			{ name: 'durableJobsPostgresApi', required: true, testedBy: 'durableJobsConnectionTest' },
-		],
 		properties: jobProperties,
 	};
 
-	methods = { credentialTest: { durableJobsConnectionTest: testDurableJobsConnection } };
+	methods = credentialTestMethods;
 
 	async execute(this: IExecuteFunctions): Promise<INodeExecutionData[][]> {
 		return await router.call(this);

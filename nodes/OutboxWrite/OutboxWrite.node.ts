@@ -10,8 +10,8 @@ import {
 import { fingerprint, type OutboxEventInput, type OutboxResult } from '../../src/core';
 import { itemPayload, parseJsonParameter, runBatch } from '../shared/batch';
 import { lazyStore } from '../shared/connection';
-import { testDurableJobsConnection } from '../shared/credentialTest';
 import { invalidInput } from '../shared/errors';
+import { commonDescription, credentialTestMethods } from '../shared/descriptions';
 
 /**
  * A stable event id when none is given: the payload's own event_id, else type + its id, else
@@ -52,18 +52,13 @@ export class OutboxWrite implements INodeType {
 		displayName: 'Outbox Write',
 		name: 'outboxWrite',
 		icon: { light: 'file:outboxWrite.svg', dark: 'file:outboxWrite.dark.svg' },
-		group: ['transform'],
-		version: 1,
+		...commonDescription,
 		subtitle: '={{ $parameter["eventType"] + " → " + $parameter["queue"] }}',
 		description:
 			'Write events to a transactional outbox, optionally together with your own SQL, for reliable delivery',
 		defaults: { name: 'Outbox Write' },
 		usableAsTool: true,
-		inputs: [NodeConnectionTypes.Main],
 		outputs: [NodeConnectionTypes.Main],
-		credentials: [
-			{ name: 'durableJobsPostgresApi', required: true, testedBy: 'durableJobsConnectionTest' },
-		],
 		properties: [
 			{
 				displayName: 'Event Type',
@@ -190,7 +185,7 @@ export class OutboxWrite implements INodeType {
 		],
 	};
 
-	methods = { credentialTest: { durableJobsConnectionTest: testDurableJobsConnection } };
+	methods = credentialTestMethods;
 
 	async execute(this: IExecuteFunctions): Promise<INodeExecutionData[][]> {
 		const store = lazyStore(this);

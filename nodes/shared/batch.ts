@@ -1,6 +1,7 @@
 import type { IDataObject, IExecuteFunctions, INodeExecutionData } from 'n8n-workflow';
 
-import { DurableJobsError, type ItemResults } from '../../src/core';
+import { DurableJobsError, type ItemResults, type JobStore } from '../../src/core';
+import { lazyStore } from './connection';
 import { errorItem, invalidInput, toNodeError } from './errors';
 
 export interface Routed {
@@ -91,22 +92,24 @@ export async function runBatch<TInput, TResult>(
 
 /**
  * runBatch for an operation that runs once per execution, with the first item's parameters:
- * one core call, its result routed to any number of output items paired with item 0.
+ * one core call (the store opened on first use), its result routed to any number of output
+ * items paired with item 0.
  */
 export async function runOnce<TInput, TResult>(
 	context: IExecuteFunctions,
 	spec: {
 		outputs: number;
 		read: (item: INodeExecutionData) => TInput;
-		call: (input: TInput) => Promise<TResult>;
+		call: (store: JobStore, input: TInput) => Promise<TResult>;
 		route: (result: TResult, input: TInput) => Routed | Routed[];
 	},
 ): Promise<INodeExecutionData[][]> {
+	const store = lazyStore(context);
 	return await runBatch<TInput, TResult>(context, {
 		outputs: spec.outputs,
 		items: 'first',
 		read: (_itemIndex, item) => spec.read(item),
-		call: async ([input]) => [await spec.call(input)],
+		call: async ([input]) => [await spec.call(await store(), input)],
 		route: (result, _itemIndex, input) => spec.route(result, input),
 	});
 }

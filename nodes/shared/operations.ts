@@ -68,3 +68,18 @@ export async function rejectOperation(
 		route: () => [],
 	});
 }
+
+/** The Operation selector of a node with several operations. */
+export function operationProperty(
+	options: INodePropertyOptions[],
+	defaultOperation: string,
+): INodeProperties {
+	return {
+		displayName: 'Operation',
+		name: 'operation',
+		type: 'options',
+		noDataExpression: true,
+		options,
+		default: defaultOperation,
+	};
+}

@@ -1,7 +1,7 @@
 import type { StoreContext } from './context';
 import { BACKOFF_BASE, BACKOFF_MAX, DELAY } from './defaults';
 import { ValidationError } from './errors';
-import { fillResults, validateItems, type BatchOptions, type ItemResults } from './items';
+import { writeRows, type BatchOptions, type ItemResults } from './items';
 import { completeQuery, type CompleteRow } from './sql/complete';
 import {
 	COMPLETE_OUTCOMES,
@@ -37,28 +37,27 @@ export async function complete(
 	items: CompleteInput[],
 	options: BatchOptions = {},
 ): Promise<ItemResults<CompleteResult>> {
-	const { rows, results } = validateItems<CompleteInput, CompleteRow, CompleteResult>(
+	return await writeRows<CompleteInput, CompleteRow, CompleteReturnRow, CompleteResult>(
+		ctx.db,
 		items,
-		(item, ord) => completeRow(ctx, item, ord),
 		options,
+		{
+			toRow: (item, ord) => completeRow(ctx, item, ord),
+			key: `complete:${ctx.s}:${ctx.callbackQueue}`,
+			build: (batch) => completeQuery(ctx.s, batch, ctx.callbackQueue),
+			toResult: (row) => ({
+				applied: row.applied,
+				status: row.applied ? row.status : row.current_status,
+				attempts: row.attempts,
+				maxAttempts: row.max_attempts,
+				runAt: row.run_at,
+				errorCode: row.error_code,
+				errorClass: row.error_class,
+				callbackEventId: row.callback_event_id,
+				leaseLostReason: row.applied ? null : leaseLostReason(row),
+			}),
+		},
 	);
-	if (rows.length === 0) return results;
-	const returned = await ctx.db.runRows<CompleteReturnRow, CompleteRow>({
-		key: `complete:${ctx.s}:${ctx.callbackQueue}`,
-		rows,
-		build: (batch) => completeQuery(ctx.s, batch, ctx.callbackQueue),
-	});
-	return fillResults(results, returned, (row) => ({
-		applied: row.applied,
-		status: row.applied ? row.status : row.current_status,
-		attempts: row.attempts,
-		maxAttempts: row.max_attempts,
-		runAt: row.run_at,
-		errorCode: row.error_code,
-		errorClass: row.error_class,
-		callbackEventId: row.callback_event_id,
-		leaseLostReason: row.applied ? null : leaseLostReason(row),
-	}));
 }
 
 function completeRow(ctx: StoreContext, item: CompleteInput, ord: number): CompleteRow {

@@ -5,7 +5,13 @@ import { DELAY, MAX_ATTEMPTS, PRIORITY } from './defaults';
 import { DurableJobsError, IdempotencyConflictError } from './errors';
 import type { Session } from './executor';
 import { validateQueueName } from './identifiers';
-import { throwFirst, validateItems, type BatchOptions, type ItemResults } from './items';
+import {
+	runWithReread,
+	throwFirst,
+	validateItems,
+	type BatchOptions,
+	type ItemResults,
+} from './items';
 import {
 	enqueueQuery,
 	enqueueWithoutKeysQuery,
@@ -172,28 +178,21 @@ async function resolveKeys(
 	db: Session,
 	rows: EnqueueRow[],
 ): Promise<EnqueueReturnRow[]> {
-	const returned = await db.runRows<EnqueueReturnRow, EnqueueRow>({
-		key: `enqueue:${ctx.s}`,
-		rows,
-		build: (batch) => enqueueQuery(ctx.s, batch),
-	});
-	const unresolvedRows = returned.filter((row) => row.id === null);
-	if (unresolvedRows.length === 0) return returned;
-	const byOrd = new Map(rows.map((row) => [row.ord, row]));
-	const found = await db.run<EnqueueReturnRow>(
-		findByKeysQuery(
-			ctx.s,
-			unresolvedRows.map((row) => ({
-				ord: row.ord,
-				queue: byOrd.get(row.ord)!.queue,
-				idempotency_key: byOrd.get(row.ord)!.idempotency_key!,
-			})),
-		),
+	return await runWithReread<EnqueueRow, EnqueueReturnRow>(
+		db,
+		{ key: `enqueue:${ctx.s}`, rows, build: (batch) => enqueueQuery(ctx.s, batch) },
+		{
+			unresolved: (returned) => returned.id === null,
+			query: (missing) =>
+				findByKeysQuery(
+					ctx.s,
+					missing.map(({ row }) => ({
+						ord: row.ord,
+						queue: row.queue,
+						idempotency_key: row.idempotency_key!,
+					})),
+				),
+			merge: (returned, found) => Object.assign(returned, found, { deduplicated: true }),
+		},
 	);
-	const foundByOrd = new Map(found.map((row) => [row.ord, row]));
-	for (const row of unresolvedRows) {
-		const match = foundByOrd.get(row.ord);
-		if (match) Object.assign(row, match, { deduplicated: true });
-	}
-	return returned;
 }

@@ -4,7 +4,13 @@ import type { StoreContext } from './context';
 import { CLAIM, KEY_TTL } from './defaults';
 import { DurableJobsError, ValidationError } from './errors';
 import type { Session } from './executor';
-import { fillResults, validateItems, type BatchOptions, type ItemResults } from './items';
+import {
+	runWithReread,
+	validateItems,
+	writeRows,
+	type BatchOptions,
+	type ItemResults,
+} from './items';
 import {
 	claimQuery,
 	guardQuery,
@@ -119,27 +125,19 @@ async function claimRows(
 	db: Session,
 	rows: ClaimRow[],
 ): Promise<ClaimReturnRow[]> {
-	const returned = await db.runRows<ClaimReturnRow, ClaimRow>({
-		key: `claim:${ctx.s}`,
-		rows,
-		build: (batch) => claimQuery(ctx.s, batch),
-	});
-	const unseen = returned.filter((row) => !row.claimed && row.existing_status === null);
-	if (unseen.length === 0) return returned;
-	const byOrd = new Map(rows.map((row) => [row.ord, row]));
-	const read = await db.run<ClaimReturnRow>(
-		readKeysQuery(
-			ctx.s,
-			unseen.map((row) => ({
-				ord: row.ord,
-				scope: byOrd.get(row.ord)!.scope,
-				key: byOrd.get(row.ord)!.key,
-			})),
-		),
+	return await runWithReread<ClaimRow, ClaimReturnRow>(
+		db,
+		{ key: `claim:${ctx.s}`, rows, build: (batch) => claimQuery(ctx.s, batch) },
+		{
+			unresolved: (returned) => !returned.claimed && returned.existing_status === null,
+			query: (missing) =>
+				readKeysQuery(
+					ctx.s,
+					missing.map(({ row }) => ({ ord: row.ord, scope: row.scope, key: row.key })),
+				),
+			merge: (returned, found) => Object.assign(returned, found),
+		},
 	);
-	const readByOrd = new Map(read.map((row) => [row.ord, row]));
-	for (const row of unseen) Object.assign(row, readByOrd.get(row.ord) ?? {});
-	return returned;
 }
 
 /** Late-event guard for the items that were claimed: stale ones give their claim back. */
@@ -307,9 +305,13 @@ export async function settle(
 	status: 'completed' | 'failed',
 	options: BatchOptions = {},
 ): Promise<ItemResults<SettleResult>> {
-	const { rows, results } = validateItems<SettleInput, SettleRow, SettleResult>(
-		items,
-		(item, ord) => ({
+	return await writeRows<
+		SettleInput,
+		SettleRow,
+		{ ord: number; applied: boolean; expires_at: Date | null; current_status: string | null },
+		SettleResult
+	>(ctx.db, items, options, {
+		toRow: (item, ord) => ({
 			ord,
 			scope: validateKey(item.scope, 'scope'),
 			key: validateKey(item.key, 'key'),
@@ -321,20 +323,12 @@ export async function settle(
 			error_message: optionalText(item.errorMessage, 'errorMessage', 4000),
 			ttl_ms: optionalInRange(item.ttlMs, 'ttlMs', KEY_TTL),
 		}),
-		options,
-	);
-	if (rows.length === 0) return results;
-	const returned = await ctx.db.runRows<
-		{ ord: number; applied: boolean; expires_at: Date | null; current_status: string | null },
-		SettleRow
-	>({
 		key: `settle:${ctx.s}:${status}`,
-		rows,
 		build: (batch) => settleClaimsQuery(ctx.s, batch, status),
+		toResult: (row) => ({
+			applied: row.applied,
+			expiresAt: row.expires_at,
+			currentStatus: row.applied ? status : row.current_status,
+		}),
 	});
-	return fillResults(results, returned, (row) => ({
-		applied: row.applied,
-		expiresAt: row.expires_at,
-		currentStatus: row.applied ? status : row.current_status,
-	}));
 }

@@ -1,4 +1,6 @@
 import { DurableJobsError, classifyDatabaseError } from './errors';
+import type { RowStatement, Session } from './executor';
+import type { SqlQuery } from './sql/types';
 
 /** One entry per input item: the result, or the error that kept that item from being written. */
 export type ItemResults<T> = Array<T | DurableJobsError>;
@@ -63,4 +65,61 @@ export function fillResults<R extends { ord: number }, T>(
 ): ItemResults<T> {
 	for (const row of returned) results[row.ord] = toResult(row);
 	return results;
+}
+
+/**
+ * The whole of a simple batch operation: validate every item into a row or an error, send one
+ * statement for the rows, and write each returned row's result into its item's slot.
+ */
+export async function writeRows<
+	Item,
+	Row extends { ord: number },
+	Returned extends { ord: number },
+	Result,
+>(
+	db: Session,
+	items: readonly Item[],
+	options: BatchOptions,
+	spec: {
+		toRow: (item: Item, ord: number) => Row;
+		/** See RowStatement: statements with equal keys could share one round trip. */
+		key: string;
+		build: (rows: Row[]) => SqlQuery;
+		toResult: (row: Returned) => Result;
+	},
+): Promise<ItemResults<Result>> {
+	const { rows, results } = validateItems<Item, Row, Result>(items, spec.toRow, options);
+	if (rows.length === 0) return results;
+	const returned = await db.runRows<Returned, Row>({ key: spec.key, rows, build: spec.build });
+	return fillResults(results, returned, spec.toResult);
+}
+
+/**
+ * A batch statement whose snapshot may miss rows another transaction committed meanwhile (an
+ * INSERT … ON CONFLICT that lost to a concurrent insert of the same key): the rows it could
+ * not resolve are read again by a second statement, which under READ COMMITTED sees the
+ * winner, and merged in by `ord`.
+ */
+export async function runWithReread<Row extends { ord: number }, Returned extends { ord: number }>(
+	db: Session,
+	statement: RowStatement<Row>,
+	reread: {
+		unresolved: (row: Returned) => boolean;
+		query: (rows: Array<{ returned: Returned; row: Row }>) => SqlQuery;
+		merge: (returned: Returned, found: Returned) => void;
+	},
+): Promise<Returned[]> {
+	const returned = await db.runRows<Returned, Row>(statement);
+	const missing = returned.filter(reread.unresolved);
+	if (missing.length === 0) return returned;
+	const byOrd = new Map(statement.rows.map((row) => [row.ord, row]));
+	const found = await db.run<Returned>(
+		reread.query(missing.map((row) => ({ returned: row, row: byOrd.get(row.ord)! }))),
+	);
+	const foundByOrd = new Map(found.map((row) => [row.ord, row]));
+	for (const row of missing) {
+		const match = foundByOrd.get(row.ord);
+		if (match) reread.merge(row, match);
+	}
+	return returned;
 }

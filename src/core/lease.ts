@@ -3,7 +3,7 @@ import { v7 as uuidv7 } from 'uuid';
 import type { StoreContext } from './context';
 import { CONCURRENCY_LIMIT, LEASE, LEASE_LIMIT } from './defaults';
 import { validateQueueName } from './identifiers';
-import { fillResults, validateItems, type BatchOptions, type ItemResults } from './items';
+import { writeRows, type BatchOptions, type ItemResults } from './items';
 import {
 	extendLeaseQuery,
 	leaseQuery,
@@ -88,30 +88,30 @@ export async function extendLease(
 	items: ExtendInput[],
 	options: BatchOptions = {},
 ): Promise<ItemResults<ExtendResult>> {
-	const { rows, results } = validateItems<ExtendInput, ExtendRow, ExtendResult>(
-		items,
-		(item, ord) => ({
-			ord,
-			job_id: validateUuid(item.jobId, 'jobId'),
-			attempt_id: validateUuid(item.attemptId, 'attemptId'),
-			lease_ms: inRange(item.leaseMs, 'leaseMs', LEASE),
-			checkpoint: validateCheckpoint(item.checkpoint),
-		}),
-		options,
-	);
-	if (rows.length === 0) return results;
-	const returned = await ctx.db.runRows<
+	return await writeRows<
+		ExtendInput,
+		ExtendRow,
 		{
 			ord: number;
 			extended: boolean;
 			lease_until: Date | null;
 			current_status: Job['status'] | null;
 		},
-		ExtendRow
-	>({ key: `extend:${ctx.s}`, rows, build: (batch) => extendLeaseQuery(ctx.s, batch) });
-	return fillResults(results, returned, (row) => ({
-		extended: row.extended,
-		leaseUntil: row.lease_until,
-		currentStatus: row.extended ? 'running' : row.current_status,
-	}));
+		ExtendResult
+	>(ctx.db, items, options, {
+		toRow: (item, ord) => ({
+			ord,
+			job_id: validateUuid(item.jobId, 'jobId'),
+			attempt_id: validateUuid(item.attemptId, 'attemptId'),
+			lease_ms: inRange(item.leaseMs, 'leaseMs', LEASE),
+			checkpoint: validateCheckpoint(item.checkpoint),
+		}),
+		key: `extend:${ctx.s}`,
+		build: (batch) => extendLeaseQuery(ctx.s, batch),
+		toResult: (row) => ({
+			extended: row.extended,
+			leaseUntil: row.lease_until,
+			currentStatus: row.extended ? 'running' : row.current_status,
+		}),
+	});
 }

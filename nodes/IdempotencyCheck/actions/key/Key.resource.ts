@@ -1,5 +1,7 @@
 import type { INodeProperties, INodePropertyOptions } from 'n8n-workflow';
 
+import { optionsCollection } from '../../../shared/descriptions';
+import { operationProperty } from '../../../shared/operations';
 import * as claim from './claim.operation';
 import * as complete from './complete.operation';
 import * as fail from './fail.operation';
@@ -29,14 +31,7 @@ export const operationOptions: INodePropertyOptions[] = [
 ];
 
 export const description: INodeProperties[] = [
-	{
-		displayName: 'Operation',
-		name: 'operation',
-		type: 'options',
-		noDataExpression: true,
-		options: operationOptions,
-		default: 'claim',
-	},
+	operationProperty(operationOptions, 'claim'),
 	{
 		displayName: 'Scope',
 		name: 'scope',
@@ -49,31 +44,24 @@ export const description: INodeProperties[] = [
 	...settleProperties,
 	...complete.description,
 	...fail.description,
-	{
-		displayName: 'Options',
-		name: 'options',
-		type: 'collection',
-		placeholder: 'Add option',
-		default: {},
-		options: [
-			{
-				displayName: 'Claim Timeout Seconds',
-				name: 'claimTimeoutSeconds',
-				type: 'number',
-				typeOptions: { minValue: 1 },
-				default: 300,
-				description:
-					'A claim not completed or failed by then may be taken over (the item is then a replay)',
-			},
-			{
-				displayName: 'Keep Keys For (Hours)',
-				name: 'ttlHours',
-				type: 'number',
-				typeOptions: { minValue: 0.001 },
-				default: 24,
-				description:
-					'How long a key is remembered in this scope; after that the same key is new again',
-			},
-		],
-	},
+	optionsCollection([
+		{
+			displayName: 'Claim Timeout Seconds',
+			name: 'claimTimeoutSeconds',
+			type: 'number',
+			typeOptions: { minValue: 1 },
+			default: 300,
+			description:
+				'A claim not completed or failed by then may be taken over (the item is then a replay)',
+		},
+		{
+			displayName: 'Keep Keys For (Hours)',
+			name: 'ttlHours',
+			type: 'number',
+			typeOptions: { minValue: 0.001 },
+			default: 24,
+			description:
+				'How long a key is remembered in this scope; after that the same key is new again',
+		},
+	]),
 ];

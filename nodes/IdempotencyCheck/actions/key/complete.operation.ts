@@ -1,9 +1,7 @@
-import type { IExecuteFunctions, INodeExecutionData, INodeProperties } from 'n8n-workflow';
+import { settleOperation } from './settle';
 
-import { withDisplayOptions } from '../../../shared/operations';
-import { settle } from './settle';
-
-const properties: INodeProperties[] = [
+/** Stores the result with the key: later items with the key go to Duplicate and carry it. */
+export const { description, execute } = settleOperation('complete', [
 	{
 		displayName: 'Result',
 		name: 'result',
@@ -11,10 +9,4 @@ const properties: INodeProperties[] = [
 		default: '={{ $json }}',
 		description: 'Stored with the key; duplicates of the event carry it',
 	},
-];
-
-export const description = withDisplayOptions({ show: { operation: ['complete'] } }, properties);
-
-export async function execute(this: IExecuteFunctions): Promise<INodeExecutionData[][]> {
-	return await settle(this, 'complete');
-}
+]);

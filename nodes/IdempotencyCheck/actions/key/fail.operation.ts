@@ -1,19 +1,6 @@
-import type { IExecuteFunctions, INodeExecutionData, INodeProperties } from 'n8n-workflow';
+import { settleOperation } from './settle';
 
-import { withDisplayOptions } from '../../../shared/operations';
-import { settle } from './settle';
-
-const properties: INodeProperties[] = [
-	{
-		displayName: 'Error Message',
-		name: 'errorMessage',
-		type: 'string',
-		default: '',
-	},
-];
-
-export const description = withDisplayOptions({ show: { operation: ['fail'] } }, properties);
-
-export async function execute(this: IExecuteFunctions): Promise<INodeExecutionData[][]> {
-	return await settle(this, 'fail');
-}
+/** Marks the claim failed, so a retry of the event is processed again (as a replay). */
+export const { description, execute } = settleOperation('fail', [
+	{ displayName: 'Error Message', name: 'errorMessage', type: 'string', default: '' },
+]);

@@ -13,7 +13,7 @@ import {
 } from '../../../../src/core';
 import { parseJsonParameter, runBatch } from '../../../shared/batch';
 import { lazyStore } from '../../../shared/connection';
-import { withDisplayOptions } from '../../../shared/operations';
+import { withDisplayOptions, type NodeOperation } from '../../../shared/operations';
 import {
 	claimedClaimId,
 	claimedKey,
@@ -113,4 +113,17 @@ export async function settle(
 			},
 		}),
 	});
+}
+
+/** Complete or Fail / Release: its own parameters, and the settle above. */
+export function settleOperation(
+	operation: 'complete' | 'fail',
+	properties: INodeProperties[],
+): NodeOperation {
+	return {
+		description: withDisplayOptions({ show: { operation: [operation] } }, properties),
+		execute: async function (this: IExecuteFunctions) {
+			return await settle(this, operation);
+		},
+	};
 }

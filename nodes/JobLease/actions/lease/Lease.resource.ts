@@ -1,5 +1,6 @@
 import type { INodeProperties, INodePropertyOptions } from 'n8n-workflow';
 
+import { operationProperty } from '../../../shared/operations';
 import * as extendLease from './extendLease.operation';
 import * as lease from './lease.operation';
 
@@ -21,14 +22,7 @@ export const operationOptions: INodePropertyOptions[] = [
 ];
 
 export const description: INodeProperties[] = [
-	{
-		displayName: 'Operation',
-		name: 'operation',
-		type: 'options',
-		noDataExpression: true,
-		options: operationOptions,
-		default: 'lease',
-	},
+	operationProperty(operationOptions, 'lease'),
 	...lease.description,
 	...extendLease.description,
 ];

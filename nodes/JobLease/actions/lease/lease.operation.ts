@@ -7,7 +7,6 @@ import type {
 
 import type { LeasedJob } from '../../../../src/core';
 import { runOnce } from '../../../shared/batch';
-import { lazyStore } from '../../../shared/connection';
 import { leaseSecondsField, queueField } from '../../../shared/descriptions';
 import { withDisplayOptions } from '../../../shared/operations';
 
@@ -62,7 +61,6 @@ export function leasedJobJson(job: LeasedJob): IDataObject {
  * item each; when there is none, one item goes to Empty.
  */
 export async function execute(this: IExecuteFunctions): Promise<INodeExecutionData[][]> {
-	const store = lazyStore(this);
 	return await runOnce(this, {
 		outputs: 2,
 		read: () => {
@@ -76,7 +74,7 @@ export async function execute(this: IExecuteFunctions): Promise<INodeExecutionDa
 				executionId: this.getExecutionId() ?? null,
 			};
 		},
-		call: async (input) => await (await store()).lease(input),
+		call: async (store, input) => await store.lease(input),
 		route: (jobs, input) =>
 			jobs.length === 0
 				? { output: 1, json: { queue: input.queue, leased: 0 } }

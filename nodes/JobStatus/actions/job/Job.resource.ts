@@ -1,5 +1,7 @@
 import type { INodeProperties, INodePropertyOptions } from 'n8n-workflow';
 
+import { operationProperty } from '../../../shared/operations';
+import { queueFilterField } from './common';
 import * as cancel from './cancel.operation';
 import * as get from './get.operation';
 import * as purge from './purge.operation';
@@ -56,14 +58,7 @@ export const operationOptions: INodePropertyOptions[] = [
  */
 export const TOOL_OPERATIONS: readonly string[] = ['get', 'requeue', 'stats', 'unknownOutcomes'];
 
-const operation: INodeProperties = {
-	displayName: 'Operation',
-	name: 'operation',
-	type: 'options',
-	noDataExpression: true,
-	options: operationOptions,
-	default: 'get',
-};
+const operation = operationProperty(operationOptions, 'get');
 
 export const description: INodeProperties[] = [
 	// n8n evaluates '@tool' as true in the tool variant of a usableAsTool node.
@@ -74,15 +69,7 @@ export const description: INodeProperties[] = [
 		displayOptions: { show: { '@tool': [true] } },
 	},
 	...get.description,
-	{
-		displayName: 'Queue',
-		name: 'queue',
-		type: 'string',
-		default: '',
-		placeholder: 'documents',
-		displayOptions: { show: { operation: ['stats', 'unknownOutcomes', 'purge'] } },
-		description: 'Leave empty for all queues',
-	},
+	queueFilterField,
 	...requeue.description,
 	...cancel.description,
 	...unknownOutcomes.description,

@@ -1,6 +1,5 @@
 import type { IExecuteFunctions, INodeExecutionData, INodeProperties } from 'n8n-workflow';
 
-import { lazyStore } from '../../../shared/connection';
 import { withDisplayOptions } from '../../../shared/operations';
 import { runForJobIds } from './jobIds';
 
@@ -26,11 +25,10 @@ export const description = withDisplayOptions({ show: { operation: ['cancel'] } 
 
 /** Cancels the named jobs; one item per job, `cancelled: false` for one that had finished. */
 export async function execute(this: IExecuteFunctions): Promise<INodeExecutionData[][]> {
-	const store = lazyStore(this);
 	return await runForJobIds(this, {
 		parameter: 'jobIds',
-		call: async (ids) =>
-			await (await store()).cancel(ids, (this.getNodeParameter('reason', 0, '') as string) || null),
+		call: async (store, ids) =>
+			await store.cancel(ids, (this.getNodeParameter('reason', 0, '') as string) || null),
 		json: (row) => ({ ...row }),
 	});
 }

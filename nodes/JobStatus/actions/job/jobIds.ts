@@ -1,7 +1,8 @@
 import type { IDataObject, IExecuteFunctions, INodeExecutionData } from 'n8n-workflow';
 
-import { validateUuid } from '../../../../src/core';
+import { validateUuid, type JobStore } from '../../../../src/core';
 import { runBatch } from '../../../shared/batch';
+import { lazyStore } from '../../../shared/connection';
 import { invalidInput } from '../../../shared/errors';
 
 /** IDs from a parameter: comma-separated text, or an array an expression returned. */
@@ -24,10 +25,11 @@ export async function runForJobIds<Row extends { id: string }>(
 	context: IExecuteFunctions,
 	spec: {
 		parameter: string;
-		call: (ids: string[]) => Promise<Row[]>;
+		call: (store: JobStore, ids: string[]) => Promise<Row[]>;
 		json: (row: Row) => IDataObject;
 	},
 ): Promise<INodeExecutionData[][]> {
+	const store = lazyStore(context);
 	let itemsRead = 0;
 	return await runBatch<string[], Row[]>(context, {
 		outputs: 1,
@@ -55,7 +57,7 @@ export async function runForJobIds<Row extends { id: string }>(
 					...results.slice(1),
 				];
 			}
-			for (const row of await spec.call([...owner.keys()]))
+			for (const row of await spec.call(await store(), [...owner.keys()]))
 				results[owner.get(String(row.id)) ?? 0].push(row);
 			return results;
 		},

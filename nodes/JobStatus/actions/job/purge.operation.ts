@@ -1,7 +1,7 @@
 import type { IExecuteFunctions, INodeExecutionData, INodeProperties } from 'n8n-workflow';
 
 import { runOnce } from '../../../shared/batch';
-import { lazyStore } from '../../../shared/connection';
+import { queueFilter } from './common';
 import { withDisplayOptions } from '../../../shared/operations';
 
 const properties: INodeProperties[] = [
@@ -29,17 +29,16 @@ export const description = withDisplayOptions({ show: { operation: ['purge'] } }
 
 /** Deletes finished jobs older than the retention, once per execution; one item with the counts. */
 export async function execute(this: IExecuteFunctions): Promise<INodeExecutionData[][]> {
-	const store = lazyStore(this);
 	return await runOnce(this, {
 		outputs: 1,
 		read: () => ({
-			queue: (this.getNodeParameter('queue', 0, '') as string) || null,
+			queue: queueFilter(this),
 			olderThanMs: Math.round(
 				(this.getNodeParameter('olderThanDays', 0, 7) as number) * 24 * 3600_000,
 			),
 			statuses: this.getNodeParameter('statuses', 0, ['done', 'cancelled']) as string[],
 		}),
-		call: async (selection) => await (await store()).purge(selection),
+		call: async (store, selection) => await store.purge(selection),
 		route: (counts) => ({ output: 0, json: counts }),
 	});
 }

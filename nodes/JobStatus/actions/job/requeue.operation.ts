@@ -1,9 +1,8 @@
 import type { IExecuteFunctions, INodeExecutionData, INodeProperties } from 'n8n-workflow';
 
 import { runOnce } from '../../../shared/batch';
-import { lazyStore } from '../../../shared/connection';
 import { withDisplayOptions } from '../../../shared/operations';
-import { limitField } from './common.descriptions';
+import { limitField } from './common';
 import { runForJobIds } from './jobIds';
 
 const properties: INodeProperties[] = [
@@ -83,16 +82,13 @@ export function selectBy(context: IExecuteFunctions): string {
 
 /** Replays failed jobs: the ones the items name, or (confirmed) the ones a filter matches. */
 export async function execute(this: IExecuteFunctions): Promise<INodeExecutionData[][]> {
-	const store = lazyStore(this);
 	const additionalAttempts = (): number =>
 		this.getNodeParameter('additionalAttempts', 0, 3) as number;
 	if (selectBy(this) === 'ids') {
 		return await runForJobIds(this, {
 			parameter: 'requeueJobIds',
-			call: async (jobIds) =>
-				await (
-					await store()
-				).requeue({ jobIds, limit: 10_000, additionalAttempts: additionalAttempts() }),
+			call: async (store, jobIds) =>
+				await store.requeue({ jobIds, limit: 10_000, additionalAttempts: additionalAttempts() }),
 			json: (row) => ({ ...row, requeued: true }),
 		});
 	}
@@ -106,7 +102,7 @@ export async function execute(this: IExecuteFunctions): Promise<INodeExecutionDa
 			limit: this.getNodeParameter('maxJobs', 0, 100) as number,
 			additionalAttempts: additionalAttempts(),
 		}),
-		call: async (selection) => await (await store()).requeue(selection),
+		call: async (store, selection) => await store.requeue(selection),
 		route: (rows) => rows.map((row) => ({ output: 0, json: { ...row, requeued: true } })),
 	});
 }

@@ -1,9 +1,8 @@
 import type { IDataObject, IExecuteFunctions, INodeExecutionData } from 'n8n-workflow';
 
 import { runOnce } from '../../../shared/batch';
-import { lazyStore } from '../../../shared/connection';
 import { withDisplayOptions } from '../../../shared/operations';
-import { limitField } from './common.descriptions';
+import { limitField, queueFilter } from './common';
 
 export const description = withDisplayOptions({ show: { operation: ['unknownOutcomes'] } }, [
 	limitField,
@@ -17,14 +16,13 @@ function check(row: Record<string, unknown>): string {
 
 /** Attempts that ended without an outcome, each with what to check before replaying it. */
 export async function execute(this: IExecuteFunctions): Promise<INodeExecutionData[][]> {
-	const store = lazyStore(this);
 	return await runOnce(this, {
 		outputs: 1,
 		read: () => ({
-			queue: (this.getNodeParameter('queue', 0, '') as string) || null,
+			queue: queueFilter(this),
 			limit: this.getNodeParameter('maxJobs', 0, 100) as number,
 		}),
-		call: async ({ queue, limit }) => await (await store()).unknownOutcomes(queue, limit),
+		call: async (store, { queue, limit }) => await store.unknownOutcomes(queue, limit),
 		route: (rows) =>
 			rows.map((row) => ({ output: 0, json: { ...row, check: check(row) } as IDataObject })),
 	});
