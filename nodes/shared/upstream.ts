@@ -114,7 +114,7 @@ export const claimedClaimId: UpstreamField = {
 export function upstreamNotice(label: string, fields: UpstreamField[]): INodeProperties {
 	const [first] = fields;
 	return {
-		displayName: `${label} default to ${fields.map((field) => `{{ $json.${field.path} }}`).join(' and ')}, which reads the item right before this node. After a node that replaces the item (an HTTP Request, a Code node …), read them from the ${first.producerName} node by name: ${fields.map((field) => producerExpression(first.producerName, field.path)).join(' and ')} (use your node's name).`,
+		displayName: `${label} default to ${fields.map((field) => `{{ $json.${field.path} }}`).join(' and ')}, which read the item right before this node. After a node that replaces the item (an HTTP Request, a Code node …), use ${fields.map((field) => producerExpression(first.producerName, field.path)).join(' and ')}, with the name of your ${first.producerName} node.`,
 		name: `${first.parameter}Notice`,
 		type: 'notice',
 		default: '',
