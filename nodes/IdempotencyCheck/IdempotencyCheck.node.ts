@@ -25,6 +25,9 @@ export class IdempotencyCheck implements INodeType {
 		defaults: { name: 'Idempotency Check' },
 		usableAsTool: true,
 		outputs: `={{ $parameter["operation"] !== "claim" ? [{ "type": "main", "displayName": "Settled" }, { "type": "main", "displayName": "Claim Lost" }] : [{ "type": "main", "displayName": "New" }, { "type": "main", "displayName": "Duplicate" }, { "type": "main", "displayName": "In Progress" }, { "type": "main", "displayName": "Conflict" }].concat($parameter["lateEventGuard"] ? [{ "type": "main", "displayName": "Stale" }] : []) }}`,
+		credentials: [
+			{ name: 'durableJobsPostgresApi', required: true, testedBy: 'durableJobsConnectionTest' },
+		],
 		properties: keyProperties,
 	};
 

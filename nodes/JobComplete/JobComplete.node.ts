@@ -44,6 +44,9 @@ export class JobComplete implements INodeType {
 		usableAsTool: true,
 		outputs: [NodeConnectionTypes.Main, NodeConnectionTypes.Main],
 		outputNames: ['Completed', 'Lease Lost'],
+		credentials: [
+			{ name: 'durableJobsPostgresApi', required: true, testedBy: 'durableJobsConnectionTest' },
+		],
 		properties: [
 			upstreamNotice('Job ID and Attempt ID', [leasedJobId, leasedAttemptId]),
 			jobIdField,

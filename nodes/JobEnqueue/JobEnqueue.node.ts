@@ -35,6 +35,9 @@ export class JobEnqueue implements INodeType {
 		defaults: { name: 'Job Enqueue' },
 		usableAsTool: true,
 		outputs: [NodeConnectionTypes.Main],
+		credentials: [
+			{ name: 'durableJobsPostgresApi', required: true, testedBy: 'durableJobsConnectionTest' },
+		],
 		properties: [
 			queueField,
 			{

@@ -24,6 +24,9 @@ export class JobLease implements INodeType {
 		defaults: { name: 'Job Lease' },
 		usableAsTool: true,
 		outputs: `={{ $parameter["operation"] === "extendLease" ? [{ "type": "main", "displayName": "Extended" }, { "type": "main", "displayName": "Lease Lost" }] : [{ "type": "main", "displayName": "Leased" }, { "type": "main", "displayName": "Empty" }] }}`,
+		credentials: [
+			{ name: 'durableJobsPostgresApi', required: true, testedBy: 'durableJobsConnectionTest' },
+		],
 		properties: leaseProperties,
 	};
 

@@ -26,6 +26,9 @@ export class JobStatus implements INodeType {
 		defaults: { name: 'Job Status' },
 		usableAsTool: true,
 		outputs: `={{ ${JSON.stringify(OPERATIONS_WITH_TWO_OUTPUTS)}.includes($parameter["operation"]) ? [{ "type": "main", "displayName": "Found" }, { "type": "main", "displayName": "Not Found" }] : [{ "type": "main" }] }}`,
+		credentials: [
+			{ name: 'durableJobsPostgresApi', required: true, testedBy: 'durableJobsConnectionTest' },
+		],
 		properties: jobProperties,
 	};
 

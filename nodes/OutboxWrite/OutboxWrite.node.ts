@@ -59,6 +59,9 @@ export class OutboxWrite implements INodeType {
 		defaults: { name: 'Outbox Write' },
 		usableAsTool: true,
 		outputs: [NodeConnectionTypes.Main],
+		credentials: [
+			{ name: 'durableJobsPostgresApi', required: true, testedBy: 'durableJobsConnectionTest' },
+		],
 		properties: [
 			{
 				displayName: 'Event Type',

@@ -1,33 +1,23 @@
-import {
-	NodeConnectionTypes,
-	type INodeCredentialDescription,
-	type INodeProperties,
-	type INodeTypeDescription,
-} from 'n8n-workflow';
+import { NodeConnectionTypes, type INodeProperties, type INodeTypeDescription } from 'n8n-workflow';
 
 import { testDurableJobsConnection } from './credentialTest';
 
 /** The npm package name: node types are `${PACKAGE_NAME}.<name>` (and `<name>Tool` as AI tools). */
 export const PACKAGE_NAME = 'n8n-nodes-durable-jobs';
 
-/** Every node uses the one credential, checked by the one connection test. */
-export const credentials: INodeCredentialDescription[] = [
-	{ name: 'durableJobsPostgresApi', required: true, testedBy: 'durableJobsConnectionTest' },
-];
-
+/**
+ * The connection test each node's credential entry names in `testedBy` (n8n's lint wants that
+ * entry written out in every node class).
+ */
 export const credentialTestMethods = {
 	credentialTest: { durableJobsConnectionTest: testDurableJobsConnection },
 };
 
 /** The node description fields every node of the package shares. */
-export const commonDescription: Pick<
-	INodeTypeDescription,
-	'group' | 'version' | 'inputs' | 'credentials'
-> = {
+export const commonDescription: Pick<INodeTypeDescription, 'group' | 'version' | 'inputs'> = {
 	group: ['transform'],
 	version: 1,
 	inputs: [NodeConnectionTypes.Main],
-	credentials,
 };
 
 /** The "Options" collection of a node (n8n lists its options alphabetically by display name). */
