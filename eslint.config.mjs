@@ -57,6 +57,31 @@ export default tseslint.config(
 			'n8n-nodes-base/cred-class-field-documentation-url-not-http-url': 'off',
 		},
 	},
+	// The n8n glue reaches the core only through its public index (src/core/index.ts), and
+	// PostgreSQL only through the core: no other module of src/, and no `pg`.
+	{
+		files: ['nodes/**/*.ts', 'credentials/**/*.ts'],
+		rules: {
+			'no-restricted-imports': [
+				'error',
+				{
+					paths: [
+						{ name: 'pg', message: 'Talk to PostgreSQL through the core (src/core/index.ts).' },
+					],
+					patterns: [
+						{
+							group: ['pg/*'],
+							message: 'Talk to PostgreSQL through the core (src/core/index.ts).',
+						},
+						{
+							regex: '^(\\.\\./)+src(?!/core$)(/.*)?$',
+							message: 'Import the core only through its public index: …/src/core.',
+						},
+					],
+				},
+			],
+		},
+	},
 	{
 		files: ['test/**/*.ts', 'bench/**/*.ts', 'scripts/**/*.ts'],
 		rules: {

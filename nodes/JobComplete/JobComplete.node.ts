@@ -9,36 +9,46 @@ import {
 
 import {
 	classifyHttpStatus,
+	validateUuid,
 	type CompleteInput,
 	type CompleteOutcome,
 	type CompleteResult,
 	type ErrorClass,
 } from '../../src/core';
-import { validateUuid } from '../../src/core/validate';
 import { parseJsonParameter, runBatch, secondsToMs } from '../shared/batch';
 import { lazyStore } from '../shared/connection';
-import { testDurableJobsConnection } from '../shared/credentialTest';
-import { attemptIdField, jobIdField } from '../shared/descriptions';
+import {
+	attemptIdField,
+	commonDescription,
+	credentialTestMethods,
+	jobIdField,
+	optionsCollection,
+} from '../shared/descriptions';
 import { invalidInput } from '../shared/errors';
+import {
+	leasedAttemptId,
+	leasedJobId,
+	readUpstreamField,
+	upstreamNotice,
+} from '../shared/upstream';
 
 export class JobComplete implements INodeType {
 	description: INodeTypeDescription = {
 		displayName: 'Job Complete',
 		name: 'jobComplete',
 		icon: { light: 'file:jobComplete.svg', dark: 'file:jobComplete.dark.svg' },
-		group: ['transform'],
-		version: 1,
+		...commonDescription,
 		subtitle: '={{ "outcome: " + $parameter["outcome"] }}',
 		description: 'Finish, retry, fail or release a leased job, fenced by its attempt',
 		defaults: { name: 'Job Complete' },
 		usableAsTool: true,
-		inputs: [NodeConnectionTypes.Main],
 		outputs: [NodeConnectionTypes.Main, NodeConnectionTypes.Main],
 		outputNames: ['Completed', 'Lease Lost'],
 		credentials: [
 			{ name: 'durableJobsPostgresApi', required: true, testedBy: 'durableJobsConnectionTest' },
 		],
 		properties: [
+			upstreamNotice('Job ID and Attempt ID', [leasedJobId, leasedAttemptId]),
 			jobIdField,
 			attemptIdField,
 			{
@@ -154,49 +164,42 @@ export class JobComplete implements INodeType {
 				default: '',
 				displayOptions: { show: { outcome: ['failed', 'retry', 'httpStatus'] } },
 			},
-			{
-				displayName: 'Options',
-				name: 'options',
-				type: 'collection',
-				placeholder: 'Add option',
-				default: {},
-				options: [
-					{
-						displayName: 'Backoff Base Seconds',
-						name: 'backoffBaseSeconds',
-						type: 'number',
-						typeOptions: { minValue: 0 },
-						default: 5,
-						description: 'Retry n waits between d/2 and d, where d = min(max, base × 2^(n-1))',
-					},
-					{
-						displayName: 'Backoff Max Seconds',
-						name: 'backoffMaxSeconds',
-						type: 'number',
-						typeOptions: { minValue: 0 },
-						default: 3600,
-					},
-					{
-						displayName: 'Failed Node Name',
-						name: 'errorNode',
-						type: 'string',
-						default: '',
-						description: 'Name of the step that failed, kept with the dead letter',
-					},
-					{
-						displayName: 'Retry After Seconds',
-						name: 'retryAfterSeconds',
-						type: 'number',
-						default: '',
-						description:
-							'Wait exactly this long before the retry (e.g. from a Retry-After header) instead of the backoff',
-					},
-				],
-			},
+			optionsCollection([
+				{
+					displayName: 'Backoff Base Seconds',
+					name: 'backoffBaseSeconds',
+					type: 'number',
+					typeOptions: { minValue: 0 },
+					default: 5,
+					description: 'Retry n waits between d/2 and d, where d = min(max, base × 2^(n-1))',
+				},
+				{
+					displayName: 'Backoff Max Seconds',
+					name: 'backoffMaxSeconds',
+					type: 'number',
+					typeOptions: { minValue: 0 },
+					default: 3600,
+				},
+				{
+					displayName: 'Failed Node Name',
+					name: 'errorNode',
+					type: 'string',
+					default: '',
+					description: 'Name of the step that failed, kept with the dead letter',
+				},
+				{
+					displayName: 'Retry After Seconds',
+					name: 'retryAfterSeconds',
+					type: 'number',
+					default: '',
+					description:
+						'Wait exactly this long before the retry (e.g. from a Retry-After header) instead of the backoff',
+				},
+			]),
 		],
 	};
 
-	methods = { credentialTest: { durableJobsConnectionTest: testDurableJobsConnection } };
+	methods = credentialTestMethods;
 
 	async execute(this: IExecuteFunctions): Promise<INodeExecutionData[][]> {
 		const store = lazyStore(this);
@@ -237,8 +240,8 @@ export class JobComplete implements INodeType {
 				return {
 					// Checked here, not only in the core, so that without "continue" a malformed id
 					// stops the node before any item of the batch is written.
-					jobId: validateUuid(this.getNodeParameter('jobId', itemIndex), 'jobId'),
-					attemptId: validateUuid(this.getNodeParameter('attemptId', itemIndex), 'attemptId'),
+					jobId: readUpstreamField(this, itemIndex, leasedJobId, validateUuid),
+					attemptId: readUpstreamField(this, itemIndex, leasedAttemptId, validateUuid),
 					outcome,
 					result,
 					errorCode,

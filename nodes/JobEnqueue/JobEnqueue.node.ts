@@ -8,7 +8,6 @@ import {
 } from 'n8n-workflow';
 
 import type { EnqueueInput, EnqueueResult } from '../../src/core';
-import { testDurableJobsConnection } from '../shared/credentialTest';
 import { lazyStore } from '../shared/connection';
 import {
 	headerValue,
@@ -17,21 +16,24 @@ import {
 	runBatch,
 	secondsToMs,
 } from '../shared/batch';
-import { queueField } from '../shared/descriptions';
+import {
+	commonDescription,
+	credentialTestMethods,
+	optionsCollection,
+	queueField,
+} from '../shared/descriptions';
 
 export class JobEnqueue implements INodeType {
 	description: INodeTypeDescription = {
 		displayName: 'Job Enqueue',
 		name: 'jobEnqueue',
 		icon: { light: 'file:jobEnqueue.svg', dark: 'file:jobEnqueue.dark.svg' },
-		group: ['transform'],
-		version: 1,
+		...commonDescription,
 		subtitle: '={{ "into " + $parameter["queue"] }}',
 		description:
 			'Store one durable job per item in a PostgreSQL queue and return its job ID at once',
 		defaults: { name: 'Job Enqueue' },
 		usableAsTool: true,
-		inputs: [NodeConnectionTypes.Main],
 		outputs: [NodeConnectionTypes.Main],
 		credentials: [
 			{ name: 'durableJobsPostgresApi', required: true, testedBy: 'durableJobsConnectionTest' },
@@ -70,109 +72,101 @@ export class JobEnqueue implements INodeType {
 				description:
 					'A key that identifies this request. The same key with the same payload returns the existing job instead of a new one. Empty: the Idempotency-Key request header when the item comes from a Webhook.',
 			},
-			{
-				displayName: 'Options',
-				name: 'options',
-				type: 'collection',
-				placeholder: 'Add option',
-				default: {},
-				options: [
-					{
-						displayName: 'Callback URL',
-						name: 'callbackUrl',
-						type: 'string',
-						default: '',
-						description:
-							'URL that receives a signed job-finished event (through the callback relay workflow)',
-					},
-					{
-						displayName: 'Correlation ID',
-						name: 'correlationId',
-						type: 'string',
-						default: '',
-						description: 'Your own ID to trace the job across systems',
-					},
-					{
-						displayName: 'Delay Seconds',
-						name: 'delaySeconds',
-						type: 'number',
-						typeOptions: { minValue: 0 },
-						default: 0,
-						description: 'Do not start the job before this many seconds have passed',
-					},
-					{
-						displayName: 'Max Attempts',
-						name: 'maxAttempts',
-						type: 'number',
-						typeOptions: { minValue: 1, maxValue: 1000 },
-						default: 5,
-						description:
-							'After this many attempts a retrying or crashed job is failed (dead letter)',
-					},
-					{
-						displayName: 'Max Payload Size (KB)',
-						name: 'maxPayloadKb',
-						type: 'number',
-						typeOptions: { minValue: 1 },
-						default: 1024,
-						description:
-							'Larger payloads are rejected with a clear error; store big documents elsewhere and enqueue a reference',
-					},
-					{
-						displayName: 'On Key Reused With Other Payload',
-						name: 'onConflict',
-						type: 'options',
-						options: [
-							{
-								name: 'Error (HTTP 422)',
-								value: 'error',
-								description: 'Reject the item; nothing is written',
-							},
-							{
-								name: 'Return Existing Job',
-								value: 'existing',
-								description: 'Return the job stored under the key, with conflict: true',
-							},
-						],
-						default: 'error',
-					},
-					{
-						displayName: 'Ordering Key',
-						name: 'orderingKey',
-						type: 'string',
-						default: '',
-						description:
-							'Jobs with the same ordering key run one at a time, in the order they were enqueued',
-					},
-					{
-						displayName: 'Priority',
-						name: 'priority',
-						type: 'number',
-						typeOptions: { minValue: -1000, maxValue: 1000 },
-						default: 0,
-						description: 'Higher runs first',
-					},
-					{
-						displayName: 'Run At',
-						name: 'runAt',
-						type: 'dateTime',
-						default: '',
-						description: 'Do not start the job before this time',
-					},
-					{
-						displayName: 'Status URL Base',
-						name: 'statusUrlBase',
-						type: 'string',
-						default: '/webhook/jobs/status',
-						description:
-							'Base of the status_url returned for each job; job_id and token are added as query parameters',
-					},
-				],
-			},
+			optionsCollection([
+				{
+					displayName: 'Callback URL',
+					name: 'callbackUrl',
+					type: 'string',
+					default: '',
+					description:
+						'URL that receives a signed job-finished event (through the callback relay workflow)',
+				},
+				{
+					displayName: 'Correlation ID',
+					name: 'correlationId',
+					type: 'string',
+					default: '',
+					description: 'Your own ID to trace the job across systems',
+				},
+				{
+					displayName: 'Delay Seconds',
+					name: 'delaySeconds',
+					type: 'number',
+					typeOptions: { minValue: 0 },
+					default: 0,
+					description: 'Do not start the job before this many seconds have passed',
+				},
+				{
+					displayName: 'Max Attempts',
+					name: 'maxAttempts',
+					type: 'number',
+					typeOptions: { minValue: 1, maxValue: 1000 },
+					default: 5,
+					description: 'After this many attempts a retrying or crashed job is failed (dead letter)',
+				},
+				{
+					displayName: 'Max Payload Size (KB)',
+					name: 'maxPayloadKb',
+					type: 'number',
+					typeOptions: { minValue: 1 },
+					default: 1024,
+					description:
+						'Larger payloads are rejected with a clear error; store big documents elsewhere and enqueue a reference',
+				},
+				{
+					displayName: 'On Key Reused With Other Payload',
+					name: 'onConflict',
+					type: 'options',
+					options: [
+						{
+							name: 'Error (HTTP 422)',
+							value: 'error',
+							description: 'Reject the item; nothing is written',
+						},
+						{
+							name: 'Return Existing Job',
+							value: 'existing',
+							description: 'Return the job stored under the key, with conflict: true',
+						},
+					],
+					default: 'error',
+				},
+				{
+					displayName: 'Ordering Key',
+					name: 'orderingKey',
+					type: 'string',
+					default: '',
+					description:
+						'Jobs with the same ordering key run one at a time, in the order they were enqueued',
+				},
+				{
+					displayName: 'Priority',
+					name: 'priority',
+					type: 'number',
+					typeOptions: { minValue: -1000, maxValue: 1000 },
+					default: 0,
+					description: 'Higher runs first',
+				},
+				{
+					displayName: 'Run At',
+					name: 'runAt',
+					type: 'dateTime',
+					default: '',
+					description: 'Do not start the job before this time',
+				},
+				{
+					displayName: 'Status URL Base',
+					name: 'statusUrlBase',
+					type: 'string',
+					default: '/webhook/jobs/status',
+					description:
+						'Base of the status_url returned for each job; job_id and token are added as query parameters',
+				},
+			]),
 		],
 	};
 
-	methods = { credentialTest: { durableJobsConnectionTest: testDurableJobsConnection } };
+	methods = credentialTestMethods;
 
 	async execute(this: IExecuteFunctions): Promise<INodeExecutionData[][]> {
 		const firstOptions = this.getNodeParameter('options', 0, {}) as IDataObject;

@@ -10,8 +10,8 @@ import {
 import { fingerprint, type OutboxEventInput, type OutboxResult } from '../../src/core';
 import { itemPayload, parseJsonParameter, runBatch } from '../shared/batch';
 import { lazyStore } from '../shared/connection';
-import { testDurableJobsConnection } from '../shared/credentialTest';
 import { invalidInput } from '../shared/errors';
+import { commonDescription, credentialTestMethods } from '../shared/descriptions';
 
 /**
  * A stable event id when none is given: the payload's own event_id, else type + its id, else
@@ -52,14 +52,12 @@ export class OutboxWrite implements INodeType {
 		displayName: 'Outbox Write',
 		name: 'outboxWrite',
 		icon: { light: 'file:outboxWrite.svg', dark: 'file:outboxWrite.dark.svg' },
-		group: ['transform'],
-		version: 1,
+		...commonDescription,
 		subtitle: '={{ $parameter["eventType"] + " → " + $parameter["queue"] }}',
 		description:
 			'Write events to a transactional outbox, optionally together with your own SQL, for reliable delivery',
 		defaults: { name: 'Outbox Write' },
 		usableAsTool: true,
-		inputs: [NodeConnectionTypes.Main],
 		outputs: [NodeConnectionTypes.Main],
 		credentials: [
 			{ name: 'durableJobsPostgresApi', required: true, testedBy: 'durableJobsConnectionTest' },
@@ -134,7 +132,7 @@ export class OutboxWrite implements INodeType {
 				default: '',
 				placeholder: 'UPDATE orders SET status = $1 WHERE ID = $2',
 				description:
-					'Your business write. It and the event commit together or not at all. Runs once per item; use $1, $2 … for values.',
+					"Your business write. It and the event commit together or not at all. Runs once per item; use $1, $2 … for values. It runs in the credential's database, as the credential's user, with that user's default search path (usually \"$user\", public); the credential's Schema is not on it, so name tables as that user would in any session, or qualify them (schema.table).",
 			},
 			{
 				displayName: 'Query Parameters',
@@ -190,7 +188,7 @@ export class OutboxWrite implements INodeType {
 		],
 	};
 
-	methods = { credentialTest: { durableJobsConnectionTest: testDurableJobsConnection } };
+	methods = credentialTestMethods;
 
 	async execute(this: IExecuteFunctions): Promise<INodeExecutionData[][]> {
 		const store = lazyStore(this);

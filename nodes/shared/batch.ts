@@ -1,11 +1,26 @@
 import type { IDataObject, IExecuteFunctions, INodeExecutionData } from 'n8n-workflow';
 
-import { DurableJobsError, type ItemResults } from '../../src/core';
+import { DurableJobsError, type ItemResults, type JobStore } from '../../src/core';
+import { lazyStore } from './connection';
 import { errorItem, invalidInput, toNodeError } from './errors';
 
 export interface Routed {
 	output: number;
 	json: IDataObject;
+}
+
+export interface BatchSpec<TInput, TResult> {
+	outputs: number;
+	/**
+	 * 'each' (default): every item is read, and the core is called once for all of them.
+	 * 'first': the operation runs once per execution with the first item's parameters (a lease,
+	 * queue stats, a purge …); its output items are paired with item 0.
+	 */
+	items?: 'each' | 'first';
+	read: (itemIndex: number, item: INodeExecutionData) => TInput;
+	call: (inputs: TInput[], allOrNothing: boolean) => Promise<ItemResults<TResult>>;
+	/** The output item(s) of one result: one, several (a list the core returned), or none. */
+	route: (result: TResult, itemIndex: number, input: TInput) => Routed | Routed[];
 }
 
 /**
@@ -18,12 +33,7 @@ export interface Routed {
  */
 export async function runBatch<TInput, TResult>(
 	context: IExecuteFunctions,
-	spec: {
-		outputs: number;
-		read: (itemIndex: number, item: INodeExecutionData) => TInput;
-		call: (inputs: TInput[], allOrNothing: boolean) => Promise<ItemResults<TResult>>;
-		route: (result: TResult, itemIndex: number, input: TInput) => Routed;
-	},
+	spec: BatchSpec<TInput, TResult>,
 ): Promise<INodeExecutionData[][]> {
 	const node = context.getNode();
 	const items = context.getInputData();
@@ -31,8 +41,9 @@ export async function runBatch<TInput, TResult>(
 	const outputs: INodeExecutionData[][] = Array.from({ length: spec.outputs }, () => []);
 	const inputs: TInput[] = [];
 	const inputItemIndexes: number[] = [];
+	const readCount = spec.items === 'first' ? Math.min(items.length, 1) : items.length;
 
-	for (let itemIndex = 0; itemIndex < items.length; itemIndex++) {
+	for (let itemIndex = 0; itemIndex < readCount; itemIndex++) {
 		try {
 			inputs.push(spec.read(itemIndex, items[itemIndex]));
 			inputItemIndexes.push(itemIndex);
@@ -47,7 +58,12 @@ export async function runBatch<TInput, TResult>(
 	try {
 		results = await spec.call(inputs, !continueOnFail);
 	} catch (error) {
-		const position = error instanceof DurableJobsError ? error.itemPosition : undefined;
+		const position =
+			error instanceof DurableJobsError && error.itemPosition !== undefined
+				? error.itemPosition
+				: spec.items === 'first'
+					? 0
+					: undefined;
 		const itemIndex = position === undefined ? undefined : inputItemIndexes[position];
 		if (!continueOnFail) throw toNodeError(node, error, itemIndex);
 		for (const index of inputItemIndexes) outputs[0].push(errorItem(node, error, index));
@@ -68,9 +84,34 @@ export async function runBatch<TInput, TResult>(
 			continue;
 		}
 		const routed = spec.route(result, itemIndex, inputs[position]);
-		outputs[routed.output].push({ json: routed.json, pairedItem: { item: itemIndex } });
+		for (const entry of Array.isArray(routed) ? routed : [routed])
+			outputs[entry.output].push({ json: entry.json, pairedItem: { item: itemIndex } });
 	}
 	return outputs;
+}
+
+/**
+ * runBatch for an operation that runs once per execution, with the first item's parameters:
+ * one core call (the store opened on first use), its result routed to any number of output
+ * items paired with item 0.
+ */
+export async function runOnce<TInput, TResult>(
+	context: IExecuteFunctions,
+	spec: {
+		outputs: number;
+		read: (item: INodeExecutionData) => TInput;
+		call: (store: JobStore, input: TInput) => Promise<TResult>;
+		route: (result: TResult, input: TInput) => Routed | Routed[];
+	},
+): Promise<INodeExecutionData[][]> {
+	const store = lazyStore(context);
+	return await runBatch<TInput, TResult>(context, {
+		outputs: spec.outputs,
+		items: 'first',
+		read: (_itemIndex, item) => spec.read(item),
+		call: async ([input]) => [await spec.call(await store(), input)],
+		route: (result, _itemIndex, input) => spec.route(result, input),
+	});
 }
 
 /** Webhook node output has this shape; its `body` is what the caller sent. */

@@ -1,4 +1,36 @@
-import type { INodeProperties } from 'n8n-workflow';
+import { NodeConnectionTypes, type INodeProperties, type INodeTypeDescription } from 'n8n-workflow';
+
+import { testDurableJobsConnection } from './credentialTest';
+
+/** The npm package name: node types are `${PACKAGE_NAME}.<name>` (and `<name>Tool` as AI tools). */
+export const PACKAGE_NAME = 'n8n-nodes-durable-jobs';
+
+/**
+ * The connection test each node's credential entry names in `testedBy` (n8n's lint wants that
+ * entry written out in every node class).
+ */
+export const credentialTestMethods = {
+	credentialTest: { durableJobsConnectionTest: testDurableJobsConnection },
+};
+
+/** The node description fields every node of the package shares. */
+export const commonDescription: Pick<INodeTypeDescription, 'group' | 'version' | 'inputs'> = {
+	group: ['transform'],
+	version: 1,
+	inputs: [NodeConnectionTypes.Main],
+};
+
+/** The "Options" collection of a node (n8n lists its options alphabetically by display name). */
+export function optionsCollection(options: INodeProperties[]): INodeProperties {
+	return {
+		displayName: 'Options',
+		name: 'options',
+		type: 'collection',
+		placeholder: 'Add option',
+		default: {},
+		options,
+	};
+}
 
 export const queueField: INodeProperties = {
 	displayName: 'Queue',

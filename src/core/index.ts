@@ -1,7 +1,8 @@
 export * from './errors';
 export * from './identifiers';
 export * from './types';
-export { JobStore, hashToken, type ItemResults, type StoreOptions } from './store';
+export { JobStore, type ItemResults, type StoreOptions } from './store';
+export { hashToken } from './tokens';
 export {
 	getPool,
 	closeAllPools,
@@ -19,5 +20,14 @@ export {
 	appliedMigrationIds,
 } from './migrate';
 export { openStore, resetMigrationCache, type StoreConfig } from './connect';
-export { canonicalJson, fingerprint, MAX_KEY_LENGTH, DEFAULT_MAX_PAYLOAD_BYTES } from './validate';
+export { testConnection, type ConnectionTestResult } from './connectionTest';
+export { DEFAULT_MAX_PAYLOAD_BYTES } from './defaults';
+export {
+	canonicalJson,
+	fingerprint,
+	MAX_KEY_LENGTH,
+	validateCheckpoint,
+	validateKey,
+	validateUuid,
+} from './validate';
 export { classifyHttpStatus, type Classification } from './classify';

@@ -2,8 +2,21 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import type pg from 'pg';
 
-import { MigrationsMissingError, classifyDatabaseError } from './errors';
+import { MigrationsMissingError } from './errors';
+import { Executor, type Session } from './executor';
 import { notifyChannel, quoteIdentifier, validateSchemaName } from './identifiers';
+import {
+	appliedMigrationsQuery,
+	createMigrationsTableQuery,
+	createSchemaQuery,
+	migrationLockQuery,
+	migrationQuery,
+	migrationsTableExistsQuery,
+	recordMigrationQuery,
+	schemaExistsQuery,
+	scriptHeader,
+	scriptMigration,
+} from './sql/migrations';
 
 export interface Migration {
 	id: number;
@@ -12,8 +25,6 @@ export interface Migration {
 }
 
 const MIGRATION_FILE = /^(\d{4})_[a-z0-9_]+\.sql$/;
-/** First key of the two-key advisory lock; the second is hashtext(schema). */
-const MIGRATION_LOCK_NAMESPACE = 0x44_4a_4d; // "DJM"
 
 function findMigrationsDir(): string {
 	let dir = __dirname;
@@ -59,36 +70,33 @@ export function renderMigration(migration: Migration, schema: string): string {
 /** All migrations as one script, for DBAs who apply them by hand. */
 export function migrationScript(schema: string): string {
 	const s = quoteIdentifier(validateSchemaName(schema));
-	const parts = [`CREATE SCHEMA IF NOT EXISTS ${s};`, migrationsTableSql(s)];
+	const parts = scriptHeader(s);
 	for (const migration of loadMigrations()) {
 		parts.push(
-			`-- ${migration.name}\nBEGIN;\n${renderMigration(migration, schema)}\nINSERT INTO ${s}.migrations (id, name) VALUES (${migration.id}, '${migration.name}');\nCOMMIT;`,
+			scriptMigration(s, migration.id, migration.name, renderMigration(migration, schema)),
 		);
 	}
 	return parts.join('\n\n') + '\n';
 }
 
-function migrationsTableSql(quotedSchema: string): string {
-	return `CREATE TABLE IF NOT EXISTS ${quotedSchema}.migrations (
-	id integer PRIMARY KEY,
-	name text NOT NULL,
-	applied_at timestamptz NOT NULL DEFAULT now()
-);`;
+/** Ids of the applied migrations, or null when the schema has no migrations table yet. */
+async function readAppliedIds(db: Session, schema: string): Promise<number[] | null> {
+	const s = quoteIdentifier(schema);
+	const [exists] = await db.run<{ present: boolean }>(migrationsTableExistsQuery(s));
+	if (!exists?.present) return null;
+	const rows = await db.run<{ id: number }>(appliedMigrationsQuery(s));
+	return rows.map((row) => row.id);
 }
 
-export async function appliedMigrationIds(
-	client: pg.ClientBase,
-	schema: string,
-): Promise<number[] | null> {
-	const exists = await client.query<{ present: boolean }>(
-		`SELECT to_regclass($1) IS NOT NULL AS present`,
-		[`${quoteIdentifier(schema)}.migrations`],
-	);
-	if (!exists.rows[0]?.present) return null;
-	const rows = await client.query<{ id: number }>(
-		`SELECT id FROM ${quoteIdentifier(schema)}.migrations ORDER BY id`,
-	);
-	return rows.rows.map((row) => row.id);
+/** Ids of the migrations applied to a schema, or null when it has none. */
+export async function appliedMigrationIds(pool: pg.Pool, schema: string): Promise<number[] | null> {
+	return await readAppliedIds(new Executor(pool, false), validateSchemaName(schema));
+}
+
+/** The shipped migrations the schema lacks (all of them when it has no migrations table). */
+export async function missingMigrations(db: Session, schema: string): Promise<Migration[]> {
+	const done = new Set((await readAppliedIds(db, schema)) ?? []);
+	return loadMigrations().filter((migration) => !done.has(migration.id));
 }
 
 export interface MigrateResult {
@@ -104,50 +112,26 @@ export interface MigrateResult {
 export async function migrate(pool: pg.Pool, schemaName: string): Promise<MigrateResult> {
 	const schema = validateSchemaName(schemaName);
 	const s = quoteIdentifier(schema);
-	const migrations = loadMigrations();
+	const db = new Executor(pool, false);
 	const applied: string[] = [];
-	const client = await pool.connect().catch((error: unknown) => {
-		throw classifyDatabaseError(error);
-	});
-	try {
-		for (;;) {
-			await client.query('BEGIN');
-			try {
-				await client.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [
-					MIGRATION_LOCK_NAMESPACE,
-					schema,
-				]);
-				// Only create what is missing: a migration role that owns a schema created by a DBA
-				// needs no CREATE privilege on the database.
-				const present = await client.query<{ schema_exists: boolean }>(
-					'SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1) AS schema_exists',
-					[schema],
-				);
-				if (!present.rows[0]?.schema_exists) await client.query(`CREATE SCHEMA ${s}`);
-				const appliedIds = await appliedMigrationIds(client, schema);
-				if (appliedIds === null) await client.query(migrationsTableSql(s));
-				const done = new Set(appliedIds ?? []);
-				const next = migrations.find((migration) => !done.has(migration.id));
-				if (!next) {
-					await client.query('COMMIT');
-					break;
-				}
-				await client.query(renderMigration(next, schema));
-				await client.query(`INSERT INTO ${s}.migrations (id, name) VALUES ($1, $2)`, [
-					next.id,
-					next.name,
-				]);
-				await client.query('COMMIT');
-				applied.push(next.name);
-			} catch (error) {
-				await client.query('ROLLBACK').catch(() => undefined);
-				throw error;
-			}
-		}
-	} catch (error) {
-		throw classifyDatabaseError(error);
-	} finally {
-		client.release();
+	for (;;) {
+		const next = await db.transaction(async (tx) => {
+			await tx.run(migrationLockQuery(schema));
+			// Only create what is missing: a migration role that owns a schema created by a DBA
+			// needs no CREATE privilege on the database.
+			const [present] = await tx.run<{ schema_exists: boolean }>(schemaExistsQuery(schema));
+			if (!present?.schema_exists) await tx.run(createSchemaQuery(s));
+			const appliedIds = await readAppliedIds(tx, schema);
+			if (appliedIds === null) await tx.run(createMigrationsTableQuery(s));
+			const done = new Set(appliedIds ?? []);
+			const pending = loadMigrations().find((migration) => !done.has(migration.id));
+			if (!pending) return null;
+			await tx.run(migrationQuery(renderMigration(pending, schema)));
+			await tx.run(recordMigrationQuery(s, pending.id, pending.name));
+			return pending;
+		});
+		if (!next) break;
+		applied.push(next.name);
 	}
 	return { applied };
 }
@@ -155,20 +139,10 @@ export async function migrate(pool: pg.Pool, schemaName: string): Promise<Migrat
 /** Throws MigrationsMissingError when the schema lacks any shipped migration. */
 export async function assertMigrated(pool: pg.Pool, schemaName: string): Promise<void> {
 	const schema = validateSchemaName(schemaName);
-	const client = await pool.connect().catch((error: unknown) => {
-		throw classifyDatabaseError(error);
-	});
-	try {
-		const done = new Set((await appliedMigrationIds(client, schema)) ?? []);
-		const missing = loadMigrations().filter((migration) => !done.has(migration.id));
-		if (missing.length > 0)
-			throw new MigrationsMissingError(
-				schema,
-				missing.map((m) => m.name),
-			);
-	} catch (error) {
-		throw classifyDatabaseError(error);
-	} finally {
-		client.release();
-	}
+	const missing = await missingMigrations(new Executor(pool, false), schema);
+	if (missing.length > 0)
+		throw new MigrationsMissingError(
+			schema,
+			missing.map((m) => m.name),
+		);
 }

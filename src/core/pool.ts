@@ -92,11 +92,17 @@ export function getPool(config: ConnectionConfig, onError?: (error: Error) => vo
 		cached.lastUsed = now;
 		return cached.pool;
 	}
-	const pool = new pg.Pool(toPoolConfig(config));
+	const pool = newPool(toPoolConfig(config), onError);
+	pools.set(key, { pool, lastUsed: now });
+	return pool;
+}
+
+/** A pool of its own, not cached: for one task such as the credential test. Close it when done. */
+export function newPool(config: pg.PoolConfig, onError?: (error: Error) => void): pg.Pool {
+	const pool = new pg.Pool(config);
 	// An idle client that loses its connection emits 'error' on the pool; without a listener
 	// that would crash the whole n8n process. The broken client is discarded by pg.
 	pool.on('error', (error) => onError?.(error));
-	pools.set(key, { pool, lastUsed: now });
 	return pool;
 }
 

@@ -3,7 +3,6 @@ import { createHash } from 'node:crypto';
 import { ValidationError } from './errors';
 
 export const MAX_KEY_LENGTH = 255;
-export const DEFAULT_MAX_PAYLOAD_BYTES = 1024 * 1024;
 const UUID_PATTERN = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 // eslint-disable-next-line no-control-regex
 const CONTROL_CHARACTERS = /[\u0000-\u001f\u007f]/;
@@ -102,6 +101,25 @@ export function integerInRange(
 		);
 	}
 	return number;
+}
+
+/** integerInRange over one of the ranges in defaults.ts. */
+export function inRange(
+	value: unknown,
+	field: string,
+	range: { readonly min: number; readonly max: number; readonly default: number },
+): number {
+	return integerInRange(value, field, range.min, range.max, range.default);
+}
+
+/** An optional whole number: undefined and null stay null; anything else goes through inRange. */
+export function optionalInRange(
+	value: unknown,
+	field: string,
+	range: { readonly min: number; readonly max: number; readonly default?: number },
+): number | null {
+	if (value === undefined || value === null) return null;
+	return integerInRange(value, field, range.min, range.max, range.default ?? range.min);
 }
 
 export function optionalDate(value: unknown, field: string): Date | null {

@@ -144,22 +144,21 @@ export function runningCountQuery(s: string, queue: string): SqlQuery {
 	};
 }
 
+export interface ExtendRow {
+	ord: number;
+	job_id: string;
+	attempt_id: string;
+	lease_ms: number;
+	checkpoint: string | null;
+}
+
 /**
  * Heartbeat for a batch, fenced like complete (see completeQuery for the `id = ANY` filter,
  * the fence as a join clause on a MATERIALIZED input, and the LATERAL lookup of lost items).
  * An item with a checkpoint records it on its attempt, only when its lease was extended: an
  * attempt that lost its lease is not the one whose progress the job's history should show.
  */
-export function extendLeaseQuery(
-	s: string,
-	rows: Array<{
-		ord: number;
-		job_id: string;
-		attempt_id: string;
-		lease_ms: number;
-		checkpoint: string | null;
-	}>,
-): SqlQuery {
+export function extendLeaseQuery(s: string, rows: ExtendRow[]): SqlQuery {
 	return {
 		text: `
 WITH input AS MATERIALIZED (

@@ -48,3 +48,8 @@ ORDER BY x.ord`,
 		prepare: true,
 	};
 }
+
+/** The user's own SQL for an outbox item (the business write), with that item's parameters. */
+export function companionQuery(sql: string, params: unknown[]): SqlQuery {
+	return { text: sql, values: params };
+}

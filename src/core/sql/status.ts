@@ -196,3 +196,11 @@ LIMIT $2`,
 		values: [queue, limit],
 	};
 }
+
+/** The secret status tokens are derived from (migration 0003). */
+export function tokenSecretQuery(s: string): SqlQuery {
+	return {
+		text: `SELECT value FROM ${s}.settings WHERE name = 'status_token_secret'`,
+		values: [],
+	};
+}

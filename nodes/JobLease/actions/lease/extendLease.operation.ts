@@ -1,0 +1,65 @@
+import type { IExecuteFunctions, INodeExecutionData, INodeProperties } from 'n8n-workflow';
+
+import {
+	validateCheckpoint,
+	validateUuid,
+	type ExtendInput,
+	type ExtendResult,
+} from '../../../../src/core';
+import { runBatch } from '../../../shared/batch';
+import { lazyStore } from '../../../shared/connection';
+import { attemptIdField, jobIdField, leaseSecondsField } from '../../../shared/descriptions';
+import { withDisplayOptions } from '../../../shared/operations';
+import {
+	leasedAttemptId,
+	leasedJobId,
+	readUpstreamField,
+	upstreamNotice,
+} from '../../../shared/upstream';
+
+const properties: INodeProperties[] = [
+	leaseSecondsField,
+	upstreamNotice('Job ID and Attempt ID', [leasedJobId, leasedAttemptId]),
+	jobIdField,
+	attemptIdField,
+	{
+		displayName: 'Checkpoint',
+		name: 'checkpoint',
+		type: 'string',
+		default: '',
+		placeholder: 'crm_request',
+		description:
+			'Optional name recorded on the attempt, e.g. right before a call with an external effect. If the attempt then dies, Job Status → Unknown Outcomes shows it got this far (check the external system); without it, the call was never made. On Lease Lost nothing is recorded: stop there.',
+	},
+];
+
+export const description = withDisplayOptions({ show: { operation: ['extendLease'] } }, properties);
+
+/** Heartbeat for every item in one statement: Extended, or Lease Lost when another attempt owns the job. */
+export async function execute(this: IExecuteFunctions): Promise<INodeExecutionData[][]> {
+	const store = lazyStore(this);
+	return await runBatch<ExtendInput, ExtendResult>(this, {
+		outputs: 2,
+		read: (itemIndex) => ({
+			// Checked before the batch is sent, so a malformed id writes nothing for any item.
+			jobId: readUpstreamField(this, itemIndex, leasedJobId, validateUuid),
+			attemptId: readUpstreamField(this, itemIndex, leasedAttemptId, validateUuid),
+			leaseMs: Math.round((this.getNodeParameter('leaseSeconds', itemIndex, 300) as number) * 1000),
+			checkpoint: validateCheckpoint(this.getNodeParameter('checkpoint', itemIndex, '')),
+		}),
+		call: async (inputs, allOrNothing) =>
+			await (await store()).extendLease(inputs, { allOrNothing }),
+		route: (result, itemIndex, input) => ({
+			output: result.extended ? 0 : 1,
+			json: {
+				...this.getInputData()[itemIndex].json,
+				job_id: input.jobId,
+				attempt_id: input.attemptId,
+				lease_until: result.leaseUntil ? result.leaseUntil.toISOString() : null,
+				lease_lost: !result.extended,
+				...(result.extended && input.checkpoint ? { checkpoint: input.checkpoint } : {}),
+				...(result.extended ? {} : { current_status: result.currentStatus ?? 'not_found' }),
+			},
+		}),
+	});
+}

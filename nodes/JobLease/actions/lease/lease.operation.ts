@@ -1,0 +1,83 @@
+import type {
+	IDataObject,
+	IExecuteFunctions,
+	INodeExecutionData,
+	INodeProperties,
+} from 'n8n-workflow';
+
+import type { LeasedJob } from '../../../../src/core';
+import { runOnce } from '../../../shared/batch';
+import { leaseSecondsField, queueField } from '../../../shared/descriptions';
+import { withDisplayOptions } from '../../../shared/operations';
+
+const properties: INodeProperties[] = [
+	queueField,
+	{
+		displayName: 'Max Jobs',
+		name: 'maxJobs',
+		type: 'number',
+		typeOptions: { minValue: 1, maxValue: 10000 },
+		default: 10,
+		description: 'Most jobs to claim in this run. Each leased job becomes one output item.',
+	},
+	leaseSecondsField,
+	{
+		displayName: 'Concurrency Limit',
+		name: 'concurrencyLimit',
+		type: 'number',
+		typeOptions: { minValue: 0 },
+		default: 0,
+		description: 'Most jobs of this queue running at once, across all n8n instances (0 = no limit)',
+	},
+];
+
+export const description = withDisplayOptions({ show: { operation: ['lease'] } }, properties);
+
+/** The item a worker receives for one leased job. */
+export function leasedJobJson(job: LeasedJob): IDataObject {
+	return {
+		job_id: job.id,
+		attempt_id: job.attempt_id,
+		attempt: job.attempts,
+		max_attempts: job.max_attempts,
+		queue: job.queue,
+		payload: job.payload as IDataObject,
+		lease_until: job.lease_until.toISOString(),
+		// The key for external calls is the job id: stable across attempts, so a retried or
+		// re-leased attempt repeats the same request instead of creating a second record.
+		idempotency_key: job.id,
+		enqueue_idempotency_key: job.idempotency_key,
+		priority: job.priority,
+		ordering_key: job.ordering_key,
+		correlation_id: job.correlation_id,
+		recovered: job.recovered,
+		created_at: job.created_at.toISOString(),
+	};
+}
+
+/**
+ * One lease per execution, with the first item's parameters: a Schedule Trigger or Job Trigger
+ * feeds one item, and a per-item lease would claim N × Max Jobs. Leased jobs go to Leased, one
+ * item each; when there is none, one item goes to Empty.
+ */
+export async function execute(this: IExecuteFunctions): Promise<INodeExecutionData[][]> {
+	return await runOnce(this, {
+		outputs: 2,
+		read: () => {
+			const concurrencyLimit = this.getNodeParameter('concurrencyLimit', 0, 0) as number;
+			return {
+				queue: this.getNodeParameter('queue', 0) as string,
+				limit: this.getNodeParameter('maxJobs', 0, 10) as number,
+				leaseMs: Math.round((this.getNodeParameter('leaseSeconds', 0, 300) as number) * 1000),
+				concurrencyLimit: concurrencyLimit > 0 ? concurrencyLimit : null,
+				workflowId: this.getWorkflow().id ?? null,
+				executionId: this.getExecutionId() ?? null,
+			};
+		},
+		call: async (store, input) => await store.lease(input),
+		route: (jobs, input) =>
+			jobs.length === 0
+				? { output: 1, json: { queue: input.queue, leased: 0 } }
+				: jobs.map((job) => ({ output: 0, json: leasedJobJson(job) })),
+	});
+}

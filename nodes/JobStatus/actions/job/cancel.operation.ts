@@ -1,0 +1,34 @@
+import type { IExecuteFunctions, INodeExecutionData, INodeProperties } from 'n8n-workflow';
+
+import { withDisplayOptions } from '../../../shared/operations';
+import { runForJobIds } from './jobIds';
+
+const properties: INodeProperties[] = [
+	{
+		displayName: 'Job IDs',
+		name: 'jobIds',
+		type: 'string',
+		default: '={{ $json.job_id }}',
+		required: true,
+		description:
+			'Comma-separated IDs, or an expression returning an array; IDs of all input items are handled in one statement',
+	},
+	{
+		displayName: 'Reason',
+		name: 'reason',
+		type: 'string',
+		default: '',
+	},
+];
+
+export const description = withDisplayOptions({ show: { operation: ['cancel'] } }, properties);
+
+/** Cancels the named jobs; one item per job, `cancelled: false` for one that had finished. */
+export async function execute(this: IExecuteFunctions): Promise<INodeExecutionData[][]> {
+	return await runForJobIds(this, {
+		parameter: 'jobIds',
+		call: async (store, ids) =>
+			await store.cancel(ids, (this.getNodeParameter('reason', 0, '') as string) || null),
+		json: (row) => ({ ...row }),
+	});
+}

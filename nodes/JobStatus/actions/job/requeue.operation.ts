@@ -1,0 +1,108 @@
+import type { IExecuteFunctions, INodeExecutionData, INodeProperties } from 'n8n-workflow';
+
+import { runOnce } from '../../../shared/batch';
+import { withDisplayOptions } from '../../../shared/operations';
+import { limitField } from './common';
+import { runForJobIds } from './jobIds';
+
+const properties: INodeProperties[] = [
+	{
+		displayName: 'Select By',
+		name: 'selectBy',
+		type: 'options',
+		options: [
+			{ name: 'Job IDs', value: 'ids' },
+			{ name: 'Filter', value: 'filter' },
+		],
+		default: 'ids',
+		// An AI agent may replay jobs it names, never every job a filter matches.
+		displayOptions: { hide: { '@tool': [true] } },
+	},
+	{
+		displayName: 'Job IDs',
+		name: 'requeueJobIds',
+		type: 'string',
+		default: '={{ $json.job_id }}',
+		required: true,
+		displayOptions: { hide: { selectBy: ['filter'] } },
+		description: 'Comma-separated IDs, or an expression returning an array',
+	},
+	...withDisplayOptions({ show: { selectBy: ['filter'] } }, [
+		{
+			displayName: 'Queue',
+			name: 'filterQueue',
+			type: 'string',
+			default: '',
+			required: true,
+		},
+		{
+			displayName: 'Error Code',
+			name: 'filterErrorCode',
+			type: 'string',
+			default: '',
+		},
+		{
+			displayName: 'Error Class',
+			name: 'filterErrorClass',
+			type: 'options',
+			options: [
+				{ name: 'Any', value: '' },
+				{ name: 'Discarded', value: 'discarded' },
+				{ name: 'Needs Manual Review', value: 'needs_manual_review' },
+				{ name: 'Needs Mapping', value: 'needs_mapping' },
+				{ name: 'Retryable', value: 'retryable' },
+			],
+			default: 'retryable',
+		},
+		{
+			displayName: 'Confirm Requeue by Filter',
+			name: 'confirm',
+			type: 'boolean',
+			default: false,
+			description: 'Whether to really replay every failed job the filter matches (up to Limit)',
+		},
+	]),
+	limitField,
+	{
+		displayName: 'Additional Attempts',
+		name: 'additionalAttempts',
+		type: 'number',
+		typeOptions: { minValue: 1, maxValue: 1000 },
+		default: 3,
+		description: 'Attempts a replayed job gets on top of those it used',
+	},
+];
+
+export const description = withDisplayOptions({ show: { operation: ['requeue'] } }, properties);
+
+/** How the jobs to replay are chosen (Job IDs when the parameter is hidden, as in the tool). */
+export function selectBy(context: IExecuteFunctions): string {
+	return context.getNodeParameter('selectBy', 0, 'ids') as string;
+}
+
+/** Replays failed jobs: the ones the items name, or (confirmed) the ones a filter matches. */
+export async function execute(this: IExecuteFunctions): Promise<INodeExecutionData[][]> {
+	const additionalAttempts = (): number =>
+		this.getNodeParameter('additionalAttempts', 0, 3) as number;
+	if (selectBy(this) === 'ids') {
+		return await runForJobIds(this, {
+			parameter: 'requeueJobIds',
+			call: async (store, jobIds) =>
+				await store.requeue({ jobIds, limit: 10_000, additionalAttempts: additionalAttempts() }),
+			json: (row) => ({ ...row, requeued: true }),
+		});
+	}
+	return await runOnce(this, {
+		outputs: 1,
+		read: () => ({
+			queue: this.getNodeParameter('filterQueue', 0) as string,
+			errorCode: (this.getNodeParameter('filterErrorCode', 0, '') as string) || null,
+			errorClass: (this.getNodeParameter('filterErrorClass', 0, '') as string) || null,
+			confirm: this.getNodeParameter('confirm', 0, false) as boolean,
+			limit: this.getNodeParameter('maxJobs', 0, 100) as number,
+			additionalAttempts: additionalAttempts(),
+		}),
+		call: async (store, selection) => await store.requeue(selection),
+		route: (rows) => rows.map((row) => ({ output: 0, json: { ...row, requeued: true } })),
+	});
+}

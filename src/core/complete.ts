@@ -1,0 +1,108 @@
+import type { StoreContext } from './context';
+import { BACKOFF_BASE, BACKOFF_MAX, DELAY } from './defaults';
+import { ValidationError } from './errors';
+import { writeRows, type BatchOptions, type ItemResults } from './items';
+import { completeQuery, type CompleteRow } from './sql/complete';
+import {
+	COMPLETE_OUTCOMES,
+	ERROR_CLASSES,
+	type CompleteInput,
+	type CompleteResult,
+	type Job,
+} from './types';
+import { inRange, optionalInRange, optionalText, serializePayload, validateUuid } from './validate';
+
+interface CompleteReturnRow {
+	ord: number;
+	applied: boolean;
+	status: Job['status'] | null;
+	attempts: number | null;
+	max_attempts: number | null;
+	run_at: Date | null;
+	error_code: string | null;
+	error_class: Job['error_class'];
+	finished_at: Date | null;
+	callback_event_id: string | null;
+	current_status: Job['status'] | null;
+	current_attempt_id: string | null;
+	job_exists: boolean;
+}
+
+/**
+ * Finishes, retries, fails or releases leased jobs in one statement, each fenced by its
+ * attempt: an item whose attempt no longer owns the job comes back not applied, with the reason.
+ */
+export async function complete(
+	ctx: StoreContext,
+	items: CompleteInput[],
+	options: BatchOptions = {},
+): Promise<ItemResults<CompleteResult>> {
+	return await writeRows<CompleteInput, CompleteRow, CompleteReturnRow, CompleteResult>(
+		ctx.db,
+		items,
+		options,
+		{
+			toRow: (item, ord) => completeRow(ctx, item, ord),
+			key: `complete:${ctx.s}:${ctx.callbackQueue}`,
+			build: (batch) => completeQuery(ctx.s, batch, ctx.callbackQueue),
+			toResult: (row) => ({
+				applied: row.applied,
+				status: row.applied ? row.status : row.current_status,
+				attempts: row.attempts,
+				maxAttempts: row.max_attempts,
+				runAt: row.run_at,
+				errorCode: row.error_code,
+				errorClass: row.error_class,
+				callbackEventId: row.callback_event_id,
+				leaseLostReason: row.applied ? null : leaseLostReason(row),
+			}),
+		},
+	);
+}
+
+function completeRow(ctx: StoreContext, item: CompleteInput, ord: number): CompleteRow {
+	if (!COMPLETE_OUTCOMES.includes(item.outcome)) {
+		throw new ValidationError(
+			'outcome',
+			`"${String(item.outcome).slice(0, 40)}" is not an outcome`,
+			`Use one of: ${COMPLETE_OUTCOMES.join(', ')}`,
+		);
+	}
+	if (item.errorClass && !ERROR_CLASSES.includes(item.errorClass)) {
+		throw new ValidationError(
+			'errorClass',
+			`"${String(item.errorClass).slice(0, 40)}" is not a class`,
+			`Use one of: ${ERROR_CLASSES.join(', ')}`,
+		);
+	}
+	let result: string | null = null;
+	if (item.outcome === 'succeeded' && item.result !== undefined) {
+		result = serializePayload(item.result, 'result', ctx.maxPayloadBytes);
+	}
+	const row: CompleteRow = {
+		ord,
+		job_id: validateUuid(item.jobId, 'jobId'),
+		attempt_id: validateUuid(item.attemptId, 'attemptId'),
+		outcome: item.outcome,
+		result,
+		error_code: optionalText(item.errorCode, 'errorCode', 100),
+		error_message: optionalText(item.errorMessage, 'errorMessage', 4000),
+		error_class: item.errorClass ?? null,
+		error_node: optionalText(item.errorNode, 'errorNode', 255),
+		error_workflow: optionalText(item.errorWorkflow, 'errorWorkflow', 255),
+		error_execution: optionalText(item.errorExecution, 'errorExecution', 255),
+		delay_ms: optionalInRange(item.delayMs, 'delayMs', DELAY),
+		backoff_base_ms: inRange(item.backoffBaseMs, 'backoffBaseMs', BACKOFF_BASE),
+		backoff_max_ms: inRange(item.backoffMaxMs, 'backoffMaxMs', BACKOFF_MAX),
+		jitter: null,
+	};
+	// The equal jitter of the retry backoff, drawn here so the statement has no random().
+	if (row.outcome === 'retry' && row.delay_ms === null) row.jitter = Math.random();
+	return row;
+}
+
+function leaseLostReason(row: CompleteReturnRow): string {
+	if (!row.job_exists) return 'not_found';
+	if (row.current_status === 'running') return 'attempt_superseded';
+	return `job_${row.current_status ?? 'unknown'}`;
+}

@@ -1,0 +1,38 @@
+/** Defaults and accepted ranges of the core's inputs, in one place. Durations are milliseconds. */
+
+const SECOND = 1000;
+const MINUTE = 60 * SECOND;
+const HOUR = 60 * MINUTE;
+const DAY = 24 * HOUR;
+
+/** Largest accepted payload or result, in bytes of JSON. */
+export const DEFAULT_MAX_PAYLOAD_BYTES = 1024 * 1024;
+/** Queue that receives job-finished events for jobs with a callback URL. */
+export const DEFAULT_CALLBACK_QUEUE = 'callbacks';
+
+export const MAX_ATTEMPTS = { min: 1, max: 1000, jobDefault: 5, outboxDefault: 10 } as const;
+export const PRIORITY = { min: -1000, max: 1000, default: 0 } as const;
+/** A delay before a job is due: enqueue's Delay, a retry's explicit delay, a release's wait. */
+export const DELAY = { min: 0, max: 365 * DAY, default: 0 } as const;
+
+export const LEASE = { min: SECOND, max: DAY, default: MINUTE } as const;
+export const LEASE_LIMIT = { min: 1, max: 10_000, default: 1 } as const;
+export const CONCURRENCY_LIMIT = { min: 1, max: 100_000 } as const;
+
+export const BACKOFF_BASE = { min: 0, max: DAY, default: 5 * SECOND } as const;
+export const BACKOFF_MAX = { min: 0, max: 30 * DAY, default: HOUR } as const;
+
+/** How long a claim holds an idempotency key before another claimer may take it over. */
+export const CLAIM = { min: SECOND, max: 7 * DAY, default: 5 * MINUTE } as const;
+/** How long an idempotency key is remembered. */
+export const KEY_TTL = { min: SECOND, max: 3650 * DAY, default: DAY } as const;
+
+export const DEFAULT_OUTBOX_QUEUE = 'outbox';
+
+export const REQUEUE_LIMIT = { min: 1, max: 10_000, default: 100 } as const;
+export const REQUEUE_ADDITIONAL_ATTEMPTS = { min: 1, max: 1000, default: 3 } as const;
+export const DEFAULT_CANCEL_REASON = 'Cancelled by an operator';
+export const PURGE_OLDER_THAN = { min: 0, max: 3650 * DAY, default: 7 * DAY } as const;
+export const PURGE_LIMIT = { min: 1, max: 100_000, default: 10_000 } as const;
+export const TERMINAL_STATUSES = ['done', 'failed', 'cancelled'] as const;
+export const UNKNOWN_OUTCOMES_LIMIT = { min: 1, max: 10_000, default: 100 } as const;

@@ -1,0 +1,334 @@
+import { v7 as uuidv7 } from 'uuid';
+
+import type { StoreContext } from './context';
+import { CLAIM, KEY_TTL } from './defaults';
+import { DurableJobsError, ValidationError } from './errors';
+import type { Session } from './executor';
+import {
+	runWithReread,
+	validateItems,
+	writeRows,
+	type BatchOptions,
+	type ItemResults,
+} from './items';
+import {
+	claimQuery,
+	guardQuery,
+	readKeysQuery,
+	releaseClaimsQuery,
+	settleClaimsQuery,
+	type ClaimRow,
+	type GuardRow,
+	type SettleRow,
+} from './sql/idempotency';
+import type { ClaimInput, ClaimResult, SettleInput, SettleResult } from './types';
+import {
+	inRange,
+	optionalDate,
+	optionalInRange,
+	optionalText,
+	serializePayload,
+	validateKey,
+	validateUuid,
+} from './validate';
+
+interface ClaimReturnRow {
+	ord: number;
+	claimed: boolean;
+	prior_status: string | null;
+	claims: number | null;
+	claim_until: Date | null;
+	expires_at: Date | null;
+	existing_status: string | null;
+	existing_fingerprint: string | null;
+	existing_result: unknown;
+	existing_claim_id: string | null;
+	existing_claim_until: Date | null;
+	existing_created_at: Date | null;
+	existing_updated_at: Date | null;
+	existing_claims: number | null;
+}
+
+interface GuardVerdict {
+	ord: number;
+	applied: boolean;
+	current_version: string | null;
+	current_occurred_at: Date | null;
+	current_state: string | null;
+}
+
+/** A later item of the batch with the key of an earlier one: answered from the earlier item. */
+interface Repeat {
+	ord: number;
+	firstOrd: number;
+	fingerprint: string | null;
+}
+
+/**
+ * Claims idempotency keys, one statement for the batch. A new key is claimed (route 'new'); an
+ * existing one routes to duplicate, in progress or conflict. With a late-event guard the claim
+ * and the guard run in one transaction, and a stale event gives its fresh claim back.
+ */
+export async function claim(
+	ctx: StoreContext,
+	items: ClaimInput[],
+	options: BatchOptions = {},
+): Promise<ItemResults<ClaimResult>> {
+	const guards = new Map<number, GuardRow>();
+	const firstOrdByKey = new Map<string, number>();
+	const repeats: Repeat[] = [];
+	const { rows, results } = validateItems<ClaimInput, ClaimRow, ClaimResult>(
+		items,
+		(item, ord) => {
+			const scope = validateKey(item.scope, 'scope');
+			const key = validateKey(item.key, 'key');
+			const fp = optionalText(item.fingerprint, 'fingerprint', 255);
+			const guard = item.guard ? guardRow(item.guard, ord, scope, key) : null;
+			const mapKey = JSON.stringify([scope, key]);
+			const firstOrd = firstOrdByKey.get(mapKey);
+			if (firstOrd !== undefined) {
+				repeats.push({ ord, firstOrd, fingerprint: fp });
+				return null;
+			}
+			firstOrdByKey.set(mapKey, ord);
+			const row: ClaimRow = {
+				ord,
+				scope,
+				key,
+				fingerprint: fp,
+				claim_id: uuidv7(),
+				claim_ms: inRange(item.claimMs, 'claimMs', CLAIM),
+				ttl_ms: inRange(item.ttlMs, 'ttlMs', KEY_TTL),
+			};
+			if (guard) guards.set(ord, guard);
+			return row;
+		},
+		options,
+	);
+	if (rows.length > 0) {
+		const work = async (db: Session, guarded: boolean) => {
+			const returned = await claimRows(ctx, db, rows);
+			const byOrd = new Map(rows.map((row) => [row.ord, row]));
+			for (const row of returned) results[row.ord] = claimResult(row, byOrd.get(row.ord)!);
+			if (guarded) await applyGuards(ctx, db, returned, guards, rows, results);
+		};
+		if (guards.size > 0) await ctx.db.transaction(async (tx) => await work(tx, true));
+		else await work(ctx.db, false);
+	}
+	answerRepeats(repeats, rows, results);
+	return results;
+}
+
+/** The claim statement, then a read of keys that changed hands between its snapshot and now. */
+async function claimRows(
+	ctx: StoreContext,
+	db: Session,
+	rows: ClaimRow[],
+): Promise<ClaimReturnRow[]> {
+	return await runWithReread<ClaimRow, ClaimReturnRow>(
+		db,
+		{ key: `claim:${ctx.s}`, rows, build: (batch) => claimQuery(ctx.s, batch) },
+		{
+			unresolved: (returned) => !returned.claimed && returned.existing_status === null,
+			query: (missing) =>
+				readKeysQuery(
+					ctx.s,
+					missing.map(({ row }) => ({ ord: row.ord, scope: row.scope, key: row.key })),
+				),
+			merge: (returned, found) => Object.assign(returned, found),
+		},
+	);
+}
+
+/** Late-event guard for the items that were claimed: stale ones give their claim back. */
+async function applyGuards(
+	ctx: StoreContext,
+	db: Session,
+	returned: ClaimReturnRow[],
+	guards: Map<number, GuardRow>,
+	rows: ClaimRow[],
+	results: ItemResults<ClaimResult>,
+): Promise<void> {
+	const guarded = returned.filter((row) => row.claimed && guards.has(row.ord));
+	if (guarded.length === 0) return;
+	const verdicts = await db.run<GuardVerdict>(
+		guardQuery(
+			ctx.s,
+			guarded.map((row) => guards.get(row.ord)!),
+		),
+	);
+	const stale = verdicts.filter((verdict) => !verdict.applied);
+	if (stale.length === 0) return;
+	const byOrd = new Map(rows.map((row) => [row.ord, row]));
+	await db.run(
+		releaseClaimsQuery(
+			ctx.s,
+			stale.map((verdict) => ({
+				scope: byOrd.get(verdict.ord)!.scope,
+				key: byOrd.get(verdict.ord)!.key,
+				claim_id: byOrd.get(verdict.ord)!.claim_id,
+			})),
+		),
+	);
+	for (const verdict of stale) {
+		const previous = results[verdict.ord] as ClaimResult;
+		results[verdict.ord] = {
+			...previous,
+			route: 'stale',
+			claimId: null,
+			replay: false,
+			current: {
+				version: verdict.current_version,
+				occurredAt: verdict.current_occurred_at,
+				state: verdict.current_state,
+			},
+		};
+	}
+}
+
+/** A repeated key answers like its first item: in progress (or its route), or conflict. */
+function answerRepeats(
+	repeats: Repeat[],
+	rows: ClaimRow[],
+	results: ItemResults<ClaimResult>,
+): void {
+	for (const repeat of repeats) {
+		const first = results[repeat.firstOrd];
+		if (first instanceof DurableJobsError || first === undefined) {
+			results[repeat.ord] =
+				first ?? new DurableJobsError('claim_failed', 'The first item with this key failed');
+			continue;
+		}
+		const sameFingerprint =
+			(rows.find((row) => row.ord === repeat.firstOrd)?.fingerprint ?? null) === repeat.fingerprint;
+		results[repeat.ord] = {
+			...first,
+			route: sameFingerprint ? (first.route === 'new' ? 'in_progress' : first.route) : 'conflict',
+			claimId: null,
+			replay: false,
+		};
+	}
+}
+
+function guardRow(
+	guard: NonNullable<ClaimInput['guard']>,
+	ord: number,
+	scope: string,
+	key: string,
+): GuardRow {
+	const entityKey = validateKey(guard.entityKey, 'entityKey');
+	const version =
+		guard.version === undefined || guard.version === null || guard.version === ''
+			? null
+			: String(guard.version);
+	if (version !== null && !/^-?\d+(\.\d+)?$/.test(version)) {
+		throw new ValidationError(
+			'version',
+			`"${version.slice(0, 40)}" is not a number`,
+			'Pass the entity version as a number (e.g. a sequence or revision number), or use Occurred At instead',
+		);
+	}
+	const occurredAt = optionalDate(guard.occurredAt, 'occurredAt');
+	const state = optionalText(guard.state, 'state', 255);
+	let stateRank: number | null = null;
+	if (state !== null && guard.stateOrder && guard.stateOrder.length > 0) {
+		stateRank = guard.stateOrder.indexOf(state);
+		if (stateRank < 0) {
+			throw new ValidationError(
+				'state',
+				`"${state.slice(0, 40)}" is not in the state order (${guard.stateOrder.join(' → ')})`,
+				'Add the state to the State Order, or fix the state field',
+			);
+		}
+	}
+	if (version === null && occurredAt === null && stateRank === null) {
+		throw new ValidationError(
+			'version',
+			'the late-event guard needs a version, an occurred-at time or a state',
+			'Map Version, Occurred At or State to a field of the event',
+		);
+	}
+	return {
+		ord,
+		scope: validateKey(guard.scope ?? scope, 'guardScope'),
+		entity_key: entityKey,
+		version,
+		occurred_at: occurredAt ? occurredAt.toISOString() : null,
+		state,
+		state_rank: stateRank,
+		event_key: key,
+	};
+}
+
+function claimResult(row: ClaimReturnRow, input: ClaimRow): ClaimResult {
+	const base = {
+		claimId: null,
+		replay: false,
+		claims: row.existing_claims,
+		claimUntil: row.existing_claim_until,
+		expiresAt: null,
+		storedResult: null,
+		existingStatus: row.existing_status,
+		firstSeenAt: row.existing_created_at,
+		current: null,
+	};
+	if (row.claimed) {
+		return {
+			...base,
+			route: 'new',
+			claimId: input.claim_id,
+			replay: row.prior_status === 'failed' || row.prior_status === 'in_progress',
+			claims: row.claims,
+			claimUntil: row.claim_until,
+			expiresAt: row.expires_at,
+			existingStatus: row.prior_status,
+		};
+	}
+	if (row.existing_status === null) {
+		// The key vanished between the two statements (purged); the caller may simply retry.
+		return { ...base, route: 'in_progress' };
+	}
+	if ((row.existing_fingerprint ?? null) !== (input.fingerprint ?? null))
+		return { ...base, route: 'conflict' };
+	if (row.existing_status === 'completed')
+		return { ...base, route: 'duplicate', storedResult: row.existing_result };
+	return { ...base, route: 'in_progress' };
+}
+
+/**
+ * Settles claims: 'completed' stores the result (later items with the key are duplicates and
+ * carry it), 'failed' lets a retry of the event claim the key again. Fenced by the claim id.
+ */
+export async function settle(
+	ctx: StoreContext,
+	items: SettleInput[],
+	status: 'completed' | 'failed',
+	options: BatchOptions = {},
+): Promise<ItemResults<SettleResult>> {
+	return await writeRows<
+		SettleInput,
+		SettleRow,
+		{ ord: number; applied: boolean; expires_at: Date | null; current_status: string | null },
+		SettleResult
+	>(ctx.db, items, options, {
+		toRow: (item, ord) => ({
+			ord,
+			scope: validateKey(item.scope, 'scope'),
+			key: validateKey(item.key, 'key'),
+			claim_id: item.claimId ? validateUuid(item.claimId, 'claimId') : null,
+			result:
+				status === 'completed' && item.result !== undefined
+					? JSON.parse(serializePayload(item.result, 'result', ctx.maxPayloadBytes))
+					: null,
+			error_message: optionalText(item.errorMessage, 'errorMessage', 4000),
+			ttl_ms: optionalInRange(item.ttlMs, 'ttlMs', KEY_TTL),
+		}),
+		key: `settle:${ctx.s}:${status}`,
+		build: (batch) => settleClaimsQuery(ctx.s, batch, status),
+		toResult: (row) => ({
+			applied: row.applied,
+			expiresAt: row.expires_at,
+			currentStatus: row.applied ? status : row.current_status,
+		}),
+	});
+}

@@ -1,0 +1,117 @@
+import { v7 as uuidv7 } from 'uuid';
+
+import type { StoreContext } from './context';
+import { CONCURRENCY_LIMIT, LEASE, LEASE_LIMIT } from './defaults';
+import { validateQueueName } from './identifiers';
+import { writeRows, type BatchOptions, type ItemResults } from './items';
+import {
+	extendLeaseQuery,
+	leaseQuery,
+	queueLockQuery,
+	runningCountQuery,
+	type ExtendRow,
+} from './sql/lease';
+import type { ExtendInput, ExtendResult, Job, LeaseInput, LeasedJob } from './types';
+import {
+	inRange,
+	optionalInRange,
+	optionalText,
+	validateCheckpoint,
+	validateUuid,
+} from './validate';
+
+/** Second key of the per-queue advisory lock taken when a concurrency limit is enforced. */
+const QUEUE_LOCK_NAMESPACE = 0x44_4a_51; // "DJQ"
+
+type LeaseReturnRow = Job & {
+	previous_attempt_id: string | null;
+	expired: boolean;
+	lease_order_seq: string;
+	lease_order_priority: number;
+	lease_order_run_at: Date;
+	exhausted_count: string;
+};
+
+/** Claims up to `limit` due jobs of one queue (or jobs whose lease expired) in one statement. */
+export async function lease(ctx: StoreContext, input: LeaseInput): Promise<LeasedJob[]> {
+	const queue = validateQueueName(input.queue);
+	const limit = inRange(input.limit, 'limit', LEASE_LIMIT);
+	const leaseMs = inRange(input.leaseMs, 'leaseMs', LEASE);
+	const concurrencyLimit = optionalInRange(
+		(input.concurrencyLimit as unknown) === '' ? null : input.concurrencyLimit,
+		'concurrencyLimit',
+		CONCURRENCY_LIMIT,
+	);
+	const params = {
+		queue,
+		limit,
+		leaseMs,
+		workflowId: optionalText(input.workflowId, 'workflowId', 255),
+		executionId: optionalText(input.executionId, 'executionId', 255),
+		attemptIds: Array.from({ length: limit }, () => uuidv7()),
+	};
+	let rows: LeaseReturnRow[];
+	if (concurrencyLimit === null) {
+		rows = await ctx.db.run<LeaseReturnRow>(leaseQuery(ctx.s, { ...params, slots: limit }));
+	} else {
+		// The running count must be read after every other leaser of this queue has committed,
+		// so the lock is taken in its own statement: a statement's snapshot is fixed when it
+		// starts, and a lock taken inside the lease statement would count with stale data.
+		rows = await ctx.db.transaction(async (tx) => {
+			await tx.run(queueLockQuery(QUEUE_LOCK_NAMESPACE, queue));
+			const [{ running }] = await tx.run<{ running: number }>(runningCountQuery(ctx.s, queue));
+			const slots = Math.min(limit, concurrencyLimit - running);
+			if (slots <= 0) return [];
+			return await tx.run<LeaseReturnRow>(leaseQuery(ctx.s, { ...params, slots }));
+		});
+	}
+	return rows.map((row) => {
+		const {
+			previous_attempt_id: _previous,
+			expired,
+			lease_order_seq: _seq,
+			lease_order_priority: _priority,
+			lease_order_run_at: _runAt,
+			exhausted_count: _exhausted,
+			...job
+		} = row;
+		return { ...job, recovered: expired } as LeasedJob;
+	});
+}
+
+/**
+ * Heartbeat: moves lease_until forward, fenced by (job_id, attempt_id, running). A checkpoint
+ * is recorded on the attempt (see migration 0006), only for items whose lease was extended.
+ */
+export async function extendLease(
+	ctx: StoreContext,
+	items: ExtendInput[],
+	options: BatchOptions = {},
+): Promise<ItemResults<ExtendResult>> {
+	return await writeRows<
+		ExtendInput,
+		ExtendRow,
+		{
+			ord: number;
+			extended: boolean;
+			lease_until: Date | null;
+			current_status: Job['status'] | null;
+		},
+		ExtendResult
+	>(ctx.db, items, options, {
+		toRow: (item, ord) => ({
+			ord,
+			job_id: validateUuid(item.jobId, 'jobId'),
+			attempt_id: validateUuid(item.attemptId, 'attemptId'),
+			lease_ms: inRange(item.leaseMs, 'leaseMs', LEASE),
+			checkpoint: validateCheckpoint(item.checkpoint),
+		}),
+		key: `extend:${ctx.s}`,
+		build: (batch) => extendLeaseQuery(ctx.s, batch),
+		toResult: (row) => ({
+			extended: row.extended,
+			leaseUntil: row.lease_until,
+			currentStatus: row.extended ? 'running' : row.current_status,
+		}),
+	});
+}

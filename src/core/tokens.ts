@@ -1,0 +1,72 @@
+import { createHash, createHmac, hash, timingSafeEqual } from 'node:crypto';
+
+import { DurableJobsError } from './errors';
+import type { Executor } from './executor';
+import { quoteIdentifier } from './identifiers';
+import { tokenSecretQuery } from './sql/status';
+
+/**
+ * Status tokens: HMAC-SHA256(secret, job id), the secret drawn once per schema (migration
+ * 0003). Deriving the token lets an idempotent retry of an enqueue get the same token back;
+ * only SHA-256(token) is stored on the job.
+ */
+
+export function hashToken(token: string): Buffer {
+	return createHash('sha256').update(token, 'utf8').digest();
+}
+
+/** The stored form of a token's hash (base64 of its SHA-256), as enqueue writes it. */
+export function storedTokenHash(token: string): string {
+	return hash('sha256', token, 'base64');
+}
+
+/** The status token of a job: 256 bits, derived so it can be handed out again to an idempotent retry. */
+export function statusToken(secret: Buffer, jobId: string): string {
+	return createHmac('sha256', secret).update(jobId).digest('base64url');
+}
+
+/** Per pool and schema: the secret's read, shared by every store of the process. */
+const secrets = new WeakMap<object, Map<string, Promise<Buffer>>>();
+
+export async function tokenSecret(db: Executor, schema: string): Promise<Buffer> {
+	let bySchema = secrets.get(db.pool);
+	if (!bySchema) {
+		bySchema = new Map();
+		secrets.set(db.pool, bySchema);
+	}
+	let secret = bySchema.get(schema);
+	if (!secret) {
+		const cache = bySchema;
+		secret = db.run<{ value: Buffer }>(tokenSecretQuery(quoteIdentifier(schema))).then(([row]) => {
+			if (!row)
+				throw new DurableJobsError(
+					'schema_incomplete',
+					`Schema "${schema}" has no status token secret`,
+					{ fix: 'Run the migrations again (npx n8n-nodes-durable-jobs migrate)' },
+				);
+			return row.value;
+		});
+		cache.set(schema, secret);
+		secret.catch(() => cache.delete(schema));
+	}
+	return await secret;
+}
+
+const DUMMY_TOKEN_HASH = hashToken('durable-jobs-no-such-job');
+const NIL_UUID = '00000000-0000-0000-0000-000000000000';
+const UUID_TEXT = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** The id to look up for a status request; a malformed one is looked up as the nil id, so it costs the same. */
+export function lookupId(jobId: unknown): string {
+	return typeof jobId === 'string' && UUID_TEXT.test(jobId) ? jobId.toLowerCase() : NIL_UUID;
+}
+
+/**
+ * Whether a token matches a job's stored hash. Unknown ids, malformed ids and wrong tokens take
+ * the same work: one constant-time compare, against a dummy hash when the job has none.
+ */
+export function tokenMatches(stored: Buffer | null | undefined, token: unknown): boolean {
+	const expected = stored && stored.length === DUMMY_TOKEN_HASH.length ? stored : DUMMY_TOKEN_HASH;
+	const given = hashToken(typeof token === 'string' ? token : '');
+	return timingSafeEqual(expected, given) && stored !== undefined && stored !== null;
+}
