@@ -1,5 +1,4 @@
 import type pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { closeAllPools } from '../../src/core';
 import { OutboxWrite } from '../../nodes/OutboxWrite/OutboxWrite.node';
