@@ -88,6 +88,52 @@ export async function runOrThrow(
 	return res;
 }
 
+/** `1.23 GB`, `190 MB`. */
+export function formatBytes(bytes: number): string {
+	if (bytes >= 1e9) return `${(bytes / 1e9).toFixed(2)} GB`;
+	return `${Math.round(bytes / 1e6)} MB`;
+}
+
+/** `45 s`, `3 min 05 s`. */
+export function formatDuration(ms: number): string {
+	const seconds = Math.round(ms / 1000);
+	if (seconds < 60) return `${seconds} s`;
+	return `${Math.floor(seconds / 60)} min ${String(seconds % 60).padStart(2, '0')} s`;
+}
+
+/**
+ * Reports every `everyMs` how much an install has written into `dir` so far (`du`, in the
+ * background; npm shows no byte progress of its own). Returns the function that stops it.
+ */
+export function watchInstallSize(
+	dir: string,
+	what: string,
+	expectedBytes: number,
+	log: (line: string) => void,
+	everyMs = 10_000,
+): () => void {
+	const started = Date.now();
+	let measuring = false;
+	const timer = setInterval(() => {
+		if (measuring) return;
+		measuring = true;
+		void run('du', ['-sk', dir])
+			.then((result) => {
+				const bytes = Number(result.stdout.split('\t')[0]) * 1024;
+				if (Number.isFinite(bytes) && bytes > 0)
+					log(
+						`${what}: ${formatBytes(bytes)} of about ${formatBytes(expectedBytes)} on disk (${formatDuration(Date.now() - started)})`,
+					);
+			})
+			.catch(() => undefined)
+			.finally(() => {
+				measuring = false;
+			});
+	}, everyMs);
+	timer.unref();
+	return () => clearInterval(timer);
+}
+
 export function tail(text: string, lines: number): string {
 	return text.split('\n').slice(-lines).join('\n');
 }

@@ -12,7 +12,11 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 
-import { cacheRoot, ensureInstalled, runOrThrow } from './cache';
+import { cacheRoot, COMPLETE_MARKER, ensureInstalled, runOrThrow, watchInstallSize } from './cache';
+import { trackChild } from './processes';
+
+/** What `npm install node@24` puts on disk. */
+export const NODE24_BYTES = 195e6;
 
 export interface Node24 {
 	/** Absolute path of the node executable. */
@@ -58,6 +62,12 @@ function findBinary(installDir: string): string | undefined {
 	return undefined;
 }
 
+/** True when no download is needed (Node >= 24 runs this, or the cached copy is complete). */
+export function node24Ready(): boolean {
+	if (process.env.N8N_NODE_BINARY || majorOf(process.version) >= MIN_MAJOR) return true;
+	return existsSync(join(cacheRoot(), `node-${MIN_MAJOR}`, COMPLETE_MARKER));
+}
+
 export async function ensureNode24(opts: { log?: (s: string) => void } = {}): Promise<Node24> {
 	const log = opts.log ?? (() => {});
 	const explicit = process.env.N8N_NODE_BINARY;
@@ -75,7 +85,11 @@ export async function ensureNode24(opts: { log?: (s: string) => void } = {}): Pr
 	await ensureInstalled(
 		dir,
 		async (target) => {
-			log(`installing node@${MIN_MAJOR} from npm into ${target}`);
+			log(
+				`downloading Node ${MIN_MAJOR} for n8n from npm into ${target} (about 190 MB, first run only)`,
+			);
+			const stopWatching = watchInstallSize(target, `Node ${MIN_MAJOR}`, NODE24_BYTES, log);
+			const started = Date.now();
 			writeFileSync(
 				join(target, 'package.json'),
 				JSON.stringify({ name: 'node24-cache', private: true }) + '\n',
@@ -91,8 +105,9 @@ export async function ensureNode24(opts: { log?: (s: string) => void } = {}): Pr
 					'--foreground-scripts',
 					'--ignore-scripts=false',
 				],
-				{ cwd: target },
-			);
+				{ cwd: target, onSpawn: (child) => trackChild(child, 'npm install node') },
+			).finally(stopWatching);
+			log(`Node ${MIN_MAJOR} installed in ${Math.round((Date.now() - started) / 1000)} s`);
 			if (!findBinary(target))
 				throw new Error(`node@${MIN_MAJOR} installed into ${target} but no usable binary found`);
 		},

@@ -10,6 +10,7 @@ import {
 	type KillRehearsalResult,
 	type RehearsalEnvironment,
 } from '../../scripts/lib/rehearsal';
+import { e2eLog } from './progress';
 
 /**
  * A short fault rehearsal (the full one is `npm run rehearsal`, figures in docs/RELIABILITY.md):
@@ -21,8 +22,10 @@ import {
  */
 const LEASE_SECONDS = 15;
 let env: RehearsalEnvironment;
-const log = (line: string) => {
-	if (process.env.DEBUG_E2E) console.log(`[rehearsal] ${line}`);
+const log = (line: string) => e2eLog(`rehearsal: ${line}`);
+/** Whole result objects: only with DEBUG_E2E=1. */
+const debug = (line: string) => {
+	if (process.env.DEBUG_E2E === '1') console.log(`[rehearsal] ${line}`);
 };
 
 beforeAll(async () => {
@@ -138,7 +141,7 @@ describe('job database restarted mid-run (real PostgreSQL restart, n8n and its o
 			leaseSeconds: LEASE_SECONDS,
 			log,
 		});
-		log(JSON.stringify({ ...result, receiverAnswers: result.receiverAnswers.length }));
+		debug(JSON.stringify({ ...result, receiverAnswers: result.receiverAnswers.length }));
 		expect(result.violations).toEqual([]);
 		expect(result.kind).toBe('restart');
 		expect(result.downMs).toBeGreaterThanOrEqual(8_000);
@@ -167,7 +170,7 @@ describe('a worker slower than its lease', () => {
 			leaseSeconds: LEASE_SECONDS,
 			log,
 		});
-		log(JSON.stringify(result));
+		debug(JSON.stringify(result));
 		expect(result.violations).toEqual([]);
 
 		const { lateCrm, lateAi } = result;

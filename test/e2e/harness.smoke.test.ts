@@ -13,7 +13,6 @@ import {
 	rmSync,
 	writeFileSync,
 } from 'node:fs';
-import { createConnection } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 
@@ -21,6 +20,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 
 import { ensureN8n, packPackage, startN8n, type N8nInstance } from '../../scripts/lib/n8n';
 import { startPostgres, type RunningPostgres } from '../../scripts/lib/postgres';
+import { findRedis, startRedis } from '../../scripts/lib/redis';
 import { startStandins, type Standins } from '../../scripts/lib/standins';
 
 const repoDir = resolve(__dirname, '../..');
@@ -381,8 +381,10 @@ describe('e2e harness', () => {
 		expect(got[1]!.json).toEqual({ type: 'job.finished', spacing: 'kept' });
 	});
 
-	it('runs in queue mode with workers over Redis', async (ctx) => {
-		if (!(await reachable('127.0.0.1', 6379))) ctx.skip();
+	const redisPlan = findRedis();
+	if (!redisPlan.available) log(`queue mode skipped: ${redisPlan.reason}`);
+	(redisPlan.available ? it : it.skip)('runs in queue mode with workers over Redis', async () => {
+		const redis = await startRedis(redisPlan);
 		// The single-main instance is not needed any more; two n8n at once would crowd 2 cores.
 		await n8n?.stop();
 		n8n = undefined;
@@ -391,7 +393,7 @@ describe('e2e harness', () => {
 			packageTarball: probeTarball,
 			workflowsDir: join(workDir, 'workflows'),
 			publishIds: [WORKFLOW_ID],
-			queue: { workers: 1 },
+			queue: { workers: 1, redisHost: redis.host, redisPort: redis.port },
 			log,
 		});
 		try {
@@ -415,20 +417,7 @@ describe('e2e harness', () => {
 			expect(readFileSync(queued.workers.logFile(0), 'utf8')).toMatch(/Worker started execution/);
 		} finally {
 			await queued.stop();
+			await redis.stop();
 		}
 	}, 600_000);
 });
-
-async function reachable(host: string, port: number): Promise<boolean> {
-	return await new Promise((resolveReachable) => {
-		const socket = createConnection({ host, port }, () => {
-			socket.destroy();
-			resolveReachable(true);
-		});
-		socket.setTimeout(1000, () => {
-			socket.destroy();
-			resolveReachable(false);
-		});
-		socket.on('error', () => resolveReachable(false));
-	});
-}

@@ -15,6 +15,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 
 import { startEnvironment, type Environment } from '../../scripts/lib/environment';
 import { waitFor } from '../../scripts/lib/standins';
+import { e2eLog } from './progress';
 
 let env: Environment;
 let n8nDb: pg.Pool;
@@ -36,9 +37,7 @@ beforeAll(async () => {
 	env = await startEnvironment({
 		databaseUrl: inject('databaseUrl'),
 		schema: `dj_e2e_hostile_${process.pid}`,
-		log: (line) => {
-			if (process.env.DEBUG_E2E) console.log(line);
-		},
+		log: e2eLog,
 		customize: (workflows) => {
 			for (const workflow of workflows) {
 				for (const node of workflow.nodes) {

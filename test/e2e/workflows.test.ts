@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 
 import { SIGNING_KEY, startEnvironment, type Environment } from '../../scripts/lib/environment';
 import { waitFor } from '../../scripts/lib/standins';
+import { e2eLog } from './progress';
 
 /**
  * The bundled workflows, imported into a real n8n 2.x with the packed package installed the
@@ -31,9 +32,7 @@ beforeAll(async () => {
 		databaseUrl: inject('databaseUrl'),
 		schema: 'dj_e2e_workflows',
 		pollSeconds: 1,
-		log: (line) => {
-			if (process.env.DEBUG_E2E) console.log(line);
-		},
+		log: e2eLog,
 	});
 });
 
