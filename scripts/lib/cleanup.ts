@@ -99,9 +99,7 @@ export function registerCleanup(
  * Runs every registered graceful cleanup, newest first (n8n before the database it uses), each
  * given `timeoutMs` before its synchronous fallback runs instead. Safe to call twice.
  */
-export async function runCleanups(
-	options: { timeoutMs?: number; log?: Log } = {},
-): Promise<void> {
+export async function runCleanups(options: { timeoutMs?: number; log?: Log } = {}): Promise<void> {
 	if (cleaning) return await cleaning;
 	const log = options.log ?? graceful?.log ?? (() => undefined);
 	const timeoutMs = options.timeoutMs ?? 60_000;
@@ -144,6 +142,11 @@ export async function runCleanups(
 export function exitCleanly(options: { log: Log; onExit?: (code: number) => void }): void {
 	installHooks();
 	graceful = options;
+}
+
+/** True once a signal started the graceful stop (errors it causes are not news). */
+export function stopRequested(): boolean {
+	return signalled > 0;
 }
 
 /** How many cleanups are registered (for tests). */

@@ -25,6 +25,8 @@ export class DatabaseUrlError extends Error {
 	constructor(message: string) {
 		super(message);
 		this.name = 'DatabaseUrlError';
+		// The message is the whole story: printers of `stack` (bench, test runners) show one line.
+		this.stack = message;
 	}
 }
 
@@ -113,7 +115,7 @@ export function describeDatabaseUrlError(
 	let cause: string;
 	switch (err?.code) {
 		case 'ECONNREFUSED':
-			cause = `nothing accepts connections at ${where} (connection refused): is PostgreSQL running there?`;
+			cause = `nothing accepts connections at ${where} (connection refused: no PostgreSQL running there)`;
 			break;
 		case 'ENOTFOUND':
 		case 'EAI_AGAIN':
@@ -125,7 +127,7 @@ export function describeDatabaseUrlError(
 			cause = `${where} cannot be reached (${err.code})`;
 			break;
 		case 'ECONNRESET':
-			cause = `${where} closed the connection at once (${err.code}): is that a PostgreSQL server?`;
+			cause = `${where} closed the connection at once (${err.code}: not a PostgreSQL server)`;
 			break;
 		case '28P01':
 			cause = `the password for user "${parts.user}" was rejected`;

@@ -135,7 +135,11 @@ export async function startEnvironment(options: EnvironmentOptions): Promise<Env
 
 	const packDir = mkdtempSync(join(tmpdir(), 'durable-jobs-pack-'));
 	const removePackDir = () => rmSync(packDir, { recursive: true, force: true });
-	const unregisterPackDir = registerCleanup('package tarball folder', async () => removePackDir(), removePackDir);
+	const unregisterPackDir = registerCleanup(
+		'package tarball folder',
+		async () => removePackDir(),
+		removePackDir,
+	);
 	let tarball: string;
 	try {
 		await ensureN8n({ log });

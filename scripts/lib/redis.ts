@@ -69,7 +69,10 @@ export function findRedis(
 		try {
 			url = new URL(env.REDIS_URL);
 		} catch {
-			return { available: false, reason: `REDIS_URL=${env.REDIS_URL} is not a URL (redis://host:port)` };
+			return {
+				available: false,
+				reason: `REDIS_URL=${env.REDIS_URL} is not a URL (redis://host:port)`,
+			};
 		}
 		const host = url.hostname || '127.0.0.1';
 		const port = Number(url.port || 6379);
@@ -123,12 +126,28 @@ async function waitForPing(host: string, port: number, isDead: () => boolean): P
 export async function startRedis(plan: RedisPlan): Promise<RunningRedis> {
 	if (!plan.available) throw new Error(plan.reason);
 	if (plan.kind !== 'server')
-		return { host: plan.host, port: plan.port, description: plan.description, stop: async () => {} };
+		return {
+			host: plan.host,
+			port: plan.port,
+			description: plan.description,
+			stop: async () => {},
+		};
 	const dir = mkdtempSync(join(tmpdir(), 'durable-jobs-redis-'));
 	const port = await freePort();
 	const proc = spawnGroup(
 		plan.binary,
-		['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir],
+		[
+			'--port',
+			String(port),
+			'--bind',
+			'127.0.0.1',
+			'--save',
+			'',
+			'--appendonly',
+			'no',
+			'--dir',
+			dir,
+		],
 		process.env,
 		dir,
 		join(dir, 'redis.log'),

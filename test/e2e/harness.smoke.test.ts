@@ -383,41 +383,45 @@ describe('e2e harness', () => {
 
 	const redisPlan = findRedis();
 	if (!redisPlan.available) log(`queue mode skipped: ${redisPlan.reason}`);
-	(redisPlan.available ? it : it.skip)('runs in queue mode with workers over Redis', async () => {
-		const redis = await startRedis(redisPlan);
-		// The single-main instance is not needed any more; two n8n at once would crowd 2 cores.
-		await n8n?.stop();
-		n8n = undefined;
-		const queued = await startN8n({
-			databaseUrl,
-			packageTarball: probeTarball,
-			workflowsDir: join(workDir, 'workflows'),
-			publishIds: [WORKFLOW_ID],
-			queue: { workers: 1, redisHost: redis.host, redisPort: redis.port },
-			log,
-		});
-		try {
-			const post = async (message: string) => {
-				const res = await fetch(queued.webhookUrl('harness-echo'), {
-					method: 'POST',
-					headers: { 'content-type': 'application/json' },
-					body: JSON.stringify({ message }),
-				});
-				return { status: res.status, body: (await res.json()) as unknown };
-			};
-			expect(await post('queued')).toEqual({ status: 201, body: expected('queued') });
-			expect(queued.env.EXECUTIONS_MODE).toBe('queue');
-
-			await queued.workers.kill(0, 'SIGKILL');
-			await queued.workers.restart(0);
-			expect(await post('after worker restart')).toEqual({
-				status: 201,
-				body: expected('after worker restart'),
+	(redisPlan.available ? it : it.skip)(
+		'runs in queue mode with workers over Redis',
+		async () => {
+			const redis = await startRedis(redisPlan);
+			// The single-main instance is not needed any more; two n8n at once would crowd 2 cores.
+			await n8n?.stop();
+			n8n = undefined;
+			const queued = await startN8n({
+				databaseUrl,
+				packageTarball: probeTarball,
+				workflowsDir: join(workDir, 'workflows'),
+				publishIds: [WORKFLOW_ID],
+				queue: { workers: 1, redisHost: redis.host, redisPort: redis.port },
+				log,
 			});
-			expect(readFileSync(queued.workers.logFile(0), 'utf8')).toMatch(/Worker started execution/);
-		} finally {
-			await queued.stop();
-			await redis.stop();
-		}
-	}, 600_000);
+			try {
+				const post = async (message: string) => {
+					const res = await fetch(queued.webhookUrl('harness-echo'), {
+						method: 'POST',
+						headers: { 'content-type': 'application/json' },
+						body: JSON.stringify({ message }),
+					});
+					return { status: res.status, body: (await res.json()) as unknown };
+				};
+				expect(await post('queued')).toEqual({ status: 201, body: expected('queued') });
+				expect(queued.env.EXECUTIONS_MODE).toBe('queue');
+
+				await queued.workers.kill(0, 'SIGKILL');
+				await queued.workers.restart(0);
+				expect(await post('after worker restart')).toEqual({
+					status: 201,
+					body: expected('after worker restart'),
+				});
+				expect(readFileSync(queued.workers.logFile(0), 'utf8')).toMatch(/Worker started execution/);
+			} finally {
+				await queued.stop();
+				await redis.stop();
+			}
+		},
+		600_000,
+	);
 });

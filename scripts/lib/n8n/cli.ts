@@ -95,7 +95,8 @@ export async function importWorkflows(
 	o: WorkflowSources,
 ): Promise<void> {
 	if (o.dir) await cliOrThrow(cli, ['import:workflow', '--separate', `--input=${resolve(o.dir)}`]);
-	for (const f of o.files ?? []) await cliOrThrow(cli, ['import:workflow', `--input=${resolve(f)}`]);
+	for (const f of o.files ?? [])
+		await cliOrThrow(cli, ['import:workflow', `--input=${resolve(f)}`]);
 	if (o.workflows && o.workflows.length > 0) {
 		const wfDir = mkdtempSync(join(instanceDir, 'workflows-'));
 		o.workflows.forEach((wf, i) =>

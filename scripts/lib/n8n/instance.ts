@@ -157,7 +157,9 @@ export class N8nInstance {
 			await freePort(),
 			await freePort(),
 		);
-		instance.log(`n8n instance in ${dir} (port ${new URL(instance.baseUrl).port}, database ${database.name})`);
+		instance.log(
+			`n8n instance in ${dir} (port ${new URL(instance.baseUrl).port}, database ${database.name})`,
+		);
 		try {
 			await createDatabase(opts.databaseUrl, database.name);
 			await instance.prepare();
@@ -263,7 +265,11 @@ export class N8nInstance {
 		this.appendLog(`\n$ n8n ${args.join(' ')}\n`);
 		// CLI runs get their own broker port so they never collide with a running main, and plain
 		// info logging because list:workflow prints its result through the logger.
-		const env = { ...this.env, N8N_RUNNERS_BROKER_PORT: String(await freePort()), N8N_LOG_LEVEL: 'info' };
+		const env = {
+			...this.env,
+			N8N_RUNNERS_BROKER_PORT: String(await freePort()),
+			N8N_LOG_LEVEL: 'info',
+		};
 		return await run(this.install.node24, [this.install.n8nBin, ...args], {
 			cwd: this.dir,
 			env,
@@ -326,9 +332,20 @@ export class N8nInstance {
 		const file = this.workers.logFile(i);
 		appendFileSync(file, `\n$ n8n worker\n`);
 		const concurrency = this.opts.queue?.concurrency;
-		const args = [this.install.n8nBin, 'worker', ...(concurrency ? [`--concurrency=${concurrency}`] : [])];
+		const args = [
+			this.install.n8nBin,
+			'worker',
+			...(concurrency ? [`--concurrency=${concurrency}`] : []),
+		];
 		const started = Date.now();
-		this.workerProcs[i] = spawnGroup(this.install.node24, args, env, this.dir, file, `n8n worker #${i}`);
+		this.workerProcs[i] = spawnGroup(
+			this.install.node24,
+			args,
+			env,
+			this.dir,
+			file,
+			`n8n worker #${i}`,
+		);
 		await waitHealthy(
 			`http://127.0.0.1:${env.QUEUE_HEALTH_CHECK_PORT}/healthz`,
 			`n8n worker #${i}`,
@@ -344,10 +361,20 @@ export class N8nInstance {
 		this.appendLog(`\n$ n8n start\n`);
 		const logOffset = statSync(this.logFile).size;
 		log('starting n8n');
-		this.main = spawnGroup(this.install.node24, [this.install.n8nBin, 'start'], this.env, this.dir, this.logFile, 'n8n');
+		this.main = spawnGroup(
+			this.install.node24,
+			[this.install.n8nBin, 'start'],
+			this.env,
+			this.dir,
+			this.logFile,
+			'n8n',
+		);
 		const watched = { ...this.watched(() => this.main), log };
 		await waitHealthy(`${this.baseUrl}/healthz/readiness`, 'n8n', watched);
-		assertPackagesLoaded(readFileSync(this.logFile).subarray(logOffset).toString('utf8'), this.logFile);
+		assertPackagesLoaded(
+			readFileSync(this.logFile).subarray(logOffset).toString('utf8'),
+			this.logFile,
+		);
 		const healthy = Date.now();
 		log(`n8n healthy after ${secondsSince(started)}`);
 		await waitForPublications(this.databaseUrl, [...this.published], new Date(started), {
@@ -366,7 +393,9 @@ export class N8nInstance {
 		if (probes.length === 0) return;
 		const started = Date.now();
 		if (!quiet)
-			this.log(`waiting for n8n webhooks (${probes.map((probe) => probe.path.split('?')[0]).join(', ')})`);
+			this.log(
+				`waiting for n8n webhooks (${probes.map((probe) => probe.path.split('?')[0]).join(', ')})`,
+			);
 		for (const probe of probes) await this.waitForWebhook(probe.path, probe.init);
 		if (!quiet) this.log(`webhooks answering after ${secondsSince(started)}`);
 	}
