@@ -9,8 +9,7 @@
  * process exits (scripts/lib/cleanup.ts). A DATABASE_URL that does not work ends it at once
  * with one line saying why (exit code 1).
  */
-import { exitCleanly, runCleanups, stopRequested } from './lib/cleanup';
-import { DatabaseUrlError } from './lib/database-url';
+import { exitCleanly, failAndExit, runCleanups } from './lib/cleanup';
 import { startEnvironment, type Environment } from './lib/environment';
 import { downloadNotice } from './lib/n8n';
 import { startPostgres } from './lib/postgres';
@@ -137,18 +136,4 @@ async function main(): Promise<void> {
 	process.exit(0);
 }
 
-main().catch(async (error: unknown) => {
-	// Interrupted: the signal handler is stopping everything and exits; the failure of the step
-	// it interrupted is no news.
-	if (stopRequested()) return;
-	// A DATABASE_URL problem is the user's to fix: one line, no stack.
-	const text =
-		error instanceof DatabaseUrlError
-			? error.message
-			: error instanceof Error
-				? (error.stack ?? error.message)
-				: String(error);
-	process.stderr.write(`\n${text}\n`);
-	await runCleanups({ log: (text) => process.stderr.write(`${text}\n`) });
-	process.exit(1);
-});
+main().catch(failAndExit);

@@ -31,8 +31,8 @@ import { join } from 'node:path';
 
 import pg from 'pg';
 
-import { exitCleanly, runCleanups, stopRequested } from './lib/cleanup';
-import { DatabaseUrlError, maskDatabaseUrl } from './lib/database-url';
+import { exitCleanly, failAndExit } from './lib/cleanup';
+import { maskDatabaseUrl } from './lib/database-url';
 import { REPO_DIR } from './lib/environment';
 import { DEFAULT_N8N_VERSION, downloadNotice } from './lib/n8n';
 import { startPostgres, type RunningPostgres } from './lib/postgres';
@@ -285,16 +285,4 @@ async function main(): Promise<void> {
 	process.exit(failures === 0 ? 0 : 1);
 }
 
-main().catch(async (error: unknown) => {
-	if (stopRequested()) return;
-	// A DATABASE_URL problem is the user's to fix: one line, no stack.
-	const text =
-		error instanceof DatabaseUrlError
-			? error.message
-			: error instanceof Error
-				? (error.stack ?? error.message)
-				: String(error);
-	process.stderr.write(`\n${text}\n`);
-	await runCleanups({ log: (line) => process.stderr.write(`${line}\n`) });
-	process.exit(1);
-});
+main().catch(failAndExit);

@@ -12,6 +12,8 @@ import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 
+import { trackChild } from './processes';
+
 export const COMPLETE_MARKER = '.install-complete';
 
 export function cacheRoot(): string {
@@ -214,4 +216,40 @@ export async function ensureInstalled(
 		},
 		log,
 	);
+}
+
+/**
+ * `npm install <spec>` into an empty cache folder `dir`, saying up front what it downloads and
+ * how much, then its size on disk every 10 s, then how long it took.
+ */
+export async function npmInstallIntoCache(
+	dir: string,
+	options: {
+		spec: string;
+		/** What is installed, for the progress lines ("n8n 2.40.7"). */
+		what: string;
+		expectedBytes: number;
+		npmArgs: string[];
+		log: (line: string) => void;
+	},
+): Promise<void> {
+	const { spec, what, log } = options;
+	log(
+		`downloading ${what} from npm into ${dir} (about ${formatBytes(options.expectedBytes)}, first run only)`,
+	);
+	writeFileSync(
+		join(dir, 'package.json'),
+		JSON.stringify({ name: 'durable-jobs-cache', private: true }) + '\n',
+	);
+	const started = Date.now();
+	const stopWatching = watchInstallSize(dir, what, options.expectedBytes, log);
+	try {
+		await runOrThrow('npm', ['install', spec, '--no-audit', '--no-fund', ...options.npmArgs], {
+			cwd: dir,
+			onSpawn: (child) => trackChild(child, `npm install ${spec}`),
+		});
+	} finally {
+		stopWatching();
+	}
+	log(`${what} installed in ${formatDuration(Date.now() - started)}`);
 }

@@ -153,3 +153,16 @@ export function stopRequested(): boolean {
 export function pendingCleanups(): string[] {
 	return entries.map((entry) => entry.name);
 }
+
+/**
+ * The end of an entry point that failed: prints the error (a DatabaseUrlError is one line: its
+ * stack is its message), stops everything registered and exits with 1. Nothing to do when a
+ * signal already started the stop: the error is the interrupted step's and no news.
+ */
+export async function failAndExit(error: unknown): Promise<void> {
+	if (stopRequested()) return;
+	const text = error instanceof Error ? (error.stack ?? error.message) : String(error);
+	process.stderr.write(`\n${text}\n`);
+	await runCleanups({ log: (line) => process.stderr.write(`${line}\n`) });
+	process.exit(1);
+}

@@ -9,11 +9,10 @@
  * `binDir` must go first in PATH for n8n, because its task runners start `node` from PATH.
  */
 import { execFileSync } from 'node:child_process';
-import { existsSync, writeFileSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 
-import { cacheRoot, COMPLETE_MARKER, ensureInstalled, runOrThrow, watchInstallSize } from './cache';
-import { trackChild } from './processes';
+import { cacheRoot, COMPLETE_MARKER, ensureInstalled, npmInstallIntoCache } from './cache';
 
 /** What `npm install node@24` puts on disk. */
 export const NODE24_BYTES = 195e6;
@@ -85,29 +84,14 @@ export async function ensureNode24(opts: { log?: (s: string) => void } = {}): Pr
 	await ensureInstalled(
 		dir,
 		async (target) => {
-			log(
-				`downloading Node ${MIN_MAJOR} for n8n from npm into ${target} (about 190 MB, first run only)`,
-			);
-			const stopWatching = watchInstallSize(target, `Node ${MIN_MAJOR}`, NODE24_BYTES, log);
-			const started = Date.now();
-			writeFileSync(
-				join(target, 'package.json'),
-				JSON.stringify({ name: 'node24-cache', private: true }) + '\n',
-			);
 			// The package's preinstall script fetches the platform binary, so scripts must run here.
-			await runOrThrow(
-				'npm',
-				[
-					'install',
-					`node@${MIN_MAJOR}`,
-					'--no-audit',
-					'--no-fund',
-					'--foreground-scripts',
-					'--ignore-scripts=false',
-				],
-				{ cwd: target, onSpawn: (child) => trackChild(child, 'npm install node') },
-			).finally(stopWatching);
-			log(`Node ${MIN_MAJOR} installed in ${Math.round((Date.now() - started) / 1000)} s`);
+			await npmInstallIntoCache(target, {
+				spec: `node@${MIN_MAJOR}`,
+				what: `Node ${MIN_MAJOR}`,
+				expectedBytes: NODE24_BYTES,
+				npmArgs: ['--foreground-scripts', '--ignore-scripts=false'],
+				log,
+			});
 			if (!findBinary(target))
 				throw new Error(`node@${MIN_MAJOR} installed into ${target} but no usable binary found`);
 		},

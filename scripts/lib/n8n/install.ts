@@ -2,7 +2,7 @@
  * n8n installed once into the cache (see cache.ts), run with Node 24 (see node24.ts), and this
  * package packed the way npm publishes it.
  */
-import { existsSync, mkdirSync, mkdtempSync, statfsSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, statfsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 
@@ -13,7 +13,7 @@ import {
 	formatBytes,
 	runOrThrow,
 	tail,
-	watchInstallSize,
+	npmInstallIntoCache,
 } from '../cache';
 import { ensureNode24, node24Ready, NODE24_BYTES } from '../node24';
 import { trackChild } from '../processes';
@@ -79,28 +79,13 @@ export async function ensureN8n(opts: { version?: string; log?: Log } = {}): Pro
 	await ensureInstalled(
 		installDir,
 		async (dir) => {
-			log(
-				`downloading n8n ${version} from npm into ${dir} (about ${formatBytes(N8N_BYTES)}, first run only)`,
-			);
-			const started = Date.now();
-			writeFileSync(
-				join(dir, 'package.json'),
-				JSON.stringify({ name: 'n8n-cache', private: true }) + '\n',
-			);
-			const stopWatching = watchInstallSize(dir, `n8n ${version}`, N8N_BYTES, log);
-			await runOrThrow(
-				'npm',
-				[
-					'install',
-					`n8n@${version}`,
-					'--ignore-scripts',
-					'--no-audit',
-					'--no-fund',
-					'--loglevel=error',
-				],
-				{ cwd: dir, onSpawn: (child) => trackChild(child, 'npm install n8n') },
-			).finally(stopWatching);
-			log(`n8n ${version} installed in ${Math.round((Date.now() - started) / 1000)} s`);
+			await npmInstallIntoCache(dir, {
+				spec: `n8n@${version}`,
+				what: `n8n ${version}`,
+				expectedBytes: N8N_BYTES,
+				npmArgs: ['--ignore-scripts', '--loglevel=error'],
+				log,
+			});
 		},
 		log,
 	);

@@ -91,46 +91,8 @@ export interface KillRehearsalResult {
 		startingUp: number;
 		lostAnswersRecovered: number;
 	};
-	crm: {
-		requests: number;
-		created: number;
-		replayed: number;
-		jobsWithMoreThanOneRecord: number;
-		extraRecords: number;
-		/** Attempts whose CRM request has no recorded result, by cause. */
-		orphans: Record<OrphanCause, number>;
-		/** Honouring CRM: replays answered to a later attempt; ignoring CRM: extra records — by cause. */
-		duplicatesByCause: Record<OrphanCause, number>;
-		replaysByCause: Record<OrphanCause, number>;
-	};
-	report: {
-		rows: number;
-		jobs: number;
-		leaseExpiredAttempts: number;
-		/** The report lists exactly the attempts that ended lease_expired. */
-		exact: boolean;
-		/** Rows with a checkpoint ("check the CRM", `check_external_system`): attempts / jobs. */
-		withCheckpoint: number;
-		jobsToCheck: number;
-		/** Rows without one ("no CRM call made", `no_external_call`): attempts / jobs. */
-		withoutCheckpoint: number;
-		jobsWithoutCheckpoint: number;
-		/** Rows with a checkpoint: the CRM journal has the attempt's request / it was killed between checkpoint and request. */
-		checkedWithCrmRequest: number;
-		checkedKilledBeforeRequest: number;
-		checkedKilledBeforeRequestByWindow: Partial<Record<Window, number>>;
-		/** lease_expired attempts whose request the CRM journal holds. */
-		leaseExpiredWithCrmRequest: number;
-		/** The rows with a checkpoint are exactly the lease_expired attempts that recorded one. */
-		checkpointRowsExact: boolean;
-		/** "Check the CRM" = the lease_expired attempts that reached the CRM plus killed-in-between attempts; no row without a checkpoint reached the CRM. */
-		checkListMatchesCrmRequests: boolean;
-		/** Every attempt with a CRM request but no recorded result is listed with its checkpoint. */
-		coversEveryOrphan: boolean;
-		/** CRM records their job does not hold / of those created by an attempt under check_external_system. */
-		unheldRecords: number;
-		unheldRecordsListed: number;
-	};
+	crm: CrmFigures;
+	report: ReportFigures;
 	/** Attempts that ran on after their lease was taken over: stopped at the checkpoint (Lease Lost, no CRM request) / reached the CRM anyway, by cause. */
 	lateAttempts: {
 		stoppedAtCheckpoint: Record<LateCause, number>;
@@ -163,4 +125,50 @@ export interface KilledAttempt {
 	jobId: string;
 	snapshotAt: number;
 	worker: string;
+}
+
+export interface CrmFigures {
+	requests: number;
+	created: number;
+	replayed: number;
+	jobsWithMoreThanOneRecord: number;
+	extraRecords: number;
+	/** Attempts whose CRM request has no recorded result, by cause. */
+	orphans: Record<OrphanCause, number>;
+	/** Honouring CRM: replays answered to a later attempt; ignoring CRM: extra records — by cause. */
+	duplicatesByCause: Record<OrphanCause, number>;
+	replaysByCause: Record<OrphanCause, number>;
+}
+
+/** The reconciliation report's rows with a checkpoint ("check the CRM") against the journals. */
+export interface CheckListFigures {
+	/** Rows with a checkpoint ("check the CRM", `check_external_system`): attempts / jobs. */
+	withCheckpoint: number;
+	jobsToCheck: number;
+	/** Rows without one ("no CRM call made", `no_external_call`): attempts / jobs. */
+	withoutCheckpoint: number;
+	jobsWithoutCheckpoint: number;
+	/** Rows with a checkpoint: the CRM journal has the attempt's request / it was killed between checkpoint and request. */
+	checkedWithCrmRequest: number;
+	checkedKilledBeforeRequest: number;
+	checkedKilledBeforeRequestByWindow: Partial<Record<Window, number>>;
+	/** lease_expired attempts whose request the CRM journal holds. */
+	leaseExpiredWithCrmRequest: number;
+	/** The rows with a checkpoint are exactly the lease_expired attempts that recorded one. */
+	checkpointRowsExact: boolean;
+	/** "Check the CRM" = the lease_expired attempts that reached the CRM plus killed-in-between attempts; no row without a checkpoint reached the CRM. */
+	checkListMatchesCrmRequests: boolean;
+}
+
+export interface ReportFigures extends CheckListFigures {
+	rows: number;
+	jobs: number;
+	leaseExpiredAttempts: number;
+	/** The report lists exactly the attempts that ended lease_expired. */
+	exact: boolean;
+	/** Every attempt with a CRM request but no recorded result is listed with its checkpoint. */
+	coversEveryOrphan: boolean;
+	/** CRM records their job does not hold / of those created by an attempt under check_external_system. */
+	unheldRecords: number;
+	unheldRecordsListed: number;
 }

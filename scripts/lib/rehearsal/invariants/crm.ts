@@ -1,19 +1,8 @@
 /** Invariants about the side effect: CRM records and where each one came from. */
 import { CRM_CHECKPOINT } from '../constants';
-import { byCause, type OrphanCause } from '../kill-types';
+import { byCause, type CrmFigures, type OrphanCause } from '../kill-types';
 import type { ReportRow } from '../reconciliation';
 import type { Checked, CrmOf, FinalView } from './view';
-
-export interface CrmFigures {
-	requests: number;
-	created: number;
-	replayed: number;
-	jobsWithMoreThanOneRecord: number;
-	extraRecords: number;
-	orphans: Record<OrphanCause, number>;
-	duplicatesByCause: Record<OrphanCause, number>;
-	replaysByCause: Record<OrphanCause, number>;
-}
 
 /**
  * CRM side effects. Each attempt sends at most one CRM request; a done job's result names the

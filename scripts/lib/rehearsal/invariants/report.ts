@@ -1,6 +1,6 @@
 /** Invariants about the reconciliation report against what really happened. */
 import { CRM_CHECKPOINT } from '../constants';
-import type { KilledAttempt } from '../kill-types';
+import type { CheckListFigures, KilledAttempt } from '../kill-types';
 import { reportConsistency, type ReconciliationReport, type ReportRow } from '../reconciliation';
 import type { Window } from '../windows';
 import type { Checked, CrmOf, FinalView } from './view';
@@ -68,19 +68,6 @@ export function checkReportListsUnknownOutcomes(input: {
 		exact,
 		violations,
 	};
-}
-
-export interface CheckListFigures {
-	withCheckpoint: number;
-	jobsToCheck: number;
-	withoutCheckpoint: number;
-	jobsWithoutCheckpoint: number;
-	checkedWithCrmRequest: number;
-	checkedKilledBeforeRequest: number;
-	checkedKilledBeforeRequestByWindow: Partial<Record<Window, number>>;
-	leaseExpiredWithCrmRequest: number;
-	checkpointRowsExact: boolean;
-	checkListMatchesCrmRequests: boolean;
 }
 
 /**
