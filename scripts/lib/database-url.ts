@@ -32,15 +32,15 @@ export class DatabaseUrlError extends Error {
 
 const EXAMPLE = 'postgres://user:password@127.0.0.1:5432/database';
 
-/** The URL with its password replaced by `…`, safe to print. */
+/** The URL with its password replaced by `***`, safe to print. */
 export function maskDatabaseUrl(url: string): string {
 	try {
 		const parsed = new URL(url);
-		if (parsed.password) parsed.password = '…';
+		if (parsed.password) parsed.password = '***';
 		return parsed.toString();
 	} catch {
 		// Unparseable: show only what comes before a possible password.
-		return url.replace(/\/\/([^:/@]*):[^@]*@/, '//$1:…@');
+		return url.replace(/\/\/([^:/@]*):[^@]*@/, '//$1:***@');
 	}
 }
 
