@@ -8,6 +8,7 @@
  *   folder). The returned function unregisters it (call it once `stop` ran by other means).
  * - `exitCleanly(...)` for entry points (demo, rehearsal): SIGINT, SIGTERM and SIGHUP run every
  *   graceful cleanup, newest first, then exit with 128 + the signal number; a second signal
+ *   (2 s or more after the first: npm and the terminal both deliver the first Ctrl-C)
  *   skips to the synchronous ones. `runCleanups()` is the same for the error path.
  * - Without `exitCleanly` (a library inside a test runner), a signal runs the synchronous
  *   cleanups and is then re-raised when nobody else listens for it.
@@ -68,14 +69,19 @@ function installHooks(): void {
 }
 
 let signalled = 0;
+let firstSignalAt = 0;
 async function onGracefulSignal(signal: HandledSignal): Promise<void> {
 	const code = 128 + SIGNALS[signal];
 	signalled++;
 	if (signalled > 1) {
+		// npm forwards the terminal's Ctrl-C to its child, which gets it from the terminal too:
+		// only a signal that comes later is a second Ctrl-C.
+		if (Date.now() - firstSignalAt < 2_000) return;
 		graceful?.log(`${signal} again: stopping at once`);
 		runSyncCleanups();
 		process.exit(code);
 	}
+	firstSignalAt = Date.now();
 	graceful?.log(`${signal}: stopping everything this command started…`);
 	await runCleanups();
 	graceful?.onExit?.(code);
@@ -105,7 +111,6 @@ export async function runCleanups(options: { timeoutMs?: number; log?: Log } = {
 	const timeoutMs = options.timeoutMs ?? 60_000;
 	cleaning = (async () => {
 		for (let entry = entries.at(-1); entry; entry = entries.at(-1)) {
-			remove(entry);
 			let timer: NodeJS.Timeout | undefined;
 			const outcome = await Promise.race([
 				entry.stop().then(
@@ -117,6 +122,8 @@ export async function runCleanups(options: { timeoutMs?: number; log?: Log } = {
 				}),
 			]);
 			clearTimeout(timer);
+			// Removed only now: a forced stop meanwhile still reaches its synchronous fallback.
+			if (!remove(entry)) continue;
 			if (outcome === 'done') continue;
 			log(
 				`could not stop ${entry.name} cleanly (${outcome === 'timeout' ? `no end after ${timeoutMs / 1000} s` : String((outcome as Error)?.message ?? outcome).split('\n')[0]}); forcing it`,

@@ -150,6 +150,8 @@ export class LocalServer {
 	private readonly user: RunAs | undefined;
 	private binaries: Binaries | undefined;
 	private process: ChildProcess | undefined;
+	/** initdb while it runs (a stop during initialise() must wait for it). */
+	private initdb: ChildProcess | undefined;
 	private readonly unregister: () => void;
 
 	constructor(private readonly options: ServerOptions) {
@@ -253,12 +255,19 @@ export class LocalServer {
 
 	async destroy(): Promise<void> {
 		this.unregister();
+		const initdb = this.initdb;
+		if (initdb && initdb.exitCode === null && initdb.signalCode === null) {
+			const exited = new Promise<void>((resolve) => initdb.once('exit', () => resolve()));
+			initdb.kill('SIGTERM');
+			await exited;
+		}
 		await this.stop();
 		rmSync(this.baseDir, { recursive: true, force: true });
 	}
 
 	/** The synchronous last resort (inside `process.on('exit')`). */
 	private destroyNow(): void {
+		this.initdb?.kill('SIGKILL');
 		const pid = this.process?.pid;
 		if (pid !== undefined && !processGone(pid)) {
 			try {
@@ -280,6 +289,7 @@ export class LocalServer {
 				env: { ...process.env, LC_ALL: 'C' },
 				stdio: ['ignore', 'pipe', 'pipe'],
 			});
+			this.initdb = child;
 			let output = '';
 			child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString('utf8')));
 			child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString('utf8')));

@@ -28,6 +28,8 @@ export interface RunningRedis {
 	host: string;
 	port: number;
 	description: string;
+	/** The private server's temp folder (removed by stop()). */
+	dir?: string;
 	stop(): Promise<void>;
 }
 
@@ -166,5 +168,5 @@ export async function startRedis(plan: RedisPlan): Promise<RunningRedis> {
 		await stop();
 		throw error;
 	}
-	return { host: '127.0.0.1', port, description: `redis-server on 127.0.0.1:${port}`, stop };
+	return { host: '127.0.0.1', port, description: `redis-server on 127.0.0.1:${port}`, dir, stop };
 }
