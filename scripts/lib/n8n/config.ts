@@ -39,6 +39,8 @@ export interface QueueOptions {
 export function n8nEnvironment(settings: {
 	install: N8nInstall;
 	userFolder: string;
+	/** n8n's own temp folder (it leaves files there, e.g. n8nDataTableUploads). */
+	tmpDir: string;
 	port: number;
 	brokerPort: number;
 	databaseName: string;
@@ -52,6 +54,7 @@ export function n8nEnvironment(settings: {
 		...baseEnv(),
 		PATH: `${settings.install.binDir}:${process.env.PATH ?? '/usr/bin:/bin'}`,
 		N8N_USER_FOLDER: settings.userFolder,
+		TMPDIR: settings.tmpDir,
 		N8N_ENCRYPTION_KEY: ENCRYPTION_KEY,
 		N8N_PORT: String(port),
 		N8N_LISTEN_ADDRESS: '127.0.0.1',

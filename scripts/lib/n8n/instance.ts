@@ -73,12 +73,15 @@ export class N8nInstance {
 		this.baseUrl = `http://127.0.0.1:${port}`;
 		this.userFolder = join(dir, 'user');
 		mkdirSync(this.userFolder, { recursive: true });
+		const tmpDir = join(dir, 'tmp');
+		mkdirSync(tmpDir, { recursive: true });
 		this.logFile = join(dir, 'n8n.log');
 		this.databaseName = database.name;
 		this.databaseUrl = database.url;
 		this.env = n8nEnvironment({
 			install,
 			userFolder: this.userFolder,
+			tmpDir,
 			port,
 			brokerPort,
 			databaseName: database.name,
