@@ -123,9 +123,15 @@ export async function setPublished(
 	ids: string[],
 	published: boolean,
 	logTail: () => string,
+	log: Log = () => undefined,
 ): Promise<void> {
 	const command = published ? 'publish:workflow' : 'unpublish:workflow';
-	await inPool(ids, 2, (id) => cliOrThrow(cli, [command, `--id=${id}`]));
+	let done = 0;
+	await inPool(ids, 2, async (id) => {
+		await cliOrThrow(cli, [command, `--id=${id}`]);
+		done++;
+		log(`${published ? 'published' : 'unpublished'} ${id} (${done} of ${ids.length})`);
+	});
 	const active = new Set(await activeWorkflowIds(cli));
 	const wrong = ids.filter((id) => active.has(id) !== published);
 	if (wrong.length > 0)

@@ -256,12 +256,12 @@ export class N8nInstance {
 
 	/** Publishes via the CLI and verifies; a running main only picks this up after restart(). */
 	async publish(ids: string[]): Promise<void> {
-		await cliOps.setPublished(this.runCli, ids, true, () => this.logTail(40));
+		await cliOps.setPublished(this.runCli, ids, true, () => this.logTail(40), this.log);
 		for (const id of ids) this.published.add(id);
 	}
 
 	async unpublish(ids: string[]): Promise<void> {
-		await cliOps.setPublished(this.runCli, ids, false, () => this.logTail(40));
+		await cliOps.setPublished(this.runCli, ids, false, () => this.logTail(40), this.log);
 		for (const id of ids) this.published.delete(id);
 	}
 
@@ -346,10 +346,13 @@ export class N8nInstance {
 			...watched,
 			allowActivationErrors: this.opts.allowActivationErrors ?? false,
 		});
-		this.log(
-			`n8n healthy at ${this.baseUrl} after ${((healthy - started) / 1000).toFixed(1)} s, ` +
-				`workflows published after ${secondsSince(started)}`,
-		);
+		if (quiet)
+			this.log(
+				`n8n healthy at ${this.baseUrl} after ${((healthy - started) / 1000).toFixed(1)} s, ` +
+					`workflows published after ${secondsSince(started)}`,
+			);
+		else if (this.published.size > 0)
+			log(`n8n published ${this.published.size} workflows after ${secondsSince(started)}`);
 	}
 
 	// In queue mode a probe needs a worker to answer, so probing comes after the workers started.
