@@ -51,9 +51,7 @@ export async function startRehearsalEnvironment(
 	const log = options.log ?? (() => undefined);
 	let jobsServer: EmbeddedServer | undefined;
 	if ((options.outage ?? 'restart') === 'restart') {
-		jobsServer = await startEmbeddedPostgres((line) => {
-			if (process.env.DEBUG_POSTGRES) log(`[job database] ${line.trimEnd()}`);
-		});
+		jobsServer = await startEmbeddedPostgres((line) => log(`job database: ${line.trimEnd()}`));
 		log(
 			`job database: private embedded PostgreSQL on 127.0.0.1:${jobsServer.port} (n8n's own database stays on its server)`,
 		);
