@@ -59,7 +59,12 @@ export interface DemoRun {
 }
 
 export function startDemo(
-	options: { env?: Record<string, string>; args?: string[] } = {},
+	options: {
+		env?: Record<string, string>;
+		args?: string[];
+		/** The entry point (default the demo; the rehearsal stops the same way). */
+		script?: 'scripts/demo.ts' | 'scripts/rehearsal.ts';
+	} = {},
 ): DemoRun {
 	const tmpDir = mkdtempSync(join(tmpdir(), 'demo-exit-'));
 	// The embedded PostgreSQL runs as the user postgres, which must be able to enter it.
@@ -69,7 +74,7 @@ export function startDemo(
 	// As package.json's "demo" script runs it: one node process, TypeScript through tsx's loader.
 	const child = spawn(
 		process.execPath,
-		['--import', 'tsx', 'scripts/demo.ts', ...(options.args ?? [])],
+		['--import', 'tsx', options.script ?? 'scripts/demo.ts', ...(options.args ?? [])],
 		{ cwd: REPO_DIR, env, detached: true, stdio: ['ignore', 'pipe', 'pipe'] },
 	);
 	let output = '';

@@ -107,4 +107,14 @@ describe('interrupted while the embedded PostgreSQL starts', () => {
 		expect(run.output()).not.toMatch(/Error/);
 		expect(run.leftovers()).toEqual({ files: [], processes: [] });
 	}, 120_000);
+
+	it('the fault rehearsal, Ctrl-C once its job database is up: both embedded servers stopped and removed', async () => {
+		const run = startDemo({ script: 'scripts/rehearsal.ts', args: ['--no-doc', '--kills', '1'] });
+		runs.push(run);
+		await run.waitFor(/job database: embedded PostgreSQL: ready on/, 60_000);
+		run.signal('SIGINT');
+		const { code } = await run.exited;
+		expect(code).toBe(130);
+		expect(run.leftovers()).toEqual({ files: [], processes: [] });
+	}, 120_000);
 });
