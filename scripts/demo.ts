@@ -2,10 +2,17 @@
  * `npm run demo`: the whole product on this machine. PostgreSQL (DATABASE_URL, or an embedded
  * one), the stand-in AI endpoint and CRM, and a real n8n with this package and every bundled
  * workflow. Posts a sample document, prints the job's life, then keeps everything running
- * until Ctrl-C and stops what it started.
+ * until Ctrl-C (or for `--stop-after SECONDS`) and stops what it started. Every start-up step
+ * is printed with the time since the start; a first run says up front what it downloads.
+ *
+ * Ctrl-C, SIGTERM or an error: n8n, PostgreSQL and every temp folder are removed before the
+ * process exits (scripts/lib/cleanup.ts). A DATABASE_URL that does not work ends it at once
+ * with one line saying why (exit code 1).
  */
+import { exitCleanly, failAndExit, runCleanups } from './lib/cleanup';
 import { startEnvironment, type Environment } from './lib/environment';
-import { startPostgres, type RunningPostgres } from './lib/postgres';
+import { downloadNotice } from './lib/n8n';
+import { startPostgres } from './lib/postgres';
 
 const SCHEMA = 'durable_jobs_demo';
 
@@ -63,57 +70,70 @@ async function followJob(env: Environment): Promise<void> {
 	env.standins.ai.latencyMs = 0;
 }
 
-async function main(): Promise<void> {
-	let postgres: RunningPostgres | undefined;
-	let env: Environment | undefined;
-	let stopping = false;
-	const stop = async (code: number) => {
-		if (stopping) return;
-		stopping = true;
-		line('\nStopping…');
-		await env?.stop().catch(() => undefined);
-		await postgres?.stop().catch(() => undefined);
-		process.exit(code);
-	};
-	process.on('SIGINT', () => void stop(0));
-	process.on('SIGTERM', () => void stop(0));
-	try {
-		line('Starting PostgreSQL…');
-		postgres = await startPostgres();
-		line(`  ${postgres.embedded ? 'embedded PostgreSQL (from npm)' : 'DATABASE_URL'}`);
-		line('Starting the stand-in services and n8n (the first run downloads n8n, about 5 minutes)…');
-		env = await startEnvironment({
-			databaseUrl: postgres.url,
-			schema: SCHEMA,
-			pollSeconds: 1,
-			log: (text) => {
-				if (process.env.DEBUG_DEMO) line(`  · ${text}`);
-			},
-		});
-		line(`  n8n ${env.n8n.baseUrl}  (log: ${env.n8n.logFile})`);
-		line();
-		await followJob(env);
-		line();
-		line('Running. Try it yourself:');
-		line(
-			`  curl -i -X POST ${env.n8n.webhookUrl('jobs')} -H 'content-type: application/json' -H 'Idempotency-Key: my-key-1' \\`,
-		);
-		line(`       -d '{"document": {"id": "doc-1", "text": "name: Grace Hopper, amount: 99"}}'`);
-		line(`  curl -i '${env.n8n.baseUrl}<status_url from the answer>'`);
-		line(
-			`  curl -i -X POST ${env.n8n.webhookUrl('events')} -H 'content-type: application/json' \\`,
-		);
-		line(
-			`       -d '{"source": "shop", "external_id": "order-1", "status": "paid", "occurred_at": "2026-12-01T10:00:00Z"}'`,
-		);
-		line(`  n8n editor: ${env.n8n.baseUrl}  (first visit asks you to create the owner account)`);
-		line(`  stand-in CRM records: ${env.standins.crm.url}/records`);
-		line('Press Ctrl-C to stop everything.');
-		await new Promise(() => undefined);
-	} catch (error) {
-		process.stderr.write(`${(error as Error).stack ?? String(error)}\n`);
-		await stop(1);
-	}
+function usage(message: string): never {
+	process.stderr.write(`${message}\nusage: npm run demo [-- --stop-after SECONDS]\n`);
+	process.exit(2);
 }
 
-void main();
+function parseArgs(argv: string[]): { stopAfterSeconds: number | undefined } {
+	let stopAfterSeconds: number | undefined;
+	for (let i = 0; i < argv.length; i++) {
+		const [flag, inline] = argv[i].split('=', 2);
+		if (flag !== '--stop-after') usage(`unknown option ${argv[i]}`);
+		const value = Number(inline ?? argv[++i]);
+		if (!Number.isFinite(value) || value < 0) usage('--stop-after needs a number of seconds ≥ 0');
+		stopAfterSeconds = value;
+	}
+	return { stopAfterSeconds };
+}
+
+async function main(): Promise<void> {
+	const { stopAfterSeconds } = parseArgs(process.argv.slice(2));
+	const began = performance.now();
+	const step = (text: string) =>
+		line(`[${((performance.now() - began) / 1000).toFixed(1).padStart(5)} s] ${text}`);
+	exitCleanly({ log: (text) => line(`\n${text}`), onExit: () => line('Stopped.') });
+
+	const notice = downloadNotice();
+	line(notice ?? 'n8n and Node 24 are cached: start-up takes about a minute.');
+	step(
+		process.env.DATABASE_URL
+			? 'PostgreSQL: checking DATABASE_URL'
+			: 'PostgreSQL: DATABASE_URL not set, starting an embedded one (from npm)',
+	);
+	const postgres = await startPostgres(step);
+	const env: Environment = await startEnvironment({
+		databaseUrl: postgres.url,
+		schema: SCHEMA,
+		pollSeconds: 1,
+		log: step,
+	});
+	step(`ready: n8n ${env.n8n.baseUrl}  (log: ${env.n8n.logFile})`);
+	line();
+	await followJob(env);
+	line();
+	line('Running. Try it yourself:');
+	line(
+		`  curl -i -X POST ${env.n8n.webhookUrl('jobs')} -H 'content-type: application/json' -H 'Idempotency-Key: my-key-1' \\`,
+	);
+	line(`       -d '{"document": {"id": "doc-1", "text": "name: Grace Hopper, amount: 99"}}'`);
+	line(`  curl -i '${env.n8n.baseUrl}<status_url from the answer>'`);
+	line(`  curl -i -X POST ${env.n8n.webhookUrl('events')} -H 'content-type: application/json' \\`);
+	line(
+		`       -d '{"source": "shop", "external_id": "order-1", "status": "paid", "occurred_at": "2026-12-01T10:00:00Z"}'`,
+	);
+	line(`  n8n editor: ${env.n8n.baseUrl}  (first visit asks you to create the owner account)`);
+	line(`  stand-in CRM records: ${env.standins.crm.url}/records`);
+	if (stopAfterSeconds === undefined) {
+		line('Press Ctrl-C to stop everything.');
+		await new Promise(() => undefined);
+	}
+	line(`Stopping in ${stopAfterSeconds} s (--stop-after).`);
+	await new Promise((resolve) => setTimeout(resolve, (stopAfterSeconds ?? 0) * 1000));
+	line('Stopping…');
+	await runCleanups({ log: line });
+	line('Stopped.');
+	process.exit(0);
+}
+
+main().catch(failAndExit);

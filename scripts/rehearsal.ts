@@ -31,8 +31,10 @@ import { join } from 'node:path';
 
 import pg from 'pg';
 
+import { exitCleanly, failAndExit } from './lib/cleanup';
+import { maskDatabaseUrl } from './lib/database-url';
 import { REPO_DIR } from './lib/environment';
-import { DEFAULT_N8N_VERSION } from './lib/n8n';
+import { DEFAULT_N8N_VERSION, downloadNotice } from './lib/n8n';
 import { startPostgres, type RunningPostgres } from './lib/postgres';
 import {
 	renderKillSection,
@@ -150,16 +152,6 @@ function parseArgs(argv: string[]): Args {
 	return args;
 }
 
-function maskedUrl(url: string): string {
-	try {
-		const parsed = new URL(url);
-		if (parsed.password) parsed.password = '…';
-		return parsed.toString();
-	} catch {
-		return 'DATABASE_URL';
-	}
-}
-
 /** The commit the packed package was built from, and whether the working tree differed. */
 function sourceDescription(): string {
 	try {
@@ -187,7 +179,10 @@ async function main(): Promise<void> {
 	const log = (line: string) => {
 		if (!args.quiet) process.stdout.write(`[${new Date().toISOString().slice(11, 19)}] ${line}\n`);
 	};
-	const command = `${process.env.DATABASE_URL ? `DATABASE_URL=${maskedUrl(process.env.DATABASE_URL)} ` : ''}npm run rehearsal${argv.length ? ` -- ${argv.join(' ')}` : ''}`;
+	exitCleanly({ log: (line) => process.stdout.write(`\n${line}\n`) });
+	const notice = downloadNotice();
+	if (notice) log(notice);
+	const command = `${process.env.DATABASE_URL ? `DATABASE_URL=${maskDatabaseUrl(process.env.DATABASE_URL)} ` : ''}npm run rehearsal${argv.length ? ` -- ${argv.join(' ')}` : ''}`;
 
 	let postgres: RunningPostgres | undefined;
 	let env: RehearsalEnvironment | undefined;
@@ -196,8 +191,12 @@ async function main(): Promise<void> {
 		await env?.stop().catch(() => undefined);
 		await postgres?.stop().catch(() => undefined);
 	};
-	process.once('SIGINT', () => void stop().then(() => process.exit(130)));
 	try {
+		log(
+			process.env.DATABASE_URL
+				? "n8n's database: checking DATABASE_URL"
+				: "n8n's database: DATABASE_URL not set, starting an embedded PostgreSQL (from npm)",
+		);
 		postgres = await startPostgres(log);
 		const client = new pg.Client({ connectionString: postgres.url });
 		await client.connect();
@@ -286,9 +285,4 @@ async function main(): Promise<void> {
 	process.exit(failures === 0 ? 0 : 1);
 }
 
-main().catch((error: unknown) => {
-	process.stderr.write(
-		`${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`,
-	);
-	process.exit(1);
-});
+main().catch(failAndExit);

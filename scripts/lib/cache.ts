@@ -12,6 +12,8 @@ import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 
+import { trackChild } from './processes';
+
 export const COMPLETE_MARKER = '.install-complete';
 
 export function cacheRoot(): string {
@@ -86,6 +88,52 @@ export async function runOrThrow(
 		);
 	}
 	return res;
+}
+
+/** `1.23 GB`, `190 MB`. */
+export function formatBytes(bytes: number): string {
+	if (bytes >= 1e9) return `${(bytes / 1e9).toFixed(2)} GB`;
+	return `${Math.round(bytes / 1e6)} MB`;
+}
+
+/** `45 s`, `3 min 05 s`. */
+export function formatDuration(ms: number): string {
+	const seconds = Math.round(ms / 1000);
+	if (seconds < 60) return `${seconds} s`;
+	return `${Math.floor(seconds / 60)} min ${String(seconds % 60).padStart(2, '0')} s`;
+}
+
+/**
+ * Reports every `everyMs` how much an install has written into `dir` so far (`du`, in the
+ * background; npm shows no byte progress of its own). Returns the function that stops it.
+ */
+export function watchInstallSize(
+	dir: string,
+	what: string,
+	expectedBytes: number,
+	log: (line: string) => void,
+	everyMs = 10_000,
+): () => void {
+	const started = Date.now();
+	let measuring = false;
+	const timer = setInterval(() => {
+		if (measuring) return;
+		measuring = true;
+		void run('du', ['-sk', dir])
+			.then((result) => {
+				const bytes = Number(result.stdout.split('\t')[0]) * 1024;
+				if (Number.isFinite(bytes) && bytes > 0)
+					log(
+						`${what}: ${formatBytes(bytes)} of about ${formatBytes(expectedBytes)} on disk (${formatDuration(Date.now() - started)})`,
+					);
+			})
+			.catch(() => undefined)
+			.finally(() => {
+				measuring = false;
+			});
+	}, everyMs);
+	timer.unref();
+	return () => clearInterval(timer);
 }
 
 export function tail(text: string, lines: number): string {
@@ -168,4 +216,40 @@ export async function ensureInstalled(
 		},
 		log,
 	);
+}
+
+/**
+ * `npm install <spec>` into an empty cache folder `dir`, saying up front what it downloads and
+ * how much, then its size on disk every 10 s, then how long it took.
+ */
+export async function npmInstallIntoCache(
+	dir: string,
+	options: {
+		spec: string;
+		/** What is installed, for the progress lines ("n8n 2.40.7"). */
+		what: string;
+		expectedBytes: number;
+		npmArgs: string[];
+		log: (line: string) => void;
+	},
+): Promise<void> {
+	const { spec, what, log } = options;
+	log(
+		`downloading ${what} from npm into ${dir} (about ${formatBytes(options.expectedBytes)}, first run only)`,
+	);
+	writeFileSync(
+		join(dir, 'package.json'),
+		JSON.stringify({ name: 'durable-jobs-cache', private: true }) + '\n',
+	);
+	const started = Date.now();
+	const stopWatching = watchInstallSize(dir, what, options.expectedBytes, log);
+	try {
+		await runOrThrow('npm', ['install', spec, '--no-audit', '--no-fund', ...options.npmArgs], {
+			cwd: dir,
+			onSpawn: (child) => trackChild(child, `npm install ${spec}`),
+		});
+	} finally {
+		stopWatching();
+	}
+	log(`${what} installed in ${formatDuration(Date.now() - started)}`);
 }

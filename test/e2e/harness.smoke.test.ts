@@ -4,7 +4,6 @@
  * runner on Node 24), this package's tarball installed too when a build exists, and the stand-in
  * services. The first run installs n8n into the cache (minutes).
  */
-import { spawnSync } from 'node:child_process';
 import {
 	existsSync,
 	mkdirSync,
@@ -19,13 +18,11 @@ import { join, resolve } from 'node:path';
 
 import { ensureN8n, packPackage, startN8n, type N8nInstance } from '../../scripts/lib/n8n';
 import { startPostgres, type RunningPostgres } from '../../scripts/lib/postgres';
+import { findRedis, startRedis } from '../../scripts/lib/redis';
 import { startStandins, type Standins } from '../../scripts/lib/standins';
 
 const repoDir = resolve(__dirname, '../..');
 const log = (line: string) => console.log(`[harness] ${line}`);
-
-/** Queue mode needs Redis; without one on its default port that test is skipped. */
-const redisListening = listening('127.0.0.1', 6379);
 
 const WORKFLOW_ID = 'HarnessSmoke0001';
 const workflow = {
@@ -382,9 +379,12 @@ describe('e2e harness', () => {
 		expect(got[1]!.json).toEqual({ type: 'job.finished', spacing: 'kept' });
 	});
 
-	(redisListening ? it : it.skip)(
+	const redisPlan = findRedis();
+	if (!redisPlan.available) log(`queue mode skipped: ${redisPlan.reason}`);
+	(redisPlan.available ? it : it.skip)(
 		'runs in queue mode with workers over Redis',
 		async () => {
+			const redis = await startRedis(redisPlan);
 			// The single-main instance is not needed any more; two n8n at once would crowd 2 cores.
 			await n8n?.stop();
 			n8n = undefined;
@@ -393,7 +393,7 @@ describe('e2e harness', () => {
 				packageTarball: probeTarball,
 				workflowsDir: join(workDir, 'workflows'),
 				publishIds: [WORKFLOW_ID],
-				queue: { workers: 1 },
+				queue: { workers: 1, redisHost: redis.host, redisPort: redis.port },
 				log,
 			});
 			try {
@@ -417,21 +417,9 @@ describe('e2e harness', () => {
 				expect(readFileSync(queued.workers.logFile(0), 'utf8')).toMatch(/Worker started execution/);
 			} finally {
 				await queued.stop();
+				await redis.stop();
 			}
 		},
 		600_000,
 	);
 });
-
-/**
- * Whether something accepts connections on host:port. Asked while the tests are declared,
- * because a jest test cannot skip itself once it runs; a child process keeps it synchronous.
- */
-function listening(host: string, port: number): boolean {
-	const probe = `require('node:net')
-		.createConnection({ host: ${JSON.stringify(host)}, port: ${port} })
-		.on('connect', () => process.exit(0))
-		.on('error', () => process.exit(1))
-		.setTimeout(1000, () => process.exit(1));`;
-	return spawnSync(process.execPath, ['-e', probe], { timeout: 5000 }).status === 0;
-}

@@ -14,6 +14,7 @@ import pg from 'pg';
 
 import { startEnvironment, type Environment } from '../../scripts/lib/environment';
 import { waitFor } from '../../scripts/lib/standins';
+import { e2eLog } from './progress';
 import { databaseUrl } from '../helpers/db';
 
 let env: Environment;
@@ -36,9 +37,7 @@ beforeAll(async () => {
 	env = await startEnvironment({
 		databaseUrl: databaseUrl(),
 		schema: `dj_e2e_hostile_${process.pid}`,
-		log: (line) => {
-			if (process.env.DEBUG_E2E) console.log(line);
-		},
+		log: e2eLog,
 		customize: (workflows) => {
 			for (const workflow of workflows) {
 				for (const node of workflow.nodes) {

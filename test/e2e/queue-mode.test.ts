@@ -1,31 +1,42 @@
 import { startEnvironment, type Environment } from '../../scripts/lib/environment';
+import { findRedis, startRedis, type RunningRedis } from '../../scripts/lib/redis';
 import { waitFor } from '../../scripts/lib/standins';
+import { e2eLog } from './progress';
 import { databaseUrl } from '../helpers/db';
 
 /**
  * Scale-out: the same bundled workflows in n8n queue mode (a main process plus two workers over
  * Redis). Executions, including the dispatcher's leases and the workers' completions, run on
  * the worker processes; the guarantees must not change.
+ *
+ * Redis: REDIS_URL, else a private redis-server on a free port when the binary is installed,
+ * else one on 127.0.0.1:6379; without any, this file is skipped and says why.
  */
-let env: Environment;
+const redisPlan = findRedis();
+if (!redisPlan.available) e2eLog(`queue mode skipped: ${redisPlan.reason}`);
+const describeWithRedis = redisPlan.available ? describe : describe.skip;
 
-beforeAll(async () => {
-	env = await startEnvironment({
-		databaseUrl: databaseUrl(),
-		schema: 'dj_e2e_queue_mode',
-		pollSeconds: 1,
-		queue: { workers: 2 },
-		log: (line) => {
-			if (process.env.DEBUG_E2E) console.log(line);
-		},
+describeWithRedis('n8n queue mode', () => {
+	let redis: RunningRedis | undefined;
+	let env: Environment;
+
+	beforeAll(async () => {
+		redis = await startRedis(redisPlan);
+		e2eLog(`queue mode on ${redis.description}`);
+		env = await startEnvironment({
+			databaseUrl: databaseUrl(),
+			schema: 'dj_e2e_queue_mode',
+			pollSeconds: 1,
+			queue: { workers: 2, redis: { host: redis.host, port: redis.port } },
+			log: e2eLog,
+		});
 	});
-});
 
-afterAll(async () => {
-	await env?.stop();
-});
+	afterAll(async () => {
+		await env?.stop();
+		await redis?.stop();
+	});
 
-describe('n8n queue mode', () => {
 	it('jobs posted to the receiver are leased and finished by the workers, once each, with one CRM record per job', async () => {
 		const accepted: Array<{ job_id: string; status_url: string }> = [];
 		for (let n = 0; n < 12; n++) {

@@ -20,6 +20,7 @@ import { CREDENTIAL_ID, startEnvironment, type Environment } from '../../scripts
 import { startPostgres, type RunningPostgres } from '../../scripts/lib/postgres';
 import { waitFor } from '../../scripts/lib/standins';
 import { formatMs, mannWhitneyU, summarize } from '../helpers/stats';
+import { e2eLog } from './progress';
 
 const SCHEMA = 'dj_e2e_security';
 const ROLE = 'dj_app_e2e';
@@ -84,9 +85,7 @@ beforeAll(async () => {
 						node.parameters.rule = { interval: [{ field: 'seconds', secondsInterval: 10 }] };
 			}
 		},
-		log: (line) => {
-			if (process.env.DEBUG_E2E) console.log(line);
-		},
+		log: e2eLog,
 	});
 	// The job credential: its own role and password (n8n's database keeps the embedded superuser).
 	await env.n8n.importCredentials([credential(password)]);

@@ -2,6 +2,7 @@ import { Webhook } from 'standardwebhooks';
 
 import { SIGNING_KEY, startEnvironment, type Environment } from '../../scripts/lib/environment';
 import { waitFor } from '../../scripts/lib/standins';
+import { e2eLog } from './progress';
 import { databaseUrl } from '../helpers/db';
 
 /**
@@ -31,9 +32,7 @@ beforeAll(async () => {
 		databaseUrl: databaseUrl(),
 		schema: 'dj_e2e_workflows',
 		pollSeconds: 1,
-		log: (line) => {
-			if (process.env.DEBUG_E2E) console.log(line);
-		},
+		log: e2eLog,
 	});
 });
 

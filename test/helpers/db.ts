@@ -8,6 +8,7 @@ import {
 	migrate,
 	type ConnectionConfig,
 } from '../../src/core';
+import { parseDatabaseUrl } from '../../scripts/lib/database-url';
 
 /** The test database: jest's global set-up (test/helpers/global-postgres.ts) sets DATABASE_URL. */
 export function databaseUrl(): string {
@@ -23,13 +24,13 @@ export function connectionConfig(
 	url = databaseUrl(),
 	overrides: Partial<ConnectionConfig> = {},
 ): ConnectionConfig {
-	const parsed = new URL(url);
+	const { host, port, database, user, password } = parseDatabaseUrl(url);
 	return {
-		host: parsed.hostname,
-		port: Number(parsed.port || 5432),
-		database: decodeURIComponent(parsed.pathname.slice(1) || 'postgres'),
-		user: decodeURIComponent(parsed.username || process.env.USER || 'postgres'),
-		password: decodeURIComponent(parsed.password) || undefined,
+		host,
+		port,
+		database,
+		user,
+		password: password || undefined,
 		maxConnections: 20,
 		...overrides,
 	};

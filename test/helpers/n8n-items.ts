@@ -9,19 +9,21 @@ import type {
 	IPairedItemData,
 } from 'n8n-workflow';
 
+import { parseDatabaseUrl } from '../../scripts/lib/database-url';
+
 /** Credential data of the Durable Jobs Postgres credential, from a postgres:// URL and a schema. */
 export function credentialFor(
 	url: string,
 	schema: string,
 	overrides: ICredentialDataDecryptedObject = {},
 ): ICredentialDataDecryptedObject {
-	const parsed = new URL(url);
+	const { host, port, database, user, password } = parseDatabaseUrl(url);
 	return {
-		host: parsed.hostname,
-		port: Number(parsed.port || 5432),
-		database: decodeURIComponent(parsed.pathname.slice(1) || 'postgres'),
-		user: decodeURIComponent(parsed.username || process.env.USER || 'postgres'),
-		password: decodeURIComponent(parsed.password),
+		host,
+		port,
+		database,
+		user,
+		password,
 		ssl: 'disable',
 		schema,
 		maxConnections: 20,

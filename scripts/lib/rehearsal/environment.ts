@@ -1,0 +1,140 @@
+/**
+ * The rehearsal's environment: the standard one (real n8n, packed package, every bundled
+ * workflow) with a short lease and attempt ids on the Worker's requests, and the job database
+ * on a private embedded PostgreSQL unless the outage is a TCP cut.
+ */
+import { startEnvironment, workflowNode, type Environment } from '../environment';
+import { startEmbeddedPostgres, type EmbeddedServer } from '../postgres';
+import {
+	ATTEMPT_HEADER,
+	CHECKPOINT_NODE,
+	CRM_CHECKPOINT,
+	DISPATCHER_ID,
+	WORKER_ID,
+	type Log,
+} from './constants';
+
+// environment
+
+/** How the outage takes the job database away: a restart of its own server, or a TCP proxy cut. */
+export type OutageKind = 'restart' | 'cut';
+
+export interface RehearsalEnvironmentOptions {
+	/** n8n's own database; with the outage `cut` also the job database. */
+	databaseUrl: string;
+	/**
+	 * `restart` (default): the job database gets a private embedded PostgreSQL, whatever
+	 * `databaseUrl` is, so the outage can restart it without touching n8n's database. `cut`: the
+	 * job database stays on `databaseUrl` (a server that must not be restarted) and the outage
+	 * cuts it with the TCP proxy.
+	 */
+	outage?: OutageKind;
+	schema: string;
+	/** Lease of the Dispatcher's Job Lease and of the Worker's checkpoint (the bundled workflows say 120 s). */
+	leaseSeconds: number;
+	pollSeconds?: number;
+	log?: Log;
+}
+
+export interface RehearsalEnvironment extends Environment {
+	/** The job database's private server when the outage restarts it; stop() destroys it. */
+	jobsServer: EmbeddedServer | undefined;
+}
+
+/**
+ * The rehearsal's environment (see `startEnvironmentWithRehearsalChanges`), with the job
+ * database on a private embedded PostgreSQL unless `outage` is `cut`.
+ */
+export async function startRehearsalEnvironment(
+	options: RehearsalEnvironmentOptions,
+): Promise<RehearsalEnvironment> {
+	const log = options.log ?? (() => undefined);
+	let jobsServer: EmbeddedServer | undefined;
+	if ((options.outage ?? 'restart') === 'restart') {
+		jobsServer = await startEmbeddedPostgres((line) => log(`job database: ${line.trimEnd()}`));
+		log(
+			`job database: private embedded PostgreSQL on 127.0.0.1:${jobsServer.port} (n8n's own database stays on its server)`,
+		);
+	}
+	let env: Environment;
+	try {
+		env = await startEnvironmentWithRehearsalChanges(options, jobsServer?.url);
+	} catch (error) {
+		await jobsServer?.destroy().catch(() => undefined);
+		throw error;
+	}
+	return {
+		...env,
+		jobsServer,
+		stop: async () => {
+			try {
+				await env.stop();
+			} finally {
+				await jobsServer?.destroy();
+			}
+		},
+	};
+}
+
+/**
+ * The standard environment (real n8n, packed package, every bundled workflow) with two changes
+ * to the imported copies: the lease is short — the Dispatcher's, and the one the Worker's
+ * checkpoint extends to (its Config `lease_seconds`) — so jobs of a killed worker come back
+ * quickly, and the Worker's two HTTP requests carry an `X-Attempt-Id` header (observation only:
+ * the stand-ins journal it, nothing acts on it), so every AI and CRM request can be attributed
+ * to the attempt that sent it — including a stale attempt running next to its successor.
+ */
+async function startEnvironmentWithRehearsalChanges(
+	options: RehearsalEnvironmentOptions,
+	jobsDatabaseUrl: string | undefined,
+): Promise<Environment> {
+	return await startEnvironment({
+		databaseUrl: options.databaseUrl,
+		jobsDatabaseUrl,
+		schema: options.schema,
+		pollSeconds: options.pollSeconds ?? 1,
+		log: options.log,
+		// The end-of-run checks read Worker executions of the whole run; n8n would prune beyond
+		// 10,000 executions, and the schedule triggers alone make thousands per hour.
+		n8nEnv: { EXECUTIONS_DATA_PRUNE: 'false' },
+		customize: (workflows) => {
+			const lease = workflowNode(workflows, DISPATCHER_ID, 'Job Lease');
+			if (typeof lease.parameters.leaseSeconds !== 'number')
+				throw new Error('Dispatcher Job Lease has no numeric leaseSeconds to override');
+			lease.parameters.leaseSeconds = options.leaseSeconds;
+			// Without this the checkpoint would extend every lease to the bundled 120 s.
+			const config = workflowNode(workflows, WORKER_ID, 'Config').parameters.assignments as
+				| { assignments: Array<{ name: string; value: unknown }> }
+				| undefined;
+			const workerLease = config?.assignments.find(
+				(assignment) => assignment.name === 'lease_seconds',
+			);
+			if (!workerLease || typeof workerLease.value !== 'number')
+				throw new Error('Worker Config has no numeric lease_seconds to override');
+			workerLease.value = options.leaseSeconds;
+			const checkpoint = workflowNode(workflows, WORKER_ID, CHECKPOINT_NODE);
+			if (
+				checkpoint.parameters.operation !== 'extendLease' ||
+				checkpoint.parameters.checkpoint !== CRM_CHECKPOINT
+			) {
+				throw new Error(
+					`Worker node ${CHECKPOINT_NODE} does not extend the lease with checkpoint ${CRM_CHECKPOINT}`,
+				);
+			}
+			if (!String(checkpoint.parameters.leaseSeconds).includes('lease_seconds'))
+				throw new Error(
+					`Worker node ${CHECKPOINT_NODE} does not take its lease from Config lease_seconds`,
+				);
+			for (const name of ['Call AI', 'Create CRM record']) {
+				const headers = workflowNode(workflows, WORKER_ID, name).parameters.headerParameters as
+					| { parameters: Array<{ name: string; value: string }> }
+					| undefined;
+				if (!headers) throw new Error(`Worker node ${name} sends no headers`);
+				headers.parameters.push({
+					name: ATTEMPT_HEADER,
+					value: "={{ $('Config').item.json.attempt_id }}",
+				});
+			}
+		},
+	});
+}
