@@ -1,6 +1,7 @@
 export * from './errors';
 export * from './identifiers';
 export * from './types';
+export * from './dashboard';
 export { JobStore, hashToken, type ItemResults, type StoreOptions } from './store';
 export {
 	getPool,

@@ -39,10 +39,13 @@ export function loadMigrations(): Migration[] {
 			name: file,
 			sql: readFileSync(join(dir, file), 'utf8'),
 		}));
+	// Numbers are unique and increasing; a gap is allowed because branches reserve numbers (one
+	// may ship 0008 before the 0007 of another is merged). Pending files are applied in order.
 	cachedMigrations.forEach((migration, index) => {
-		if (migration.id !== index + 1) {
+		const previous = cachedMigrations![index - 1];
+		if (migration.id < 1 || (previous && migration.id <= previous.id)) {
 			throw new Error(
-				`Migrations must be numbered without gaps: found ${migration.name} at position ${index + 1}`,
+				`Migration numbers must be unique and increasing: ${migration.name} follows ${previous?.name ?? 'nothing'}`,
 			);
 		}
 	});

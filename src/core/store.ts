@@ -3,6 +3,19 @@ import type pg from 'pg';
 import { v7 as uuidv7 } from 'uuid';
 
 import {
+	cancelQueuedJobs,
+	jobStory,
+	listJobs,
+	queueOverview,
+	requeueFailedJobs,
+	type DashboardActionResult,
+	type DashboardDb,
+	type JobListPage,
+	type JobStory,
+	type ListJobsInput,
+	type QueueOverview,
+} from './dashboard';
+import {
 	DurableJobsError,
 	IdempotencyConflictError,
 	ValidationError,
@@ -1154,6 +1167,47 @@ export class JobStore {
 			idempotencyKeys = result.rowCount ?? 0;
 		}
 		return { ...counts, idempotencyKeys };
+	}
+
+	// ---------------------------------------------------------------- dashboard (src/core/dashboard.ts)
+
+	private dashboardDb(): DashboardDb {
+		return {
+			s: this.s,
+			callbackQueue: this.callbackQueue,
+			run: async (query) => await this.run(query),
+			stats: async () => await this.stats(null),
+		};
+	}
+
+	async queueOverview(options: { chartSince?: Date | string | null } = {}): Promise<QueueOverview> {
+		return await queueOverview(this.dashboardDb(), options);
+	}
+
+	async listJobs(input: ListJobsInput = {}): Promise<JobListPage> {
+		return await listJobs(this.dashboardDb(), input);
+	}
+
+	async jobStory(
+		jobId: unknown,
+		options: { previewChars?: number } = {},
+	): Promise<JobStory | null> {
+		return await jobStory(this.dashboardDb(), jobId, options);
+	}
+
+	async requeueFailedJobs(input: {
+		jobIds: unknown;
+		asOf: unknown;
+		additionalAttempts?: number;
+	}): Promise<DashboardActionResult> {
+		return await requeueFailedJobs(this.dashboardDb(), input);
+	}
+
+	async cancelQueuedJobs(input: {
+		jobIds: unknown;
+		reason?: string | null;
+	}): Promise<DashboardActionResult> {
+		return await cancelQueuedJobs(this.dashboardDb(), input);
 	}
 
 	/** Jobs whose attempt ended with no recorded outcome: check the external system before replaying. */
