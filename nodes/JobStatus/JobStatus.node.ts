@@ -13,6 +13,12 @@ import { runBatch } from '../shared/batch';
 import { lazyStore } from '../shared/connection';
 import { testDurableJobsConnection } from '../shared/credentialTest';
 import { errorItem, invalidInput, toNodeError } from '../shared/errors';
+import {
+	dashboardProperties,
+	executeDashboardOperation,
+	isDashboardOperation,
+	withDashboardOperations,
+} from './dashboard';
 
 /** The public view of a job: what a status endpoint may show its caller. */
 export function statusJson(view: JobStatusView): IDataObject {
@@ -79,7 +85,7 @@ export class JobStatus implements INodeType {
 				name: 'operation',
 				type: 'options',
 				noDataExpression: true,
-				options: [
+				options: withDashboardOperations([
 					{
 						name: 'Cancel',
 						value: 'cancel',
@@ -117,7 +123,7 @@ export class JobStatus implements INodeType {
 						description:
 							'Attempts that died mid-way: check the external system (by job ID) before replaying',
 					},
-				],
+				]),
 				default: 'get',
 			},
 			{
@@ -258,6 +264,7 @@ export class JobStatus implements INodeType {
 				default: ['done', 'cancelled'],
 				displayOptions: { show: { operation: ['purge'] } },
 			},
+			...dashboardProperties,
 		],
 	};
 
@@ -265,6 +272,7 @@ export class JobStatus implements INodeType {
 
 	async execute(this: IExecuteFunctions): Promise<INodeExecutionData[][]> {
 		const operation = this.getNodeParameter('operation', 0) as string;
+		if (isDashboardOperation(operation)) return await executeDashboardOperation(this, operation);
 		const store = lazyStore(this);
 		if (operation === 'get') {
 			return await runBatch<{ jobId: unknown; token: unknown }, JobStatusView | null>(this, {

@@ -93,9 +93,9 @@ export interface ListJobsInput {
 	/** One status, a comma-separated list, an array, or empty / "all" for every status. */
 	status?: string | string[] | null;
 	/** Created at or after (inclusive). */
-	createdFrom?: Date | string | null;
+	from?: Date | string | null;
 	/** Created before (exclusive). */
-	createdTo?: Date | string | null;
+	to?: Date | string | null;
 	/** Exact job id, idempotency key or correlation id. */
 	text?: string | null;
 	/** `next_cursor` of the previous page. */
@@ -135,8 +135,8 @@ export interface JobListPage {
 	filter: {
 		queue: string | null;
 		statuses: string[];
-		created_from: string | null;
-		created_to: string | null;
+		from: string | null;
+		to: string | null;
 		text: string | null;
 		limit: number;
 	};
@@ -242,7 +242,7 @@ export async function queueOverview(
 	db: DashboardDb,
 	options: { chartSince?: Date | string | null } = {},
 ): Promise<QueueOverview> {
-	const since = optionalDate(options.chartSince, 'chartSince');
+	const since = optionalDate(options.chartSince, 'chart_since');
 	const [stats, [clock]] = await Promise.all([
 		db.stats(),
 		db.run<{ as_of: string; minute: string }>(clockQuery()),
@@ -366,8 +366,8 @@ export async function listJobs(db: DashboardDb, input: ListJobsInput): Promise<J
 			? null
 			: validateQueueName(input.queue);
 	const statuses = parseStatuses(input.status);
-	const from = optionalDate(input.createdFrom, 'createdFrom');
-	const to = optionalDate(input.createdTo, 'createdTo');
+	const from = optionalDate(input.from, 'from');
+	const to = optionalDate(input.to, 'to');
 	const rawText = typeof input.text === 'string' ? input.text.trim() : input.text;
 	const text = optionalText(rawText === '' ? null : rawText, 'text', 255);
 	const limit = integerInRange(
@@ -419,8 +419,8 @@ export async function listJobs(db: DashboardDb, input: ListJobsInput): Promise<J
 		filter: {
 			queue,
 			statuses,
-			created_from: from?.toISOString() ?? null,
-			created_to: to?.toISOString() ?? null,
+			from: from?.toISOString() ?? null,
+			to: to?.toISOString() ?? null,
 			text,
 			limit,
 		},
