@@ -236,10 +236,6 @@ function badge(status: string): HTMLSpanElement {
 	return h('span', { className: STATUSES.includes(status) ? `badge ${status}` : 'badge' }, status);
 }
 
-function toLocalInput(date: Date): string {
-	return `${date.getFullYear()}-${pad(date.getMonth() + 1)}-${pad(date.getDate())}T${pad(date.getHours())}:${pad(date.getMinutes())}:${pad(date.getSeconds())}`;
-}
-
 // ------------------------------------------------------------------------------------ the page
 
 function main(): void {
@@ -267,6 +263,8 @@ function main(): void {
 		refreshing: false,
 		ended: false,
 		lastRefresh: 0,
+		/** Numbers of the latest list / story / overview request: an older answer that arrives late is dropped. */
+		requests: { jobs: 0, story: 0, overview: 0 },
 	};
 
 	// ---------------------------------------------------------------- API
@@ -331,11 +329,16 @@ function main(): void {
 		byId('refresh-state').textContent = 'Session ended';
 	}
 
+	let noticeTimer = 0;
 	function notify(message: string, isError = false): void {
 		const notice = byId<HTMLDivElement>('notice');
 		notice.textContent = message;
 		notice.className = isError ? 'notice error' : 'notice';
 		notice.hidden = false;
+		window.clearTimeout(noticeTimer);
+		noticeTimer = window.setTimeout(() => {
+			notice.hidden = true;
+		}, 15_000);
 	}
 
 	async function guarded(work: () => Promise<void>): Promise<void> {
@@ -485,7 +488,9 @@ function main(): void {
 
 	async function loadOverview(): Promise<void> {
 		const since = state.chartTo > 0 ? new Date(state.chartTo - 60_000).toISOString() : '';
+		const request = ++state.requests.overview;
 		const overview = await api<QueueOverview>('overview', { chart_since: since });
+		if (request !== state.requests.overview) return;
 		state.overview = overview;
 		mergeChart(overview);
 		renderQueues(overview);
@@ -574,7 +579,9 @@ function main(): void {
 	async function loadJobs(reset = false): Promise<void> {
 		if (reset) state.cursors = [''];
 		const cursor = state.cursors[state.cursors.length - 1];
+		const request = ++state.requests.jobs;
 		const page = await api<JobListPage>('jobs', { ...filterQuery(), cursor, limit: '50' });
+		if (request !== state.requests.jobs) return;
 		state.page = page;
 		renderJobs(page);
 	}
@@ -628,14 +635,14 @@ function main(): void {
 						'tr',
 						{},
 						h('th', {}, '#'),
-						h('th', {}, 'Attempt id'),
-						h('th', {}, 'Started'),
-						h('th', {}, 'Lease until'),
-						withCheckpoint && h('th', {}, 'Checkpoint'),
-						h('th', {}, 'Finished'),
 						h('th', {}, 'Outcome'),
-						h('th', {}, 'Error'),
 						h('th', {}, 'n8n execution'),
+						h('th', {}, 'Started'),
+						h('th', {}, 'Finished'),
+						withCheckpoint && h('th', {}, 'Checkpoint'),
+						h('th', {}, 'Error'),
+						h('th', {}, 'Lease until'),
+						h('th', {}, 'Attempt id'),
 					),
 				),
 				h(
@@ -646,13 +653,10 @@ function main(): void {
 							'tr',
 							{},
 							h('td', { className: 'num' }, attempt.attempt),
-							h(
-								'td',
-								{ className: 'mono', title: attempt.attempt_id },
-								attempt.attempt_id.slice(0, 13) + '…',
-							),
+							h('td', {}, attempt.outcome ?? 'unknown'),
+							h('td', {}, executionLink(attempt.execution_path, attempt.execution_id)),
 							timeCell(attempt.started_at),
-							timeCell(attempt.lease_until),
+							timeCell(attempt.finished_at),
 							withCheckpoint &&
 								h(
 									'td',
@@ -661,14 +665,17 @@ function main(): void {
 										? `${attempt.checkpoint} (${formatTime(attempt.checkpoint_at)})`
 										: '—',
 								),
-							timeCell(attempt.finished_at),
-							h('td', {}, attempt.outcome ?? 'unknown'),
 							h(
 								'td',
 								{ className: 'wrap' },
 								[attempt.error_code, attempt.error_message].filter(Boolean).join(': ') || '—',
 							),
-							h('td', {}, executionLink(attempt.execution_path, attempt.execution_id)),
+							timeCell(attempt.lease_until),
+							h(
+								'td',
+								{ className: 'mono', title: attempt.attempt_id },
+								attempt.attempt_id.slice(0, 13) + '…',
+							),
 						),
 					),
 				),
@@ -760,10 +767,14 @@ function main(): void {
 
 	async function loadStory(): Promise<void> {
 		if (!state.selected) return;
+		const request = ++state.requests.story;
 		try {
-			state.story = await api<JobStory>('job', { job_id: state.selected });
-			renderStory(state.story);
+			const story = await api<JobStory>('job', { job_id: state.selected });
+			if (request !== state.requests.story) return;
+			state.story = story;
+			renderStory(story);
 		} catch (error) {
+			if (request !== state.requests.story) return;
 			if (error instanceof ApiError && error.status === 404) {
 				state.story = null;
 				byId('story-title').textContent = 'Job not found';
@@ -948,7 +959,6 @@ function main(): void {
 	byId('story-requeue').addEventListener('click', () => void guarded(requeueSelected));
 	byId('story-cancel').addEventListener('click', () => void guarded(cancelSelected));
 	byId('story-close').addEventListener('click', () => selectJob(null));
-	byId('f-from').setAttribute('max', toLocalInput(new Date(Date.now() + 86400_000)));
 
 	const fromHash = () => {
 		const match = /^#job=([0-9a-fA-F-]{36})$/.exec(location.hash);
