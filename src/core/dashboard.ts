@@ -8,6 +8,7 @@ import type pg from 'pg';
 import { ValidationError } from './errors';
 import { validateQueueName } from './identifiers';
 import {
+	INDEX_PLAN_SETTINGS,
 	LIVE_STATUSES,
 	TERMINAL_STATUSES,
 	cancelQueuedQuery,
@@ -28,8 +29,20 @@ export interface DashboardDb {
 	/** The quoted schema name. */
 	s: string;
 	callbackQueue: string;
-	run<R extends pg.QueryResultRow>(query: SqlQuery): Promise<R[]>;
+	run<R extends pg.QueryResultRow>(query: SqlQuery, client?: pg.ClientBase): Promise<R[]>;
+	transaction<T>(work: (client: pg.PoolClient) => Promise<T>): Promise<T>;
 	stats(): Promise<QueueStats[]>;
+}
+
+/** A list or chart statement, planned to read only the indexes it was written for. */
+async function runOnIndexes<R extends pg.QueryResultRow>(
+	db: DashboardDb,
+	query: SqlQuery,
+): Promise<R[]> {
+	return await db.transaction(async (client) => {
+		await client.query(INDEX_PLAN_SETTINGS);
+		return await db.run<R>(query, client);
+	});
 }
 
 export const JOB_STATUSES = [...LIVE_STATUSES, ...TERMINAL_STATUSES] as const;
@@ -251,7 +264,8 @@ export async function queueOverview(
 	const fromMinute = toMinute - (CHART_MINUTES - 1) * 60;
 	const sinceSeconds =
 		since === null ? fromMinute : Math.max(fromMinute, Math.floor(since.getTime() / 60_000) * 60);
-	const rows = await db.run<{ queue: string; minute: string; done: number; failed: number }>(
+	const rows = await runOnIndexes<{ queue: string; minute: string; done: number; failed: number }>(
+		db,
 		finishedPerMinuteQuery(db.s, new Date(sinceSeconds * 1000).toISOString()),
 	);
 	const series = new Map<string, ChartPoint[]>();
@@ -378,7 +392,8 @@ export async function listJobs(db: DashboardDb, input: ListJobsInput): Promise<J
 		DEFAULT_PAGE_SIZE,
 	);
 	const cursor = parseCursor(input.cursor);
-	const rows = await db.run<ListRow>(
+	const rows = await runOnIndexes<ListRow>(
+		db,
 		listJobsQuery(db.s, {
 			queue,
 			statuses,

@@ -1175,7 +1175,8 @@ export class JobStore {
 		return {
 			s: this.s,
 			callbackQueue: this.callbackQueue,
-			run: async (query) => await this.run(query),
+			run: async (query, client) => await this.run(query, client),
+			transaction: async (work) => await this.transaction(work),
 			stats: async () => await this.stats(null),
 		};
 	}

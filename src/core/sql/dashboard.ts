@@ -30,6 +30,16 @@ const LIST_COLUMNS = `j.id, j.queue, j.status, j.priority, j.attempts, j.max_att
  */
 const AS_OF = `(SELECT to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'))`;
 
+/**
+ * Settings for the transaction a list or chart statement runs in. Every branch of those
+ * statements is built to read a partial index (see listJobsQuery), never the table: with
+ * statistics taken during a backlog the planner may still prefer a sequential scan over the
+ * whole table, retained rows included, and past jit_above_cost it JIT-compiles a statement that
+ * costs milliseconds to run (the reasons queue_stats has the same settings, migrations 0004 and
+ * 0005). SET LOCAL ends with the transaction.
+ */
+export const INDEX_PLAN_SETTINGS = 'SET LOCAL jit = off; SET LOCAL enable_seqscan = off';
+
 export interface ListJobsParams {
 	/** One queue, or null for every queue. */
 	queue: string | null;
@@ -83,11 +93,14 @@ function and(conditions: string[]): string {
  * each branch reads through the index that matches it:
  *
  * - finished jobs (done / failed / cancelled): for each (queue, status) pair, the newest rows
- *   below the cursor from jobs_history, at most one page each, keys only (an index-only scan);
- *   the page's rows are then read by their full index key. Without a queue filter the queues
- *   come from jobs_history itself, one index probe per queue (a loose index scan).
- * - queued and running jobs: from the partial indexes jobs_queued_claim and jobs_running, which
- *   hold only live rows (Queue Stats reads the same rows).
+ *   below the cursor from jobs_history, at most one page each, keys only (an index-only scan).
+ *   Without a queue filter the queues come from jobs_history itself, one index probe per queue
+ *   (a loose index scan).
+ * - queued and running jobs: their keys from the partial indexes jobs_queued_claim and
+ *   jobs_running, which hold only live rows (Queue Stats reads the same rows), so the cost grows
+ *   with the live jobs of the selected queues, not with the retained ones.
+ * - the newest keys of both make the page; only its rows are read in full (finished ones by
+ *   their jobs_history key, live ones by id).
  * - text: the job id through the primary key, the idempotency key through jobs_idempotency (one
  *   probe per queue), the correlation id through jobs_history_correlation for finished jobs and
  *   the live indexes for the others; the hits are then filtered and ordered like any page.
@@ -104,7 +117,7 @@ export function listJobsQuery(s: string, p: ListJobsParams): SqlQuery {
 	);
 	const live = p.statuses.filter((status) => (LIVE_STATUSES as readonly string[]).includes(status));
 	const ctes: string[] = [];
-	const branches: string[] = [];
+	const keySets: string[] = [];
 
 	if (terminal.length > 0) {
 		const queueSource =
@@ -120,7 +133,7 @@ export function listJobsQuery(s: string, p: ListJobsParams): SqlQuery {
 		const statuses = params.add(terminal);
 		const range = rangeConditions(p, params);
 		ctes.push(`finished_keys AS MATERIALIZED (
-	SELECT k.queue, k.status, k.created_at, k.seq
+	SELECT k.queue, k.status, k.created_at, k.seq, NULL::uuid AS id
 	FROM ${queueSource}
 	CROSS JOIN unnest(${statuses}::text[]) AS st(status)
 	CROSS JOIN LATERAL (
@@ -133,30 +146,44 @@ export function listJobsQuery(s: string, p: ListJobsParams): SqlQuery {
 	ORDER BY k.created_at DESC, k.seq DESC
 	LIMIT ${fetch}
 )`);
-		branches.push(`SELECT r.* FROM finished_keys k
-	CROSS JOIN LATERAL (
-		SELECT ${LIST_COLUMNS} FROM ${s}.jobs j
-		WHERE j.queue = k.queue AND j.status = k.status AND j.${TERMINAL}
-			AND j.created_at = k.created_at AND j.seq = k.seq
-	) r`);
+		keySets.push('SELECT * FROM finished_keys');
 	}
 
-	for (const status of live) {
+	// Live rows: their keys first, so only the rows of the page are read in full (the sort over
+	// a backlog of queued jobs then carries three columns instead of twenty).
+	const liveBranches = live.map((status) => {
 		const conditions = [`j.status = '${status}'`];
 		if (p.queue !== null) conditions.push(`j.queue = ${params.add(p.queue)}`);
 		conditions.push(...rangeConditions(p, params));
-		branches.push(`(SELECT ${LIST_COLUMNS} FROM ${s}.jobs j
-	WHERE ${conditions.join('\n\t\tAND ')}
-	ORDER BY j.created_at DESC, j.seq DESC
-	LIMIT ${fetch})`);
+		return `(SELECT j.queue, j.status, j.created_at, j.seq, j.id FROM ${s}.jobs j
+		WHERE ${conditions.join('\n\t\t\tAND ')}
+		ORDER BY j.created_at DESC, j.seq DESC
+		LIMIT ${fetch})`;
+	});
+	if (liveBranches.length > 0) {
+		ctes.push(`live_keys AS MATERIALIZED (
+	${liveBranches.join('\n\tUNION ALL\n\t')}
+)`);
+		keySets.push('SELECT * FROM live_keys');
 	}
+	ctes.push(`page_keys AS MATERIALIZED (
+	SELECT * FROM (${keySets.join(' UNION ALL ')}) k
+	ORDER BY k.created_at DESC, k.seq DESC
+	LIMIT ${fetch}
+)`);
 
 	return {
-		text: `${ctes.length > 0 ? `WITH RECURSIVE ${ctes.join(',\n')}\n` : ''}SELECT x.*, ${AS_OF} AS as_of FROM (
-${branches.join('\nUNION ALL\n')}
-) x
-ORDER BY x.created_at DESC, x.seq DESC
-LIMIT ${fetch}`,
+		text: `WITH RECURSIVE ${ctes.join(',\n')}
+SELECT r.*, ${AS_OF} AS as_of FROM page_keys k
+CROSS JOIN LATERAL (
+	SELECT ${LIST_COLUMNS} FROM ${s}.jobs j
+	WHERE k.id IS NULL AND j.queue = k.queue AND j.status = k.status AND j.${TERMINAL}
+		AND j.created_at = k.created_at AND j.seq = k.seq
+	UNION ALL
+	SELECT ${LIST_COLUMNS} FROM ${s}.jobs j
+	WHERE k.id IS NOT NULL AND j.id = k.id
+) r
+ORDER BY r.created_at DESC, r.seq DESC`,
 		values: params.values,
 	};
 }
