@@ -9,4 +9,10 @@ function credentialIcons() {
 	return src('credentials/**/*.{png,svg}').pipe(dest('dist/credentials'));
 }
 
-exports['build:icons'] = parallel(nodeAssets, credentialIcons);
+// The jobs dashboard page (Job Status → Dashboard Page reads these next to its compiled script).
+function dashboardPage() {
+	return src('dashboard/*.{html,css}').pipe(dest('dist/dashboard'));
+}
+
+exports['build:assets'] = parallel(nodeAssets, credentialIcons, dashboardPage);
+exports['build:icons'] = exports['build:assets'];

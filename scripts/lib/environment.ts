@@ -23,6 +23,12 @@ export const REPO_DIR = resolve(__dirname, '..', '..');
 export const WORKFLOWS_DIR = join(REPO_DIR, 'workflows');
 export const CREDENTIAL_ID = 'DurableJobsCred1';
 export const SIGNING_KEY = 'durable-jobs-local-signing-key-0123456789';
+/** The jobs dashboard's login (Basic Auth) and session-token secret (JWT Auth), see 10-dashboard.json. */
+export const DASHBOARD_LOGIN = {
+	user: 'operator',
+	password: 'durable-jobs-local-dashboard-password',
+};
+export const DASHBOARD_SESSION_SECRET = 'durable-jobs-local-dashboard-session-secret-0123456789';
 
 export interface WorkflowJson {
 	id: string;
@@ -171,7 +177,21 @@ export async function startEnvironment(options: EnvironmentOptions): Promise<Env
 		n8n = await startN8n({
 			databaseUrl: options.databaseUrl,
 			packageTarball: tarball,
-			credentials: [credential],
+			credentials: [
+				credential,
+				{
+					id: 'DjDashboardLogin',
+					name: 'Durable Jobs Dashboard login',
+					type: 'httpBasicAuth',
+					data: DASHBOARD_LOGIN,
+				},
+				{
+					id: 'DjDashboardToken',
+					name: 'Durable Jobs Dashboard session',
+					type: 'jwtAuth',
+					data: { keyType: 'passphrase', secret: DASHBOARD_SESSION_SECRET, algorithm: 'HS256' },
+				},
+			],
 			workflows,
 			publishIds: workflows.map((workflow) => workflow.id),
 			// Probes run the workflows for real: requests they reject at validation cost nothing.

@@ -1,6 +1,7 @@
 export * from './errors';
 export * from './identifiers';
 export * from './types';
+export * from './dashboard';
 export { JobStore, type ItemResults, type StoreOptions } from './store';
 export { hashToken } from './tokens';
 export {
@@ -25,7 +26,10 @@ export { DEFAULT_MAX_PAYLOAD_BYTES } from './defaults';
 export {
 	canonicalJson,
 	fingerprint,
+	integerInRange,
 	MAX_KEY_LENGTH,
+	optionalText,
+	optionalUrl,
 	validateCheckpoint,
 	validateKey,
 	validateUuid,

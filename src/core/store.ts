@@ -1,6 +1,18 @@
 import type pg from 'pg';
 
 import { complete } from './complete';
+import {
+	cancelQueuedJobs,
+	jobStory,
+	listJobs,
+	queueOverview,
+	requeueFailedJobs,
+	type DashboardActionResult,
+	type JobListPage,
+	type JobStory,
+	type ListJobsInput,
+	type QueueOverview,
+} from './dashboard';
 import type { StoreContext } from './context';
 import { DEFAULT_CALLBACK_QUEUE, DEFAULT_MAX_PAYLOAD_BYTES } from './defaults';
 import { enqueue, type EnqueueOptions } from './enqueue';
@@ -213,5 +225,37 @@ export class JobStore {
 		limit = 100,
 	): Promise<Array<Record<string, unknown>>> {
 		return await unknownOutcomes(this.ctx, queue, limit);
+	}
+
+	// The jobs dashboard (src/core/dashboard.ts).
+
+	async queueOverview(options: { chartSince?: Date | string | null } = {}): Promise<QueueOverview> {
+		return await queueOverview(this.ctx, options);
+	}
+
+	async listJobs(input: ListJobsInput = {}): Promise<JobListPage> {
+		return await listJobs(this.ctx, input);
+	}
+
+	async jobStory(
+		jobId: unknown,
+		options: { previewChars?: number } = {},
+	): Promise<JobStory | null> {
+		return await jobStory(this.ctx, jobId, options);
+	}
+
+	async requeueFailedJobs(input: {
+		jobIds: unknown;
+		asOf: unknown;
+		additionalAttempts?: number;
+	}): Promise<DashboardActionResult> {
+		return await requeueFailedJobs(this.ctx, input);
+	}
+
+	async cancelQueuedJobs(input: {
+		jobIds: unknown;
+		reason?: string | null;
+	}): Promise<DashboardActionResult> {
+		return await cancelQueuedJobs(this.ctx, input);
 	}
 }

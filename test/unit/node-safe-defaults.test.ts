@@ -121,11 +121,16 @@ describe.each(CONVERTERS)('Job Status as an AI agent tool, %s', (_label, convert
 		expect(requeue.names).not.toContain('filterQueue');
 		expect(requeue.names).not.toContain('confirm');
 		expect(requeue.names).toContain('requeueJobIds');
-		// The node in a workflow keeps all six.
+		// The node in a workflow keeps every operation, the dashboard's included.
 		expect(shown(regular.description).operations.sort()).toEqual([
 			'cancel',
+			'dashboardAction',
+			'dashboardPage',
 			'get',
+			'jobStory',
+			'listJobs',
 			'purge',
+			'queueOverview',
 			'requeue',
 			'stats',
 			'unknownOutcomes',
@@ -136,6 +141,7 @@ describe.each(CONVERTERS)('Job Status as an AI agent tool, %s', (_label, convert
 	it.each([
 		[{ operation: 'purge' }, /"purge" is not available when Job Status is an AI agent's tool/],
 		[{ operation: 'cancel' }, /"cancel" is not available/],
+		[{ operation: 'dashboardAction' }, /"dashboardAction" is not available/],
 	])('refuses %j at run time, e.g. in an imported workflow', async (parameters, message) => {
 		const error = await new NodeContext(toolType, { parameters })
 			.run()

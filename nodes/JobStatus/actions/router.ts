@@ -2,6 +2,7 @@ import type { IExecuteFunctions, INodeExecutionData } from 'n8n-workflow';
 
 import { invalidInput } from '../../shared/errors';
 import { isToolNode, rejectOperation, type NodeOperation } from '../../shared/operations';
+import { executeDashboardOperation, isDashboardOperation } from '../dashboard';
 import * as job from './job/Job.resource';
 
 const operations: Record<string, NodeOperation> = {
@@ -16,7 +17,7 @@ const operations: Record<string, NodeOperation> = {
 export async function router(this: IExecuteFunctions): Promise<INodeExecutionData[][]> {
 	const operation = this.getNodeParameter('operation', 0) as string;
 	const handler = operations[operation];
-	if (!handler) {
+	if (!handler && !isDashboardOperation(operation)) {
 		return await rejectOperation(
 			this,
 			invalidInput(
@@ -42,5 +43,6 @@ export async function router(this: IExecuteFunctions): Promise<INodeExecutionDat
 			),
 		);
 	}
+	if (isDashboardOperation(operation)) return await executeDashboardOperation(this, operation);
 	return await handler.execute.call(this);
 }

@@ -1,6 +1,7 @@
 import type { INodeProperties, INodePropertyOptions } from 'n8n-workflow';
 
 import { operationProperty } from '../../../shared/operations';
+import { dashboardProperties, withDashboardOperations } from '../../dashboard';
 import { queueFilterField } from './common';
 import * as cancel from './cancel.operation';
 import * as get from './get.operation';
@@ -11,7 +12,7 @@ import * as unknownOutcomes from './unknownOutcomes.operation';
 
 export { cancel, get, purge, requeue, stats, unknownOutcomes };
 
-export const operationOptions: INodePropertyOptions[] = [
+export const operationOptions: INodePropertyOptions[] = withDashboardOperations([
 	{
 		name: 'Cancel',
 		value: 'cancel',
@@ -49,7 +50,7 @@ export const operationOptions: INodePropertyOptions[] = [
 		description:
 			'Attempts that died mid-way: check the external system (by job ID) before replaying',
 	},
-];
+]);
 
 /**
  * What the node offers when n8n runs it as an AI agent's tool (its `jobStatusTool` variant):
@@ -75,4 +76,5 @@ export const description: INodeProperties[] = [
 	...unknownOutcomes.description,
 	...purge.description,
 	...stats.description,
+	...dashboardProperties,
 ];
