@@ -128,6 +128,8 @@ export class JobLease implements INodeType {
 						(this.getNodeParameter('leaseSeconds', itemIndex, 300) as number) * 1000,
 					),
 					checkpoint: validateCheckpoint(this.getNodeParameter('checkpoint', itemIndex, '')),
+					workflowId: this.getWorkflow().id ?? null,
+					executionId: this.getExecutionId() ?? null,
 				}),
 				call: async (inputs, allOrNothing) =>
 					await (await store()).extendLease(inputs, { allOrNothing }),

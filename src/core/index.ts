@@ -21,3 +21,14 @@ export {
 export { openStore, resetMigrationCache, type StoreConfig } from './connect';
 export { canonicalJson, fingerprint, MAX_KEY_LENGTH, DEFAULT_MAX_PAYLOAD_BYTES } from './validate';
 export { classifyHttpStatus, type Classification } from './classify';
+export {
+	JobTrigger,
+	peekJob,
+	release,
+	DEFAULT_BACKSTOP_MS,
+	DEFAULT_MAX_IN_FLIGHT,
+	type JobTriggerOptions,
+	type JobTriggerStats,
+	type WakeReason,
+} from './trigger';
+export { NotificationListener, type ListenerOptions, type TriggerLogger } from './listener';

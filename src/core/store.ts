@@ -446,6 +446,8 @@ export class JobStore {
 			attempt_id: string;
 			lease_ms: number;
 			checkpoint: string | null;
+			workflow_id: string | null;
+			execution_id: string | null;
 		}> = [];
 		items.forEach((item, ord) => {
 			try {
@@ -455,6 +457,8 @@ export class JobStore {
 					attempt_id: validateUuid(item.attemptId, 'attemptId'),
 					lease_ms: integerInRange(item.leaseMs, 'leaseMs', 1_000, MAX_LEASE_MS, DEFAULT_LEASE_MS),
 					checkpoint: validateCheckpoint(item.checkpoint),
+					workflow_id: optionalText(item.workflowId, 'workflowId', 255),
+					execution_id: optionalText(item.executionId, 'executionId', 255),
 				});
 			} catch (error) {
 				results[ord] = asItemError(error);
