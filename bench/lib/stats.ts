@@ -87,15 +87,13 @@ export async function loadOurs(
 	const failing = leased.slice(0, live.failed);
 	for (let i = 0; i < failing.length; i += 1000) {
 		const results = await store.complete(
-			failing
-				.slice(i, i + 1000)
-				.map((job) => ({
-					jobId: job.id,
-					attemptId: job.attempt_id,
-					outcome: 'failed' as const,
-					errorCode: 'bench',
-					errorMessage: 'benchmark fixture',
-				})),
+			failing.slice(i, i + 1000).map((job) => ({
+				jobId: job.id,
+				attemptId: job.attempt_id,
+				outcome: 'failed' as const,
+				errorCode: 'bench',
+				errorMessage: 'benchmark fixture',
+			})),
 		);
 		results.forEach((result) => ok(result));
 	}

@@ -2,8 +2,9 @@
  * The whole product running locally, shared by the end-to-end tests and `npm run demo`:
  * PostgreSQL, the stand-in AI endpoint / CRM / callback receiver, and a real n8n with this
  * package installed from its `npm pack` tarball and every bundled workflow imported and
- * published. Only configuration is changed in the workflows: the Config nodes' URLs and keys,
- * and the polling interval of the schedule triggers.
+ * published (the polling Dispatcher only imported, see `unpublished`). Only configuration is
+ * changed in the workflows: the Config nodes' URLs and keys, and the polling interval of the
+ * schedule triggers.
  */
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -87,12 +88,20 @@ export interface EnvironmentOptions {
 	standins?: StandinsOptions;
 	log?: (line: string) => void;
 	n8nEnv?: Record<string, string>;
-	queue?: { workers?: number };
+	queue?: { workers?: number; concurrency?: number };
 	/** Changes to the bundled workflows before import (e.g. a shorter lease for crash tests). */
 	customize?: (workflows: WorkflowJson[]) => void;
 	/** More workflows to import and publish next to the bundled ones. */
 	extraWorkflows?: WorkflowJson[];
+	/**
+	 * Workflows imported but not published. Default: the polling Dispatcher, an alternative to
+	 * the Dispatcher that would otherwise take jobs of the same queue next to it.
+	 */
+	unpublished?: string[];
 }
+
+/** The polling Dispatcher template (Schedule Trigger → Job Lease → Worker sub-workflow). */
+export const POLLING_DISPATCHER_ID = 'DjDispatchPoll01';
 
 /** The node of a bundled workflow, by workflow id and node name (for `customize`). */
 export function workflowNode(
@@ -155,7 +164,9 @@ export async function startEnvironment(options: EnvironmentOptions): Promise<Env
 			packageTarball: tarball,
 			credentials: [credential],
 			workflows,
-			publishIds: workflows.map((workflow) => workflow.id),
+			publishIds: workflows
+				.map((workflow) => workflow.id)
+				.filter((id) => !(options.unpublished ?? [POLLING_DISPATCHER_ID]).includes(id)),
 			// Probes run the workflows for real: requests they reject at validation cost nothing.
 			webhooks: [
 				{

@@ -46,6 +46,14 @@ import { startEmbeddedPostgres, type EmbeddedServer } from './postgres';
 
 export const DISPATCHER_ID = 'DjDispatcher0001';
 export const WORKER_ID = 'DjWorker00000001';
+/**
+ * The workflow whose executions run the jobs: the Dispatcher starts from Job Trigger and runs
+ * the Worker's steps itself, one execution per job. (The Worker workflow serves the polling
+ * Dispatcher template, which the rehearsal does not publish.)
+ */
+export const JOB_WORKFLOW_ID = DISPATCHER_ID;
+/** Backstop sweep of the Dispatcher's Job Trigger during the rehearsal (bundled: 30 s). */
+export const REHEARSAL_BACKSTOP_SECONDS = 5;
 export const RECEIVER_ID = 'DjReceiver000001';
 /** The Worker's heartbeat right before the CRM call, and the checkpoint it records. */
 export const CHECKPOINT_NODE = 'Checkpoint: CRM request';
@@ -95,7 +103,7 @@ export interface RehearsalEnvironmentOptions {
 	 */
 	outage?: OutageKind;
 	schema: string;
-	/** Lease of the Dispatcher's Job Lease and of the Worker's checkpoint (the bundled workflows say 120 s). */
+	/** Lease of the Dispatcher's Job Trigger and of the Worker's checkpoint (the bundled workflows say 120 s). */
 	leaseSeconds: number;
 	pollSeconds?: number;
 	log?: Log;
@@ -148,9 +156,10 @@ export async function startRehearsalEnvironment(
 
 /**
  * The standard environment (real n8n, packed package, every bundled workflow) with two changes
- * to the imported copies: the lease is short — the Dispatcher's, and the one the Worker's
- * checkpoint extends to (its Config `lease_seconds`) — so jobs of a killed worker come back
- * quickly, and the Worker's two HTTP requests carry an `X-Attempt-Id` header (observation only:
+ * to the imported copies: the lease is short — the Dispatcher's Job Trigger's, and the one the
+ * Worker's checkpoint extends to (its Config `lease_seconds`) — and so is the trigger's
+ * backstop sweep, so jobs of a killed worker come back quickly; and the Worker's two HTTP
+ * requests carry an `X-Attempt-Id` header (observation only:
  * the stand-ins journal it, nothing acts on it), so every AI and CRM request can be attributed
  * to the attempt that sent it — including a stale attempt running next to its successor.
  */
@@ -164,46 +173,54 @@ async function startEnvironmentWithRehearsalChanges(
 		schema: options.schema,
 		pollSeconds: options.pollSeconds ?? 1,
 		log: options.log,
-		// The end-of-run checks read Worker executions of the whole run; n8n would prune beyond
-		// 10,000 executions, and the schedule triggers alone make thousands per hour.
+		// The end-of-run checks read the job executions of the whole run; n8n would prune beyond
+		// 10,000 executions.
 		n8nEnv: { EXECUTIONS_DATA_PRUNE: 'false' },
 		customize: (workflows) => {
-			const lease = workflowNode(workflows, DISPATCHER_ID, 'Job Lease');
-			if (typeof lease.parameters.leaseSeconds !== 'number')
-				throw new Error('Dispatcher Job Lease has no numeric leaseSeconds to override');
-			lease.parameters.leaseSeconds = options.leaseSeconds;
-			// Without this the checkpoint would extend every lease to the bundled 120 s.
-			const config = workflowNode(workflows, WORKER_ID, 'Config').parameters.assignments as
-				| { assignments: Array<{ name: string; value: unknown }> }
-				| undefined;
-			const workerLease = config?.assignments.find(
-				(assignment) => assignment.name === 'lease_seconds',
-			);
-			if (!workerLease || typeof workerLease.value !== 'number')
-				throw new Error('Worker Config has no numeric lease_seconds to override');
-			workerLease.value = options.leaseSeconds;
-			const checkpoint = workflowNode(workflows, WORKER_ID, CHECKPOINT_NODE);
-			if (
-				checkpoint.parameters.operation !== 'extendLease' ||
-				checkpoint.parameters.checkpoint !== CRM_CHECKPOINT
-			) {
-				throw new Error(
-					`Worker node ${CHECKPOINT_NODE} does not extend the lease with checkpoint ${CRM_CHECKPOINT}`,
-				);
-			}
-			if (!String(checkpoint.parameters.leaseSeconds).includes('lease_seconds'))
-				throw new Error(
-					`Worker node ${CHECKPOINT_NODE} does not take its lease from Config lease_seconds`,
-				);
-			for (const name of ['Call AI', 'Create CRM record']) {
-				const headers = workflowNode(workflows, WORKER_ID, name).parameters.headerParameters as
-					| { parameters: Array<{ name: string; value: string }> }
+			const trigger = workflowNode(workflows, DISPATCHER_ID, 'Job Trigger');
+			if (typeof trigger.parameters.leaseSeconds !== 'number')
+				throw new Error('Dispatcher Job Trigger has no numeric leaseSeconds to override');
+			trigger.parameters.leaseSeconds = options.leaseSeconds;
+			trigger.parameters.options = {
+				...(trigger.parameters.options as Record<string, unknown>),
+				backstopSeconds: REHEARSAL_BACKSTOP_SECONDS,
+			};
+			// The Worker's steps, in the Dispatcher (what runs) and in the Worker (the polling
+			// template's sub-workflow), get the same changes.
+			for (const workflowId of [DISPATCHER_ID, WORKER_ID]) {
+				// Without this the checkpoint would extend every lease to the bundled 120 s.
+				const config = workflowNode(workflows, workflowId, 'Config').parameters.assignments as
+					| { assignments: Array<{ name: string; value: unknown }> }
 					| undefined;
-				if (!headers) throw new Error(`Worker node ${name} sends no headers`);
-				headers.parameters.push({
-					name: ATTEMPT_HEADER,
-					value: "={{ $('Config').item.json.attempt_id }}",
-				});
+				const workerLease = config?.assignments.find(
+					(assignment) => assignment.name === 'lease_seconds',
+				);
+				if (!workerLease || typeof workerLease.value !== 'number')
+					throw new Error(`${workflowId} Config has no numeric lease_seconds to override`);
+				workerLease.value = options.leaseSeconds;
+				const checkpoint = workflowNode(workflows, workflowId, CHECKPOINT_NODE);
+				if (
+					checkpoint.parameters.operation !== 'extendLease' ||
+					checkpoint.parameters.checkpoint !== CRM_CHECKPOINT
+				) {
+					throw new Error(
+						`${workflowId} node ${CHECKPOINT_NODE} does not extend the lease with checkpoint ${CRM_CHECKPOINT}`,
+					);
+				}
+				if (!String(checkpoint.parameters.leaseSeconds).includes('lease_seconds'))
+					throw new Error(
+						`${workflowId} node ${CHECKPOINT_NODE} does not take its lease from Config lease_seconds`,
+					);
+				for (const name of ['Call AI', 'Create CRM record']) {
+					const headers = workflowNode(workflows, workflowId, name).parameters.headerParameters as
+						| { parameters: Array<{ name: string; value: string }> }
+						| undefined;
+					if (!headers) throw new Error(`${workflowId} node ${name} sends no headers`);
+					headers.parameters.push({
+						name: ATTEMPT_HEADER,
+						value: "={{ $('Config').item.json.attempt_id }}",
+					});
+				}
 			}
 		},
 	});
@@ -388,9 +405,9 @@ function parseRunData(env: Environment, data: string): RunData {
 }
 
 /**
- * State of the Worker executions n8n had not finished when it died: `new` (created by the
- * Dispatcher's Execute Workflow, not started — n8n 2.x runs these again at boot) or `running`
- * (n8n marks these crashed at boot). Keyed by the attempt id in their input.
+ * State of the executions running a job that n8n had not finished when it died: `new`
+ * (created for the Job Trigger's emission, not started — n8n 2.x runs these again at boot) or
+ * `running` (n8n marks these crashed at boot). Keyed by the attempt id in their input.
  */
 async function workerExecutionStates(
 	env: Environment,
@@ -403,7 +420,7 @@ async function workerExecutionStates(
 		`SELECT e.id::text AS id, e."workflowId" AS "workflowId", e.status, e."startedAt" AS "startedAt", e."stoppedAt" AS "stoppedAt", d.data
 		FROM execution_entity e JOIN execution_data d ON d."executionId" = e.id
 		WHERE e."workflowId" = $1 AND e.status IN ('new', 'running')`,
-		[WORKER_ID],
+		[JOB_WORKFLOW_ID],
 	);
 	for (const attemptId of attemptIds) {
 		const row = rows.find((candidate) => candidate.data.includes(attemptId));
@@ -438,7 +455,7 @@ async function nodeRoutesByAttempt(
 		`SELECT e.id::text AS id, e."workflowId" AS "workflowId", e.status, e."startedAt" AS "startedAt", e."stoppedAt" AS "stoppedAt", d.data
 		FROM execution_entity e JOIN execution_data d ON d."executionId" = e.id
 		WHERE e."workflowId" = $1 AND e."startedAt" >= $2 AND e."stoppedAt" IS NOT NULL AND d.data LIKE ANY($3::text[])`,
-		[WORKER_ID, since, attemptIds.map((attemptId) => `%${attemptId}%`)],
+		[JOB_WORKFLOW_ID, since, attemptIds.map((attemptId) => `%${attemptId}%`)],
 	);
 	for (const row of rows) {
 		for (const run of parseRunData(env, row.data)[nodeName] ?? []) {
@@ -2289,7 +2306,7 @@ export function renderKillSection(result: KillRehearsalResult, info: RunInfo): s
 		`- Command: \`${info.command}\``,
 		`- Date: ${info.date.toISOString()}; rehearsal ${seconds(result.durationMs)} (drain after the last kill ${seconds(result.drainMs)}), whole command so far ${seconds(info.totalMs)}`,
 		`- Environment: ${machineDescription()}; n8n ${info.n8nVersion} (regular mode, one main process) with the package packed from ${info.source ?? 'this checkout'}; ${info.postgres}; machine shared with other test runs`,
-		`- Settings: lease ${config.leaseSeconds} s for the Dispatcher and the Worker's checkpoint (bundled: 120 s), poll 1 s; ${config.inFlight} jobs kept in flight; AI answers after ${config.aiLatencyMs} ms, CRM after ${config.crmDelayMs} ms; n8n up ${seconds(config.minUpMs)}–${seconds(config.maxUpMs)} before each kill is aimed; seed ${config.seed}`,
+		`- Settings: lease ${config.leaseSeconds} s for the Dispatcher's Job Trigger and the Worker's checkpoint (bundled: 120 s), backstop ${REHEARSAL_BACKSTOP_SECONDS} s (bundled: 30 s); ${config.inFlight} jobs kept in flight; AI answers after ${config.aiLatencyMs} ms, CRM after ${config.crmDelayMs} ms; n8n up ${seconds(config.minUpMs)}–${seconds(config.maxUpMs)} before each kill is aimed; seed ${config.seed}`,
 		`- Restart after SIGKILL until every workflow is published and the webhooks answer: median ${seconds(median(restart))}, max ${seconds(Math.max(0, ...restart))}`,
 		'',
 		'| window | meaning | (kill, job) pairs | distinct jobs | kills that caught it | killed attempts n8n ran again at boot (kept the lease / superseded / of those stopped at the checkpoint) | killed attempts with a CRM request |',
@@ -2300,7 +2317,7 @@ export function renderKillSection(result: KillRehearsalResult, info: RunInfo): s
 		}),
 		'',
 		`Kills were aimed in turn at ${config.targets.join(', ')} (at a random moment inside the window once it was seen; ${aimed} of ${result.kills.length} saw their target) and caught whatever else was in flight: on average ${(windowsPerKill.reduce((a, b) => a + b, 0) / Math.max(1, windowsPerKill.length)).toFixed(1)} windows per kill, ${windowsPerKill.filter((n) => n >= 3).length} kills caught three or more. ` +
-			`T1 attempts by the state of their Worker execution at the kill: ${result.t1Workers.new ?? 0} queued in n8n (\`new\`: n8n runs these again at boot), ${result.t1Workers.running ?? 0} started, ${result.t1Workers.none ?? 0} not created yet (the Dispatcher died between lease and hand-off).`,
+			`T1 attempts by the state of their execution at the kill: ${result.t1Workers.new ?? 0} queued in n8n (\`new\`: n8n runs these again at boot), ${result.t1Workers.running ?? 0} started, ${result.t1Workers.none ?? 0} not created yet (n8n died between the Job Trigger's lease and the execution's start).`,
 		'',
 		'| outcome | figure |',
 		'|---|---:|',

@@ -112,7 +112,7 @@ export class NotificationListener {
 		// Errors of this client are handled through `lost`; without a listener an 'error' event
 		// would crash the n8n process.
 		client.on('error', (error) => this.lost(client, error));
-		client.on('end', () => this.lost(client, new Error('the connection was closed')));
+		client.on('end', () => this.lost(client, new Error('Connection terminated')));
 		client.on('notification', (message) => {
 			this.lastActivity = Date.now();
 			if (message.channel === this.options.channel) this.options.onNotice(message.payload ?? '');
@@ -195,7 +195,7 @@ export class NotificationListener {
 		void closeClient(client);
 		if (this.stopped) return;
 		this.logger.warn(
-			`Durable Jobs: the LISTEN connection was lost (${error.message}); reconnecting`,
+			`Durable Jobs: the LISTEN connection was lost (${classifyDatabaseError(error).message}); reconnecting`,
 		);
 		this.options.onLost?.(error);
 		this.scheduleReconnect();

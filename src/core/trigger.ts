@@ -444,10 +444,7 @@ export async function release(
 }
 
 /** Runs one statement on the store's pool, prepared like the store's own statements. */
-async function runQuery<R extends object>(
-	store: JobStore,
-	query: SqlQuery,
-): Promise<R[]> {
+async function runQuery<R extends object>(store: JobStore, query: SqlQuery): Promise<R[]> {
 	try {
 		const config =
 			query.prepare && store.preparedStatements

@@ -180,11 +180,9 @@ describe('Job Lease → Job Complete', () => {
 
 	it('outcome From HTTP Status: 503 → retry (queued again with backoff), 400 → failed, needs_mapping', async () => {
 		const [transient, contract] = await enqueue('http', [{ n: 1 }, { n: 2 }]);
-		const items = (await lease('http'))
-			.output('Leased')
-			.map((item) => ({
-				json: { ...item.json, statusCode: item.json.job_id === transient ? 503 : 400 },
-			}));
+		const items = (await lease('http')).output('Leased').map((item) => ({
+			json: { ...item.json, statusCode: item.json.job_id === transient ? 503 : 400 },
+		}));
 		const result = await nodes.run(new JobComplete(), {
 			items,
 			parameters: {

@@ -1,6 +1,6 @@
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
-import { NodeHelpers } from 'n8n-workflow';
+import { NodeHelpers, type INodeType } from 'n8n-workflow';
 import { describe, expect, it } from 'vitest';
 
 import { JobTrigger } from '../../nodes/JobTrigger/JobTrigger.node';
@@ -24,7 +24,7 @@ describe('Job Trigger node description', () => {
 		expect(description.version).toBe(1);
 		expect(description.subtitle).toMatch(/^=/);
 		expect(typeof nodeType.trigger).toBe('function');
-		expect(nodeType.execute).toBeUndefined();
+		expect((nodeType as INodeType).execute).toBeUndefined();
 		const packageJson = JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8')) as {
 			n8n: { nodes: string[] };
 		};
