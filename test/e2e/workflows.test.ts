@@ -65,13 +65,17 @@ async function status(statusUrl: string) {
 	return await env.request(statusUrl.replace(/^\/webhook\//, ''));
 }
 
-/** Executions n8n recorded (saved) since `since`, per workflow id. */
+/**
+ * Executions n8n recorded since `since`, per workflow id: the ones its execution list shows.
+ * An execution whose workflow does not save it is soft-deleted when it ends (n8n hard-deletes it
+ * later) and is not counted.
+ */
 async function executionsSince(since: Date): Promise<Record<string, number>> {
 	const client = new pg.Client({ connectionString: env.n8n.databaseUrl });
 	await client.connect();
 	try {
 		const { rows } = await client.query<{ workflowId: string; n: number }>(
-			`SELECT "workflowId", count(*)::int AS n FROM execution_entity WHERE "createdAt" >= $1 GROUP BY 1`,
+			`SELECT "workflowId", count(*)::int AS n FROM execution_entity WHERE "createdAt" >= $1 AND "deletedAt" IS NULL GROUP BY 1`,
 			[since],
 		);
 		return Object.fromEntries(rows.map((row) => [row.workflowId, row.n]));
