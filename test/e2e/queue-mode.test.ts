@@ -91,6 +91,7 @@ describe('n8n queue mode', () => {
 		const perWorker = workers.map(
 			(started) => attempts.filter((attempt) => started.has(attempt.execution_id)).length,
 		);
+		console.log(`[queue-mode] executions per worker: ${perWorker.join(' / ')}`);
 		expect(perWorker[0] + perWorker[1]).toBe(accepted.length);
 		expect(perWorker[0]).toBeGreaterThan(0);
 		expect(perWorker[1]).toBeGreaterThan(0);
