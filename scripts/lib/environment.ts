@@ -91,6 +91,8 @@ export interface EnvironmentOptions {
 	queue?: { workers?: number; concurrency?: number };
 	/** Changes to the bundled workflows before import (e.g. a shorter lease for crash tests). */
 	customize?: (workflows: WorkflowJson[]) => void;
+	/** Workflows to import instead of the bundled ones (e.g. an earlier release's, to compare). */
+	workflows?: WorkflowJson[];
 	/** More workflows to import and publish next to the bundled ones. */
 	extraWorkflows?: WorkflowJson[];
 	/**
@@ -125,7 +127,7 @@ export async function startEnvironment(options: EnvironmentOptions): Promise<Env
 	jobsDb.on('error', () => undefined);
 	await jobsDb.query(`DROP SCHEMA IF EXISTS "${options.schema}" CASCADE`);
 
-	const workflows = [...loadWorkflows(), ...(options.extraWorkflows ?? [])];
+	const workflows = [...(options.workflows ?? loadWorkflows()), ...(options.extraWorkflows ?? [])];
 	for (const workflow of workflows) {
 		setScheduleSeconds(workflow, options.pollSeconds ?? 2);
 		setConfig(workflow, {
