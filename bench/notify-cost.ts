@@ -174,8 +174,12 @@ async function main(): Promise<void> {
 				node: process.version,
 				cores: cpus().length,
 				load_average_at_end: loadavg().map((value) => round(value, 2)),
-				server: (await pool.query<{ v: string }>('SHOW server_version')).rows[0].v,
-				synchronous_commit: (await pool.query<{ v: string }>('SHOW synchronous_commit')).rows[0].v,
+				...(
+					await pool.query<{ server_version: string; synchronous_commit: string }>(
+						`SELECT current_setting('server_version') AS server_version,
+							current_setting('synchronous_commit') AS synchronous_commit`,
+					)
+				).rows[0],
 			},
 			rounds,
 			seconds_per_run: seconds,
