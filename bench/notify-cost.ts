@@ -1,9 +1,9 @@
 /**
  * What the wake-up notices cost the enqueue and complete paths (printed as JSON, never asserted).
  *
- * NOTIFY is queued by a statement trigger and sent at commit; to keep the order of notices the
- * same for every listener, PostgreSQL serialises the commits of all notifying transactions of a
- * database behind one lock. This measures it on the real statements (JobStore.enqueue of one
+ * NOTIFY is queued by a statement trigger and sent at commit; to keep notices in commit order,
+ * PostgreSQL serialises the commits of all notifying transactions of the server behind one
+ * lock. This measures it on the real statements (JobStore.enqueue of one
  * job, JobStore.complete of one job), in alternating rounds on three schemas that differ only
  * in their trigger functions:
  *
