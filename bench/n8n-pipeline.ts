@@ -181,15 +181,19 @@ async function idleExecutions(env: Environment, seconds: number) {
 	}
 }
 
-/** One job at a time on an idle queue: 202 → running, and insert → running. */
-async function startLatency(env: Environment, jobs: number) {
+/**
+ * One job at a time on an idle queue: 202 → running, and insert → running. Each job is posted
+ * after a pause drawn uniformly from one polling interval, so that a polling dispatcher is met
+ * at a random point of its interval (a fixed short pause after the previous job would always
+ * meet it at about the same point, right after the tick that took that job).
+ */
+async function startLatency(env: Environment, jobs: number, pollSeconds: number) {
 	await waitDrained(env, 600_000);
 	log(`start latency: ${jobs} jobs, one at a time on an idle queue`);
 	const fromAnswer: number[] = [];
 	const fromInsert: number[] = [];
 	for (let n = 0; n < jobs; n++) {
-		// A random pause, so a polling dispatcher is met at a random point of its interval.
-		await sleep(200 + Math.random() * 800);
+		await sleep(Math.random() * pollSeconds * 1000);
 		const answer = await env.request('jobs', { method: 'POST', body: body(200_000 + n) });
 		const answeredAt = Date.now();
 		if (answer.status !== 202) throw new Error(`receiver answered ${answer.status}`);
@@ -293,7 +297,7 @@ async function runScenario(
 			result.receiver_latency_ms = await receiverLatency(env, options.requests);
 		if (!workers) {
 			result.idle_executions = await idleExecutions(env, options.idleSeconds);
-			result.start_latency = await startLatency(env, options.latencyJobs);
+			result.start_latency = await startLatency(env, options.latencyJobs, options.oldPollSeconds);
 		}
 		result.pipeline = await throughput(env, options.jobs);
 		return result;
