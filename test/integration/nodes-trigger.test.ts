@@ -6,7 +6,16 @@ import { closeAllPools, JobStore } from '../../src/core';
 import { JobComplete } from '../../nodes/JobComplete/JobComplete.node';
 import { JobLease } from '../../nodes/JobLease/JobLease.node';
 import { JobTrigger, TEST_LEASE_MAX_SECONDS } from '../../nodes/JobTrigger/JobTrigger.node';
-import { databaseUrl, dropSchema, freshStore, newPool, ok, sleep, testSchema } from '../helpers/db';
+import {
+	databaseUrl,
+	dropSchema,
+	freshStore,
+	newPool,
+	ok,
+	sleep,
+	testSchema,
+	waitFor,
+} from '../helpers/db';
 import { credentialFor, nodeRunner } from '../helpers/n8n-context';
 import { triggerRunner } from '../helpers/trigger-context';
 
@@ -33,20 +42,6 @@ afterAll(async () => {
 	await dropSchema(pool, schema);
 	await pool.end();
 });
-
-async function waitFor<T>(
-	check: () => T | undefined | false | Promise<T | undefined | false>,
-	what: string,
-	timeoutMs = 20_000,
-): Promise<T> {
-	const deadline = Date.now() + timeoutMs;
-	for (;;) {
-		const value = await check();
-		if (value !== undefined && value !== false) return value;
-		if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-		await sleep(20);
-	}
-}
 
 async function enqueue(queue: string, count = 1, extra: Record<string, unknown> = {}) {
 	return (

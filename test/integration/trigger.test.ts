@@ -19,6 +19,7 @@ import {
 	ok,
 	sleep,
 	testSchema,
+	waitFor,
 } from '../helpers/db';
 
 /**
@@ -75,20 +76,6 @@ async function startTrigger(
 	return { trigger, emissions };
 }
 
-async function waitFor<T>(
-	check: () => T | undefined | false | Promise<T | undefined | false>,
-	what: string,
-	timeoutMs = 20_000,
-): Promise<T> {
-	const deadline = Date.now() + timeoutMs;
-	for (;;) {
-		const value = await check();
-		if (value !== undefined && value !== false) return value;
-		if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-		await sleep(20);
-	}
-}
-
 async function enqueue(queue: string, count = 1, extra: Record<string, unknown> = {}) {
 	const results = await store.enqueue(
 		Array.from({ length: count }, (_, n) => ({ queue, payload: { n }, ...extra })),
@@ -105,6 +92,20 @@ async function complete(
 		{ jobId: job.id, attemptId: job.attempt_id, outcome, delayMs },
 	]);
 	expect(ok(result).applied).toBe(true);
+}
+
+async function waitDone(queue: string, count: number): Promise<void> {
+	await waitFor(
+		async () => {
+			const { rows } = await pool.query(
+				`SELECT count(*)::int AS n FROM "${schema}".jobs WHERE queue = $1 AND status = 'done'`,
+				[queue],
+			);
+			return rows[0].n === count;
+		},
+		`${count} jobs of ${queue} done`,
+		60_000,
+	);
 }
 
 async function listenerBackends(): Promise<Array<{ pid: number }>> {
@@ -251,11 +252,7 @@ describe('connection loss', () => {
 
 	it('a connection that stops answering (half-open, no FIN) is found by the keep-alive query and replaced', async () => {
 		const queue = 'keepalive';
-		const target = new URL(databaseUrl());
-		const proxy = await freezableProxy({
-			host: target.hostname,
-			port: Number(target.port || 5432),
-		});
+		const proxy = await freezableProxy();
 		try {
 			const { trigger, emissions } = await startTrigger({
 				queue,
@@ -278,11 +275,7 @@ describe('connection loss', () => {
 
 	it('a database unreachable at start is waited for, then caught up; a database that refuses is an error at start', async () => {
 		const queue = 'unreachable';
-		const target = new URL(databaseUrl());
-		const proxy = await freezableProxy({
-			host: target.hostname,
-			port: Number(target.port || 5432),
-		});
+		const proxy = await freezableProxy();
 		await proxy.refuse();
 		const config: ConnectionConfig = {
 			...connectionConfig(),
@@ -347,17 +340,7 @@ describe('back-pressure and limits', () => {
 			running -= jobs.length;
 		});
 		const ids = (await enqueue(queue, 500)).map((result) => result.jobId);
-		await waitFor(
-			async () => {
-				const { rows } = await pool.query(
-					`SELECT count(*)::int AS n FROM "${schema}".jobs WHERE queue = $1 AND status = 'done'`,
-					[queue],
-				);
-				return rows[0].n === 500;
-			},
-			'500 jobs done',
-			60_000,
-		);
+		await waitDone(queue, 500);
 		await trigger.settled();
 		expect(maxRunning).toBe(10);
 		expect(trigger.stats.maxInFlightSeen).toBe(10);
@@ -422,17 +405,7 @@ describe('back-pressure and limits', () => {
 				await enqueue(queue, 6);
 				await sleep(100);
 			}
-			await waitFor(
-				async () => {
-					const { rows } = await pool.query(
-						`SELECT count(*)::int AS n FROM "${schema}".jobs WHERE queue = $1 AND status = 'done'`,
-						[queue],
-					);
-					return rows[0].n === 60;
-				},
-				'60 jobs done',
-				60_000,
-			);
+			await waitDone(queue, 60);
 			expect(maxRunning).toBe(3);
 			expect(byTrigger[0] + byTrigger[1]).toBe(60);
 			expect(byTrigger[0]).toBeGreaterThan(0);
@@ -540,10 +513,12 @@ describe('polling and stopping', () => {
 });
 
 /**
- * A loopback TCP forwarder that can stop forwarding on its open connections without closing
+ * A loopback TCP forwarder to the test database that can stop forwarding on its open connections without closing
  * them (a peer that vanished without a FIN), and refuse or accept new ones.
  */
-async function freezableProxy(target: { host: string; port: number }) {
+async function freezableProxy() {
+	const url = new URL(databaseUrl());
+	const target = { host: url.hostname, port: Number(url.port || 5432) };
 	const pairs = new Set<[Socket, Socket]>();
 	let accepting = true;
 	const server: Server = createServer((client) => {
