@@ -10,13 +10,7 @@ import {
 	type ITriggerResponse,
 } from 'n8n-workflow';
 
-import {
-	JobTrigger as TriggerEngine,
-	peekJob,
-	release,
-	type Job,
-	type LeasedJob,
-} from '../../src/core';
+import { JobTriggerEngine, peekJob, release, type Job, type LeasedJob } from '../../src/core';
 import { leasedJobJson } from '../JobLease/JobLease.node';
 import { credentialToConfig, storeFor, CREDENTIAL_TYPE } from '../shared/connection';
 import { testDurableJobsConnection } from '../shared/credentialTest';
@@ -191,9 +185,9 @@ export class JobTrigger implements INodeType {
 		}
 
 		const manual = this.getMode() === 'manual';
-		let engine: TriggerEngine;
+		let engine: JobTriggerEngine;
 		try {
-			engine = new TriggerEngine({
+			engine = new JobTriggerEngine({
 				store: openStore,
 				schema: config.schema ?? 'durable_jobs',
 				queue,

@@ -22,7 +22,7 @@ export { openStore, resetMigrationCache, type StoreConfig } from './connect';
 export { canonicalJson, fingerprint, MAX_KEY_LENGTH, DEFAULT_MAX_PAYLOAD_BYTES } from './validate';
 export { classifyHttpStatus, type Classification } from './classify';
 export {
-	JobTrigger,
+	JobTriggerEngine,
 	peekJob,
 	release,
 	DEFAULT_BACKSTOP_MS,

@@ -111,7 +111,7 @@ const RETRY_MAX_MS = 30_000;
  * Wake-ups are coalesced: one fill runs at a time, and a wake-up during a fill makes it run
  * once more when it ends.
  */
-export class JobTrigger {
+export class JobTriggerEngine {
 	readonly queue: string;
 	readonly maxInFlight: number;
 	readonly batchSize: number;

@@ -5,7 +5,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 
 import {
 	JobStore,
-	JobTrigger,
+	JobTriggerEngine,
 	type ConnectionConfig,
 	type JobTriggerOptions,
 	type LeasedJob,
@@ -30,7 +30,7 @@ import {
 const schema = testSchema(__filename);
 let pool: pg.Pool;
 let store: JobStore;
-const triggers: JobTrigger[] = [];
+const triggers: JobTriggerEngine[] = [];
 const LISTENER_APP = 'durable-jobs trigger test';
 
 beforeAll(async () => {
@@ -56,9 +56,9 @@ interface Emission {
 async function startTrigger(
 	options: Partial<JobTriggerOptions> & { queue: string },
 	work: (jobs: LeasedJob[]) => Promise<void> = async () => undefined,
-): Promise<{ trigger: JobTrigger; emissions: Emission[] }> {
+): Promise<{ trigger: JobTriggerEngine; emissions: Emission[] }> {
 	const emissions: Emission[] = [];
-	const trigger = new JobTrigger({
+	const trigger = new JobTriggerEngine({
 		store,
 		schema,
 		connection: connectionConfig(),
@@ -314,7 +314,7 @@ describe('connection loss', () => {
 			await proxy.close();
 		}
 
-		const refused = new JobTrigger({
+		const refused = new JobTriggerEngine({
 			store,
 			schema,
 			queue,
@@ -503,12 +503,12 @@ describe('polling and stopping', () => {
 			connection: connectionConfig(),
 			emit: async () => undefined,
 		};
-		expect(() => new JobTrigger({ ...base, maxInFlight: 0 })).toThrow(/maxJobsInFlight/);
-		expect(() => new JobTrigger({ ...base, queue: 'bad queue' })).toThrow(/queue/);
-		expect(() => new JobTrigger({ ...base, connection: undefined })).toThrow(
+		expect(() => new JobTriggerEngine({ ...base, maxInFlight: 0 })).toThrow(/maxJobsInFlight/);
+		expect(() => new JobTriggerEngine({ ...base, queue: 'bad queue' })).toThrow(/queue/);
+		expect(() => new JobTriggerEngine({ ...base, connection: undefined })).toThrow(
 			/^connection: a LISTEN connection/,
 		);
-		expect(() => new JobTrigger({ ...base, backstopMs: 10 })).toThrow(/backstopMs/);
+		expect(() => new JobTriggerEngine({ ...base, backstopMs: 10 })).toThrow(/backstopMs/);
 	});
 });
 
