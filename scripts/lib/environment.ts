@@ -2,8 +2,9 @@
  * The whole product running locally, shared by the end-to-end tests and `npm run demo`:
  * PostgreSQL, the stand-in AI endpoint / CRM / callback receiver, and a real n8n with this
  * package installed from its `npm pack` tarball and every bundled workflow imported and
- * published. Only configuration is changed in the workflows: the Config nodes' URLs and keys,
- * and the polling interval of the schedule triggers.
+ * published (the polling Dispatcher only imported, see `unpublished`). Only configuration is
+ * changed in the workflows: the Config nodes' URLs and keys, and the polling interval of the
+ * schedule triggers.
  */
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -95,13 +96,23 @@ export interface EnvironmentOptions {
 	standins?: StandinsOptions;
 	log?: (line: string) => void;
 	n8nEnv?: Record<string, string>;
-	/** n8n queue mode: a main process and `workers` workers over the Redis at `redis` (default 127.0.0.1:6379). */
-	queue?: { workers?: number; redis?: { host: string; port: number } };
+	/** n8n queue mode: a main process and `workers` workers (each running `concurrency` executions) over the Redis at `redis` (default 127.0.0.1:6379). */
+	queue?: { workers?: number; concurrency?: number; redis?: { host: string; port: number } };
 	/** Changes to the bundled workflows before import (e.g. a shorter lease for crash tests). */
 	customize?: (workflows: WorkflowJson[]) => void;
+	/** Workflows to import instead of the bundled ones (e.g. an earlier release's, to compare). */
+	workflows?: WorkflowJson[];
 	/** More workflows to import and publish next to the bundled ones. */
 	extraWorkflows?: WorkflowJson[];
+	/**
+	 * Workflows imported but not published. Default: the polling Dispatcher, an alternative to
+	 * the Dispatcher that would otherwise take jobs of the same queue next to it.
+	 */
+	unpublished?: string[];
 }
+
+/** The polling Dispatcher template (Schedule Trigger → Job Lease → Worker sub-workflow). */
+export const POLLING_DISPATCHER_ID = 'DjDispatchPoll01';
 
 /** The node of a bundled workflow, by workflow id and node name (for `customize`). */
 export function workflowNode(
@@ -126,7 +137,7 @@ export async function startEnvironment(options: EnvironmentOptions): Promise<Env
 	jobsDb.on('error', () => undefined);
 	await jobsDb.query(`DROP SCHEMA IF EXISTS "${options.schema}" CASCADE`);
 
-	const workflows = [...loadWorkflows(), ...(options.extraWorkflows ?? [])];
+	const workflows = [...(options.workflows ?? loadWorkflows()), ...(options.extraWorkflows ?? [])];
 	for (const workflow of workflows) {
 		setScheduleSeconds(workflow, options.pollSeconds ?? 2);
 		setConfig(workflow, {
@@ -193,7 +204,9 @@ export async function startEnvironment(options: EnvironmentOptions): Promise<Env
 				},
 			],
 			workflows,
-			publishIds: workflows.map((workflow) => workflow.id),
+			publishIds: workflows
+				.map((workflow) => workflow.id)
+				.filter((id) => !(options.unpublished ?? [POLLING_DISPATCHER_ID]).includes(id)),
 			// Probes run the workflows for real: requests they reject at validation cost nothing.
 			webhooks: [
 				{
@@ -209,6 +222,7 @@ export async function startEnvironment(options: EnvironmentOptions): Promise<Env
 			env: options.n8nEnv,
 			queue: options.queue && {
 				workers: options.queue.workers,
+				concurrency: options.queue.concurrency,
 				redisHost: options.queue.redis?.host,
 				redisPort: options.queue.redis?.port,
 			},

@@ -102,6 +102,26 @@ interface PgLikeError {
 	message?: string;
 }
 
+function unreachable(code: string, message: string): boolean {
+	return (
+		UNAVAILABLE_SOCKET_CODES.has(code) ||
+		UNAVAILABLE_SQLSTATES.has(code) ||
+		/timeout exceeded when trying to connect|Connection terminated/i.test(message)
+	);
+}
+
+/**
+ * Whether an error (a driver error, or the DurableJobsError made from one) means that the
+ * database cannot be reached right now, which is worth waiting out, as opposed to a database
+ * that answers and refuses (wrong password, unknown database, missing privileges).
+ */
+export function isUnreachableError(error: unknown): boolean {
+	const cause = error instanceof DurableJobsError ? error.cause : error;
+	if (typeof cause !== 'object' || cause === null) return false;
+	const pgError = cause as PgLikeError;
+	return unreachable(pgError.code ?? '', pgError.message ?? '');
+}
+
 /**
  * Turns a driver error into a DurableJobsError with an actionable message. Messages never echo
  * connection settings, so a password cannot leak through them.
@@ -132,11 +152,7 @@ export function classifyDatabaseError(error: unknown): DurableJobsError {
 			error,
 		);
 	}
-	if (
-		UNAVAILABLE_SOCKET_CODES.has(code) ||
-		UNAVAILABLE_SQLSTATES.has(code) ||
-		/timeout exceeded when trying to connect|Connection terminated/i.test(message)
-	) {
+	if (unreachable(code, message)) {
 		return new DatabaseUnavailableError(
 			`PostgreSQL is unreachable (${code || 'connection lost'})`,
 			'Check that PostgreSQL is running and that Host and Port in the credential are right; the next run retries',

@@ -35,3 +35,14 @@ export {
 	validateUuid,
 } from './validate';
 export { classifyHttpStatus, type Classification } from './classify';
+export {
+	JobTriggerEngine,
+	peekJob,
+	release,
+	DEFAULT_BACKSTOP_MS,
+	DEFAULT_MAX_IN_FLIGHT,
+	type JobTriggerOptions,
+	type JobTriggerStats,
+	type WakeReason,
+} from './trigger';
+export { NotificationListener, type ListenerOptions, type TriggerLogger } from './listener';

@@ -11,6 +11,7 @@ import {
 	runningCountQuery,
 	type ExtendRow,
 } from './sql/lease';
+import { nextDueQuery, peekQuery } from './sql/trigger';
 import type { ExtendInput, ExtendResult, Job, LeaseInput, LeasedJob } from './types';
 import {
 	inRange,
@@ -105,6 +106,8 @@ export async function extendLease(
 			attempt_id: validateUuid(item.attemptId, 'attemptId'),
 			lease_ms: inRange(item.leaseMs, 'leaseMs', LEASE),
 			checkpoint: validateCheckpoint(item.checkpoint),
+			workflow_id: optionalText(item.workflowId, 'workflowId', 255),
+			execution_id: optionalText(item.executionId, 'executionId', 255),
 		}),
 		key: `extend:${ctx.s}`,
 		build: (batch) => extendLeaseQuery(ctx.s, batch),
@@ -114,4 +117,22 @@ export async function extendLease(
 			currentStatus: row.extended ? 'running' : row.current_status,
 		}),
 	});
+}
+
+/** Milliseconds until the earliest queued job of `queue` that is not due yet; null if none. */
+export async function nextDueInMs(ctx: StoreContext, queue: string): Promise<number | null> {
+	const rows = await ctx.db.run<{ due_in_ms: string | null }>(
+		nextDueQuery(ctx.s, validateQueueName(queue)),
+	);
+	const dueInMs = rows[0]?.due_in_ms;
+	return dueInMs === null || dueInMs === undefined ? null : Number(dueInMs);
+}
+
+/** The job a lease would take next (or the queued job due soonest), read-only; null if none. */
+export async function peekJob(
+	ctx: StoreContext,
+	queue: string,
+): Promise<(Job & { due: boolean }) | null> {
+	const rows = await ctx.db.run<Job & { due: boolean }>(peekQuery(ctx.s, validateQueueName(queue)));
+	return rows[0] ?? null;
 }

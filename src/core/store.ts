@@ -25,7 +25,7 @@ import {
 } from './identifiers';
 import { claim, settle } from './idempotency';
 import type { BatchOptions, ItemResults } from './items';
-import { extendLease, lease } from './lease';
+import { extendLease, lease, nextDueInMs, peekJob } from './lease';
 import { writeOutbox, type OutboxOptions } from './outbox';
 import {
 	cancel,
@@ -50,6 +50,7 @@ import type {
 	EnqueueResult,
 	ExtendInput,
 	ExtendResult,
+	Job,
 	JobStatusView,
 	LeaseInput,
 	LeasedJob,
@@ -124,6 +125,16 @@ export class JobStore {
 
 	async lease(input: LeaseInput): Promise<LeasedJob[]> {
 		return await lease(this.ctx, input);
+	}
+
+	/** Milliseconds until the earliest queued job of `queue` is due (Job Trigger's timer); null if none waits. */
+	async nextDueInMs(queue: string): Promise<number | null> {
+		return await nextDueInMs(this.ctx, queue);
+	}
+
+	/** The job a lease would take next, read-only (Job Trigger's test run); null if none. */
+	async peekJob(queue: string): Promise<(Job & { due: boolean }) | null> {
+		return await peekJob(this.ctx, queue);
 	}
 
 	/**

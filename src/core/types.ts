@@ -110,6 +110,9 @@ export interface ExtendInput {
 	 * If the attempt dies without an outcome, Unknown Outcomes shows it.
 	 */
 	checkpoint?: string | null;
+	/** The n8n workflow and execution running the attempt; recorded if the lease did not know them. */
+	workflowId?: string | null;
+	executionId?: string | null;
 }
 
 export interface ExtendResult {

@@ -1,6 +1,12 @@
+import pg from 'pg';
 import { Webhook } from 'standardwebhooks';
 
-import { SIGNING_KEY, startEnvironment, type Environment } from '../../scripts/lib/environment';
+import {
+	POLLING_DISPATCHER_ID,
+	SIGNING_KEY,
+	startEnvironment,
+	type Environment,
+} from '../../scripts/lib/environment';
 import { waitFor } from '../../scripts/lib/standins';
 import { e2eLog } from './progress';
 import { databaseUrl } from '../helpers/db';
@@ -56,6 +62,38 @@ async function submit(body: unknown, headers: Record<string, string> = {}) {
 
 async function status(statusUrl: string) {
 	return await env.request(statusUrl.replace(/^\/webhook\//, ''));
+}
+
+/**
+ * Executions n8n recorded since `since`, per workflow id: the ones its execution list shows.
+ * An execution whose workflow does not save it is soft-deleted when it ends (n8n hard-deletes it
+ * later) and is not counted.
+ */
+async function executionsSince(since: Date): Promise<Record<string, number>> {
+	const client = new pg.Client({ connectionString: env.n8n.databaseUrl });
+	await client.connect();
+	try {
+		const { rows } = await client.query<{ workflowId: string; n: number }>(
+			`SELECT "workflowId", count(*)::int AS n FROM execution_entity WHERE "createdAt" >= $1 AND "deletedAt" IS NULL GROUP BY 1`,
+			[since],
+		);
+		return Object.fromEntries(rows.map((row) => [row.workflowId, row.n]));
+	} finally {
+		await client.end();
+	}
+}
+
+/** Until no job of the schema is queued or running (every consumer has caught up). */
+async function waitQuiet(): Promise<void> {
+	await waitFor(
+		async () => {
+			const { rows } = await env.jobsDb.query(
+				`SELECT count(*)::int AS n FROM "${env.schema}".jobs WHERE status IN ('queued', 'running')`,
+			);
+			return rows[0].n === 0;
+		},
+		{ timeoutMs: 120_000, intervalMs: 250, what: 'no job queued or running' },
+	);
 }
 
 async function waitForStatus(
@@ -260,6 +298,25 @@ describe('event intake', () => {
 		);
 		expect(outbox.rows[0].n).toBe(1);
 		expect(env.standins.crm.journal.filter((entry) => entry.key === eventId)).toHaveLength(1);
+		// The Outbox relay (Job Trigger) delivers the event once, with its event id as the key.
+		const [delivered] = await env.standins.callbacks.waitFor(
+			(request) => request.path === '/outbox' && request.headers['idempotency-key'] === eventId,
+			{ timeoutMs: 60_000 },
+		);
+		expect(JSON.parse(delivered.body)).toMatchObject({
+			event_id: eventId,
+			event_type: expect.any(String),
+		});
+		await waitFor(
+			async () => {
+				const { rows } = await env.jobsDb.query(
+					`SELECT status FROM "${env.schema}".jobs WHERE queue = 'outbox' AND idempotency_key = $1`,
+					[eventId],
+				);
+				return rows[0]?.status === 'done';
+			},
+			{ timeoutMs: 30_000, intervalMs: 250, what: 'outbox event done' },
+		);
 
 		const older = { ...newer, status: 'pending', occurred_at: '2026-11-30T09:00:00Z' };
 		const late = await env.request('events', { method: 'POST', body: older });
@@ -294,6 +351,46 @@ describe('event intake', () => {
 		const retried = await env.request('events', { method: 'POST', body: event });
 		expect(retried.status).toBe(200);
 		expect(retried.body).toMatchObject({ status: 'processed' });
+	});
+});
+
+describe('Job Trigger: no polling, one execution per job', () => {
+	it('an idle n8n records no execution; the three Job Triggers each hold one LISTEN connection of the main process', async () => {
+		await waitQuiet();
+		// Let executions of the last jobs finish and be saved.
+		await new Promise((resolve) => setTimeout(resolve, 2_000));
+		const since = new Date();
+		await new Promise((resolve) => setTimeout(resolve, 10_000));
+		expect(await executionsSince(since)).toEqual({});
+		const { rows } = await env.jobsDb.query<{ application_name: string }>(
+			`SELECT application_name FROM pg_stat_activity WHERE application_name LIKE 'n8n-nodes-durable-jobs trigger%' ORDER BY 1`,
+		);
+		expect(rows.map((row) => row.application_name)).toEqual(
+			Array.from({ length: 3 }, () => `n8n-nodes-durable-jobs trigger pid=${env.n8n.pid}`),
+		);
+	});
+
+	it('each job is one Dispatcher execution (no sub-workflow), and its attempt names that execution', async () => {
+		await waitQuiet();
+		const since = new Date();
+		const accepted: AcceptedBody[] = [];
+		for (let n = 0; n < 3; n++)
+			accepted.push((await submit({ document: newDocument() })).body as AcceptedBody);
+		for (const job of accepted) await waitForStatus(job.status_url, ['done']);
+		await new Promise((resolve) => setTimeout(resolve, 1_000));
+		const executions = await executionsSince(since);
+		expect(executions.DjDispatcher0001).toBe(3);
+		expect(executions.DjWorker00000001).toBeUndefined();
+		const { rows } = await env.jobsDb.query<{ workflow_id: string; execution_id: string }>(
+			`SELECT workflow_id, execution_id FROM "${env.schema}".job_attempts WHERE job_id = ANY($1::uuid[])`,
+			[accepted.map((job) => job.job_id)],
+		);
+		expect(rows).toHaveLength(3);
+		expect(new Set(rows.map((row) => row.execution_id)).size).toBe(3);
+		for (const row of rows) {
+			expect(row.workflow_id).toBe('DjDispatcher0001');
+			expect(row.execution_id).toMatch(/^\d+$/);
+		}
 	});
 });
 
@@ -339,5 +436,35 @@ describe('outages', () => {
 		await env.n8n.restart();
 		for (const job of accepted)
 			expect((await waitForStatus(job.status_url, ['done'])).status).toBe('done');
+	});
+});
+
+describe('the polling Dispatcher template (Schedule Trigger → Job Lease → Worker sub-workflow)', () => {
+	it('runs jobs through the Worker as before, and saves none of its polls, empty or not', async () => {
+		await env.n8n.unpublish(['DjDispatcher0001']);
+		await env.n8n.publish([POLLING_DISPATCHER_ID]);
+		await env.n8n.restart();
+		try {
+			const since = new Date();
+			const document = newDocument();
+			const accepted = (await submit({ document })).body as AcceptedBody;
+			const done = await waitForStatus(accepted.status_url, ['done']);
+			expect(done.result?.source_document_id).toBe(document.id);
+			expect(env.standins.crm.recordsForKey(accepted.job_id)).toHaveLength(1);
+			const { rows } = await env.jobsDb.query(
+				`SELECT workflow_id, checkpoint FROM "${env.schema}".job_attempts WHERE job_id = $1`,
+				[accepted.job_id],
+			);
+			expect(rows).toEqual([{ workflow_id: POLLING_DISPATCHER_ID, checkpoint: 'crm_request' }]);
+			// It polled every second all along; only the Worker's execution of the job was saved.
+			await new Promise((resolve) => setTimeout(resolve, 3_000));
+			const executions = await executionsSince(since);
+			expect(executions[POLLING_DISPATCHER_ID]).toBeUndefined();
+			expect(executions.DjWorker00000001).toBe(1);
+		} finally {
+			await env.n8n.unpublish([POLLING_DISPATCHER_ID]);
+			await env.n8n.publish(['DjDispatcher0001']);
+			await env.n8n.restart();
+		}
 	});
 });

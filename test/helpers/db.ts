@@ -157,6 +157,21 @@ export function sleep(ms: number): Promise<void> {
 	return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
+/** Polls `check` every 20 ms until it returns a value other than undefined or false. */
+export async function waitFor<T>(
+	check: () => T | undefined | false | Promise<T | undefined | false>,
+	what: string,
+	timeoutMs = 20_000,
+): Promise<T> {
+	const deadline = Date.now() + timeoutMs;
+	for (;;) {
+		const value = await check();
+		if (value !== undefined && value !== false) return value;
+		if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+		await sleep(20);
+	}
+}
+
 /** The value of one item's result, or the item's error thrown (so a test fails with its message). */
 export function ok<T>(result: T | DurableJobsError): T {
 	if (result instanceof DurableJobsError) throw result;

@@ -97,7 +97,7 @@ const PROBED = new Set([
 	'_isMockFunction',
 ]);
 
-function strict<T extends object>(target: T, what: string): T {
+export function strict<T extends object>(target: T, what: string): T {
 	return new Proxy(target, {
 		get(object, property, receiver) {
 			if (typeof property === 'symbol' || property in object || PROBED.has(property))

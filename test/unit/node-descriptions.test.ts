@@ -347,8 +347,9 @@ describe('package.json n8n block', () => {
 		expect(pkg.keywords).toContain('n8n-community-node-package');
 		expect(pkg.n8n.n8nNodesApiVersion).toBe(1);
 		expect(pkg.files).toContain('dist');
+		// The trigger node has its own description test (trigger-description.test.ts).
 		expect(pkg.n8n.nodes.map((file) => path.basename(path.dirname(file))).sort()).toEqual(
-			NODES.map((node) => node.folder).sort(),
+			[...NODES.map((node) => node.folder), 'JobTrigger'].sort(),
 		);
 		for (const file of [...pkg.n8n.nodes, ...pkg.n8n.credentials]) {
 			expect(file).toMatch(/^dist\/.+\.js$/);
@@ -371,6 +372,7 @@ describe('package.json n8n block', () => {
 			'IdempotencyCheck',
 			'OutboxWrite',
 			'JobStatus',
+			'JobTrigger',
 		]) {
 			const name = folder[0].toLowerCase() + folder.slice(1);
 			for (const file of [`${name}.svg`, `${name}.dark.svg`, `${folder}.node.json`]) {

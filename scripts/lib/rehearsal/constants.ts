@@ -1,6 +1,14 @@
 /** Names the rehearsal relies on in the bundled workflows and the stand-ins. */
 export const DISPATCHER_ID = 'DjDispatcher0001';
 export const WORKER_ID = 'DjWorker00000001';
+/**
+ * The workflow whose executions run the jobs: the Dispatcher starts from Job Trigger and runs
+ * the Worker's steps itself, one execution per job. (The Worker workflow serves the polling
+ * Dispatcher template, which the rehearsal does not publish.)
+ */
+export const JOB_WORKFLOW_ID = DISPATCHER_ID;
+/** Backstop sweep of the Dispatcher's Job Trigger during the rehearsal (bundled: 30 s). */
+export const REHEARSAL_BACKSTOP_SECONDS = 5;
 export const RECEIVER_ID = 'DjReceiver000001';
 /** The Worker's heartbeat right before the CRM call, and the checkpoint it records. */
 export const CHECKPOINT_NODE = 'Checkpoint: CRM request';

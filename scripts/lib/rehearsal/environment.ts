@@ -10,6 +10,7 @@ import {
 	CHECKPOINT_NODE,
 	CRM_CHECKPOINT,
 	DISPATCHER_ID,
+	REHEARSAL_BACKSTOP_SECONDS,
 	WORKER_ID,
 	type Log,
 } from './constants';
@@ -94,46 +95,54 @@ async function startEnvironmentWithRehearsalChanges(
 		schema: options.schema,
 		pollSeconds: options.pollSeconds ?? 1,
 		log: options.log,
-		// The end-of-run checks read Worker executions of the whole run; n8n would prune beyond
-		// 10,000 executions, and the schedule triggers alone make thousands per hour.
+		// The end-of-run checks read the job executions of the whole run; n8n would prune beyond
+		// 10,000 executions.
 		n8nEnv: { EXECUTIONS_DATA_PRUNE: 'false' },
 		customize: (workflows) => {
-			const lease = workflowNode(workflows, DISPATCHER_ID, 'Job Lease');
-			if (typeof lease.parameters.leaseSeconds !== 'number')
-				throw new Error('Dispatcher Job Lease has no numeric leaseSeconds to override');
-			lease.parameters.leaseSeconds = options.leaseSeconds;
-			// Without this the checkpoint would extend every lease to the bundled 120 s.
-			const config = workflowNode(workflows, WORKER_ID, 'Config').parameters.assignments as
-				| { assignments: Array<{ name: string; value: unknown }> }
-				| undefined;
-			const workerLease = config?.assignments.find(
-				(assignment) => assignment.name === 'lease_seconds',
-			);
-			if (!workerLease || typeof workerLease.value !== 'number')
-				throw new Error('Worker Config has no numeric lease_seconds to override');
-			workerLease.value = options.leaseSeconds;
-			const checkpoint = workflowNode(workflows, WORKER_ID, CHECKPOINT_NODE);
-			if (
-				checkpoint.parameters.operation !== 'extendLease' ||
-				checkpoint.parameters.checkpoint !== CRM_CHECKPOINT
-			) {
-				throw new Error(
-					`Worker node ${CHECKPOINT_NODE} does not extend the lease with checkpoint ${CRM_CHECKPOINT}`,
-				);
-			}
-			if (!String(checkpoint.parameters.leaseSeconds).includes('lease_seconds'))
-				throw new Error(
-					`Worker node ${CHECKPOINT_NODE} does not take its lease from Config lease_seconds`,
-				);
-			for (const name of ['Call AI', 'Create CRM record']) {
-				const headers = workflowNode(workflows, WORKER_ID, name).parameters.headerParameters as
-					| { parameters: Array<{ name: string; value: string }> }
+			const trigger = workflowNode(workflows, DISPATCHER_ID, 'Job Trigger');
+			if (typeof trigger.parameters.leaseSeconds !== 'number')
+				throw new Error('Dispatcher Job Trigger has no numeric leaseSeconds to override');
+			trigger.parameters.leaseSeconds = options.leaseSeconds;
+			trigger.parameters.options = {
+				...(trigger.parameters.options as Record<string, unknown>),
+				backstopSeconds: REHEARSAL_BACKSTOP_SECONDS,
+			};
+			// The Worker's steps, in the Dispatcher (what runs) and in the Worker (the polling
+			// template's sub-workflow), get the same changes.
+			for (const workflowId of [DISPATCHER_ID, WORKER_ID]) {
+				// Without this the checkpoint would extend every lease to the bundled 120 s.
+				const config = workflowNode(workflows, workflowId, 'Config').parameters.assignments as
+					| { assignments: Array<{ name: string; value: unknown }> }
 					| undefined;
-				if (!headers) throw new Error(`Worker node ${name} sends no headers`);
-				headers.parameters.push({
-					name: ATTEMPT_HEADER,
-					value: "={{ $('Config').item.json.attempt_id }}",
-				});
+				const workerLease = config?.assignments.find(
+					(assignment) => assignment.name === 'lease_seconds',
+				);
+				if (!workerLease || typeof workerLease.value !== 'number')
+					throw new Error(`${workflowId} Config has no numeric lease_seconds to override`);
+				workerLease.value = options.leaseSeconds;
+				const checkpoint = workflowNode(workflows, workflowId, CHECKPOINT_NODE);
+				if (
+					checkpoint.parameters.operation !== 'extendLease' ||
+					checkpoint.parameters.checkpoint !== CRM_CHECKPOINT
+				) {
+					throw new Error(
+						`${workflowId} node ${CHECKPOINT_NODE} does not extend the lease with checkpoint ${CRM_CHECKPOINT}`,
+					);
+				}
+				if (!String(checkpoint.parameters.leaseSeconds).includes('lease_seconds'))
+					throw new Error(
+						`${workflowId} node ${CHECKPOINT_NODE} does not take its lease from Config lease_seconds`,
+					);
+				for (const name of ['Call AI', 'Create CRM record']) {
+					const headers = workflowNode(workflows, workflowId, name).parameters.headerParameters as
+						| { parameters: Array<{ name: string; value: string }> }
+						| undefined;
+					if (!headers) throw new Error(`${workflowId} node ${name} sends no headers`);
+					headers.parameters.push({
+						name: ATTEMPT_HEADER,
+						value: "={{ $('Config').item.json.attempt_id }}",
+					});
+				}
 			}
 		},
 	});

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import pg from 'pg';
 
 import type { Environment } from '../environment';
-import { WORKER_ID } from './constants';
+import { JOB_WORKFLOW_ID } from './constants';
 
 export interface ExecutionRow {
 	id: string;
@@ -59,9 +59,9 @@ export function parseRunData(env: Environment, data: string): RunData {
 }
 
 /**
- * State of the Worker executions n8n had not finished when it died: `new` (created by the
- * Dispatcher's Execute Workflow, not started — n8n 2.x runs these again at boot) or `running`
- * (n8n marks these crashed at boot). Keyed by the attempt id in their input.
+ * State of the executions running a job that n8n had not finished when it died: `new`
+ * (created for the Job Trigger's emission, not started — n8n 2.x runs these again at boot) or
+ * `running` (n8n marks these crashed at boot). Keyed by the attempt id in their input.
  */
 export async function workerExecutionStates(
 	env: Environment,
@@ -74,7 +74,7 @@ export async function workerExecutionStates(
 		`SELECT e.id::text AS id, e."workflowId" AS "workflowId", e.status, e."startedAt" AS "startedAt", e."stoppedAt" AS "stoppedAt", d.data
 		FROM execution_entity e JOIN execution_data d ON d."executionId" = e.id
 		WHERE e."workflowId" = $1 AND e.status IN ('new', 'running')`,
-		[WORKER_ID],
+		[JOB_WORKFLOW_ID],
 	);
 	for (const attemptId of attemptIds) {
 		const row = rows.find((candidate) => candidate.data.includes(attemptId));
@@ -109,7 +109,7 @@ export async function nodeRoutesByAttempt(
 		`SELECT e.id::text AS id, e."workflowId" AS "workflowId", e.status, e."startedAt" AS "startedAt", e."stoppedAt" AS "stoppedAt", d.data
 		FROM execution_entity e JOIN execution_data d ON d."executionId" = e.id
 		WHERE e."workflowId" = $1 AND e."startedAt" >= $2 AND e."stoppedAt" IS NOT NULL AND d.data LIKE ANY($3::text[])`,
-		[WORKER_ID, since, attemptIds.map((attemptId) => `%${attemptId}%`)],
+		[JOB_WORKFLOW_ID, since, attemptIds.map((attemptId) => `%${attemptId}%`)],
 	);
 	for (const row of rows) {
 		for (const run of parseRunData(env, row.data)[nodeName] ?? []) {

@@ -34,7 +34,7 @@ export interface KillRecord {
 	upMs: number;
 	restartMs: number;
 	windows: Record<Window, number>;
-	/** T1 attempts by the state of their Worker execution in n8n: new (queued), running, none. */
+	/** T1 attempts by the state of their execution in n8n: new (queued), running, none. */
 	t1Workers: Record<string, number>;
 	recovering: number;
 }

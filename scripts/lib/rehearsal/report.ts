@@ -2,7 +2,7 @@
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
 
-import { CRM_CHECKPOINT } from './constants';
+import { CRM_CHECKPOINT, REHEARSAL_BACKSTOP_SECONDS } from './constants';
 import { CAUSES, LATE_CAUSES, type KillRehearsalResult, type OrphanCause } from './kill-types';
 import type { OutageResult } from './outage';
 import type { SlowCaseResult, SlowWorkerResult } from './slow-worker';
@@ -51,7 +51,7 @@ export function renderKillSection(result: KillRehearsalResult, info: RunInfo): s
 		`- Command: \`${info.command}\``,
 		`- Date: ${info.date.toISOString()}; rehearsal ${seconds(result.durationMs)} (drain after the last kill ${seconds(result.drainMs)}), whole command so far ${seconds(info.totalMs)}`,
 		`- Environment: ${machineDescription()}; n8n ${info.n8nVersion} (regular mode, one main process) with the package packed from ${info.source ?? 'this checkout'}; ${info.postgres}; machine shared with other test runs`,
-		`- Settings: lease ${config.leaseSeconds} s for the Dispatcher and the Worker's checkpoint (bundled: 120 s), poll 1 s; ${config.inFlight} jobs kept in flight; AI answers after ${config.aiLatencyMs} ms, CRM after ${config.crmDelayMs} ms; n8n up ${seconds(config.minUpMs)}–${seconds(config.maxUpMs)} before each kill is aimed; seed ${config.seed}`,
+		`- Settings: lease ${config.leaseSeconds} s for the Dispatcher's Job Trigger and the Worker's checkpoint (bundled: 120 s), backstop ${REHEARSAL_BACKSTOP_SECONDS} s (bundled: 30 s); ${config.inFlight} jobs kept in flight; AI answers after ${config.aiLatencyMs} ms, CRM after ${config.crmDelayMs} ms; n8n up ${seconds(config.minUpMs)}–${seconds(config.maxUpMs)} before each kill is aimed; seed ${config.seed}`,
 		`- Restart after SIGKILL until every workflow is published and the webhooks answer: median ${seconds(median(restart))}, max ${seconds(Math.max(0, ...restart))}`,
 		'',
 		'| window | meaning | (kill, job) pairs | distinct jobs | kills that caught it | killed attempts n8n ran again at boot (kept the lease / superseded / of those stopped at the checkpoint) | killed attempts with a CRM request |',
@@ -62,7 +62,7 @@ export function renderKillSection(result: KillRehearsalResult, info: RunInfo): s
 		}),
 		'',
 		`Kills were aimed in turn at ${config.targets.join(', ')} (at a random moment inside the window once it was seen; ${aimed} of ${result.kills.length} saw their target) and caught whatever else was in flight: on average ${(windowsPerKill.reduce((a, b) => a + b, 0) / Math.max(1, windowsPerKill.length)).toFixed(1)} windows per kill, ${windowsPerKill.filter((n) => n >= 3).length} kills caught three or more. ` +
-			`T1 attempts by the state of their Worker execution at the kill: ${result.t1Workers.new ?? 0} queued in n8n (\`new\`: n8n runs these again at boot), ${result.t1Workers.running ?? 0} started, ${result.t1Workers.none ?? 0} not created yet (the Dispatcher died between lease and hand-off).`,
+			`T1 attempts by the state of their execution at the kill: ${result.t1Workers.new ?? 0} queued in n8n (\`new\`: n8n runs these again at boot), ${result.t1Workers.running ?? 0} started, ${result.t1Workers.none ?? 0} not created yet (n8n died between the Job Trigger's lease and the execution's start).`,
 		'',
 		'| outcome | figure |',
 		'|---|---:|',

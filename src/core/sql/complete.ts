@@ -57,6 +57,10 @@ const NEW_STATUS = `CASE x.outcome
  *   them), so a batch of completions reads no other job; likewise only items whose job has a
  *   callback URL look for their callback event.
  *
+ * The attempt's workflow and execution id are filled from the completing execution when the
+ * lease did not know them: a Job Trigger leases before n8n has created the execution that runs
+ * the job. An id the lease recorded (Job Lease inside a workflow) is kept.
+ *
  * The event id is stable for one finish (job id, status, attempt number), so redelivery keeps it.
  * When the job has a callback URL and reaches done or failed, the job-finished event is
  * inserted into the callback queue by the same statement, so it commits with the result.
@@ -98,10 +102,13 @@ WITH input AS MATERIALIZED (
 	WHERE j.id = ANY($3::uuid[]) AND j.id = x.job_id AND j.attempt_id = x.attempt_id AND j.status = x.fence
 	RETURNING x.ord, x.outcome, ('job_' || j.id || '_' || j.status || '_' || j.attempts) AS callback_event_id, j.id, j.queue, j.status, j.attempts, j.max_attempts,
 		j.attempt_id, j.run_at, j.result, j.error_code, j.error_message, j.error_class,
-		j.callback_url, j.correlation_id, j.finished_at
+		j.callback_url, j.correlation_id, j.finished_at,
+		x.error_workflow AS caller_workflow, x.error_execution AS caller_execution
 ), attempt_log AS (
 	UPDATE ${s}.job_attempts a
 	SET finished_at = now(),
+		workflow_id = coalesce(a.workflow_id, u.caller_workflow),
+		execution_id = coalesce(a.execution_id, u.caller_execution),
 		outcome = CASE u.outcome WHEN 'release' THEN 'released' ELSE u.outcome END,
 		error_code = CASE WHEN u.outcome IN ('failed', 'retry') THEN u.error_code END,
 		error_message = CASE WHEN u.outcome IN ('failed', 'retry') THEN left(u.error_message, 1000) END

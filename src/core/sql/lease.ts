@@ -150,6 +150,8 @@ export interface ExtendRow {
 	attempt_id: string;
 	lease_ms: number;
 	checkpoint: string | null;
+	workflow_id: string | null;
+	execution_id: string | null;
 }
 
 /**
@@ -157,24 +159,31 @@ export interface ExtendRow {
  * the fence as a join clause on a MATERIALIZED input, and the LATERAL lookup of lost items).
  * An item with a checkpoint records it on its attempt, only when its lease was extended: an
  * attempt that lost its lease is not the one whose progress the job's history should show.
+ * The first heartbeat of an attempt whose lease did not know its n8n execution (a Job Trigger
+ * leases before the execution exists) records the workflow and execution id too.
  */
 export function extendLeaseQuery(s: string, rows: ExtendRow[]): SqlQuery {
 	return {
 		text: `
 WITH input AS MATERIALIZED (
 	SELECT x.*, 'running'::text AS fence
-	FROM jsonb_to_recordset($1::jsonb) AS x(ord int, job_id uuid, attempt_id uuid, lease_ms bigint, checkpoint text)
+	FROM jsonb_to_recordset($1::jsonb) AS x(ord int, job_id uuid, attempt_id uuid, lease_ms bigint, checkpoint text,
+		workflow_id text, execution_id text)
 ), extended AS (
 	UPDATE ${s}.jobs j
 	SET lease_until = now() + x.lease_ms * interval '1 millisecond', updated_at = now()
 	FROM input x
 	WHERE j.id = ANY($2::uuid[]) AND j.id = x.job_id AND j.attempt_id = x.attempt_id AND j.status = x.fence
-	RETURNING x.ord, j.id, j.attempt_id, j.lease_until, x.checkpoint
+	RETURNING x.ord, j.id, j.attempt_id, j.lease_until, x.checkpoint, x.workflow_id, x.execution_id
 ), checkpoints AS (
 	UPDATE ${s}.job_attempts a
-	SET checkpoint = e.checkpoint, checkpoint_at = now()
+	SET checkpoint = coalesce(e.checkpoint, a.checkpoint),
+		checkpoint_at = CASE WHEN e.checkpoint IS NOT NULL THEN now() ELSE a.checkpoint_at END,
+		workflow_id = coalesce(a.workflow_id, e.workflow_id),
+		execution_id = coalesce(a.execution_id, e.execution_id)
 	FROM extended e
-	WHERE e.checkpoint IS NOT NULL AND a.attempt_id = e.attempt_id
+	WHERE a.attempt_id = e.attempt_id
+		AND (e.checkpoint IS NOT NULL OR (e.execution_id IS NOT NULL AND a.execution_id IS NULL))
 	RETURNING 1
 )
 SELECT x.ord, e.id IS NOT NULL AS extended, e.lease_until,

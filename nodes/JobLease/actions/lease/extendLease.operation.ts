@@ -46,6 +46,8 @@ export async function execute(this: IExecuteFunctions): Promise<INodeExecutionDa
 			attemptId: readUpstreamField(this, itemIndex, leasedAttemptId, validateUuid),
 			leaseMs: Math.round((this.getNodeParameter('leaseSeconds', itemIndex, 300) as number) * 1000),
 			checkpoint: validateCheckpoint(this.getNodeParameter('checkpoint', itemIndex, '')),
+			workflowId: this.getWorkflow().id ?? null,
+			executionId: this.getExecutionId() ?? null,
 		}),
 		call: async (inputs, allOrNothing) =>
 			await (await store()).extendLease(inputs, { allOrNothing }),

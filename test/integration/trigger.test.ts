@@ -1,0 +1,567 @@
+import { createConnection, createServer, type Server, type Socket } from 'node:net';
+
+import pg from 'pg';
+
+import {
+	JobStore,
+	JobTriggerEngine,
+	type ConnectionConfig,
+	type JobTriggerOptions,
+	type LeasedJob,
+} from '../../src/core';
+import {
+	connectionConfig,
+	databaseUrl,
+	dropSchema,
+	freshStore,
+	newPool,
+	ok,
+	sleep,
+	testSchema,
+	waitFor,
+} from '../helpers/db';
+
+/**
+ * The trigger's engine (src/core/trigger.ts) on a real PostgreSQL, without n8n: every wake-up
+ * path, the in-flight bound and the per-queue concurrency limit. An "execution" here is an
+ * async function that the engine starts through `emit` and whose promise settles when it ends.
+ */
+const schema = testSchema(__filename);
+let pool: pg.Pool;
+let store: JobStore;
+const triggers: JobTriggerEngine[] = [];
+const LISTENER_APP = 'durable-jobs trigger test';
+
+beforeAll(async () => {
+	pool = newPool(30);
+	store = await freshStore(pool, schema);
+});
+
+afterEach(async () => {
+	await Promise.all(triggers.splice(0).map(async (trigger) => await trigger.stop()));
+});
+
+afterAll(async () => {
+	await dropSchema(pool, schema);
+	await pool.end();
+});
+
+interface Emission {
+	jobs: LeasedJob[];
+	at: number;
+}
+
+/** A started trigger whose executions run `work` (default: nothing; the job stays running). */
+async function startTrigger(
+	options: Partial<JobTriggerOptions> & { queue: string },
+	work: (jobs: LeasedJob[]) => Promise<void> = async () => undefined,
+): Promise<{ trigger: JobTriggerEngine; emissions: Emission[] }> {
+	const emissions: Emission[] = [];
+	const trigger = new JobTriggerEngine({
+		store,
+		schema,
+		connection: connectionConfig(),
+		applicationName: LISTENER_APP,
+		backstopMs: 600_000,
+		leaseMs: 60_000,
+		...options,
+		emit: async (jobs) => {
+			emissions.push({ jobs, at: Date.now() });
+			await work(jobs);
+		},
+	});
+	triggers.push(trigger);
+	await trigger.start();
+	return { trigger, emissions };
+}
+
+async function enqueue(queue: string, count = 1, extra: Record<string, unknown> = {}) {
+	const results = await store.enqueue(
+		Array.from({ length: count }, (_, n) => ({ queue, payload: { n }, ...extra })),
+	);
+	return results.map((result) => ok(result));
+}
+
+async function complete(
+	job: LeasedJob,
+	outcome: 'succeeded' | 'retry' = 'succeeded',
+	delayMs?: number,
+) {
+	const [result] = await store.complete([
+		{ jobId: job.id, attemptId: job.attempt_id, outcome, delayMs },
+	]);
+	expect(ok(result).applied).toBe(true);
+}
+
+async function waitDone(queue: string, count: number): Promise<void> {
+	await waitFor(
+		async () => {
+			const { rows } = await pool.query(
+				`SELECT count(*)::int AS n FROM "${schema}".jobs WHERE queue = $1 AND status = 'done'`,
+				[queue],
+			);
+			return rows[0].n === count;
+		},
+		`${count} jobs of ${queue} done`,
+		60_000,
+	);
+}
+
+async function listenerBackends(): Promise<Array<{ pid: number }>> {
+	const { rows } = await pool.query<{ pid: number }>(
+		'SELECT pid FROM pg_stat_activity WHERE application_name = $1',
+		[LISTENER_APP],
+	);
+	return rows;
+}
+
+describe('wake-up by NOTIFY', () => {
+	it('a job inserted in a transaction wakes the trigger only after COMMIT; a rolled-back insert never does', async () => {
+		const queue = 'notify-commit';
+		const { trigger, emissions } = await startTrigger({ queue });
+		await waitFor(() => trigger.stats.leases > 0, 'LISTEN and the first look');
+
+		const client = await pool.connect();
+		try {
+			await client.query('BEGIN');
+			const { rows } = await client.query<{ id: string }>(
+				`INSERT INTO "${schema}".jobs (id, queue, payload) VALUES (gen_random_uuid(), $1, '{"in":"tx"}') RETURNING id`,
+				[queue],
+			);
+			await sleep(500);
+			expect(trigger.stats.notices).toBe(0);
+			expect(emissions).toHaveLength(0);
+			await client.query('COMMIT');
+			const [emission] = await waitFor(() => emissions.length > 0 && emissions, 'the emission');
+			expect(emission.jobs.map((job) => job.id)).toEqual([rows[0].id]);
+			expect(trigger.stats.notices).toBe(1);
+			await trigger.settled();
+			await sleep(200);
+			const leasesBefore = trigger.stats.leases;
+
+			await client.query('BEGIN');
+			await client.query(
+				`INSERT INTO "${schema}".jobs (id, queue, payload) VALUES (gen_random_uuid(), $1, '{"in":"rolled back"}')`,
+				[queue],
+			);
+			await client.query('ROLLBACK');
+			await sleep(500);
+			expect(trigger.stats.notices).toBe(1);
+			expect(emissions).toHaveLength(1);
+			expect(trigger.stats.leases).toBe(leasesBefore);
+		} finally {
+			client.release();
+		}
+		const { rows } = await pool.query(
+			`SELECT count(*)::int AS n FROM "${schema}".jobs WHERE queue = $1`,
+			[queue],
+		);
+		expect(rows[0].n).toBe(1);
+	});
+
+	it('retry, release and requeue notify too: each brings the job back without waiting for the backstop', async () => {
+		const queue = 'notify-back';
+		const { emissions } = await startTrigger({ queue });
+		const [job] = await enqueue(queue, 1, { maxAttempts: 1 });
+		await waitFor(() => emissions.length === 1, 'first emission');
+		const first = emissions[0].jobs[0];
+		expect(first.id).toBe(job.jobId);
+		await store.complete([{ jobId: first.id, attemptId: first.attempt_id, outcome: 'release' }]);
+		await waitFor(() => emissions.length === 2, 'emission after release');
+		const second = emissions[1].jobs[0];
+		// Last attempt: a retry fails the job, and requeue (replay) brings it back.
+		await complete(second, 'retry', 0);
+		const [requeued] = await store.requeue({ jobIds: [job.jobId] });
+		expect(requeued.status).toBe('queued');
+		await waitFor(() => emissions.length === 3, 'emission after requeue');
+		expect(emissions.map((emission) => emission.jobs[0].id)).toEqual([
+			job.jobId,
+			job.jobId,
+			job.jobId,
+		]);
+	});
+});
+
+describe('wake-up by timer and backstop', () => {
+	it('a delayed job and a retry backoff are emitted by the timer at their run_at, with no backstop sweep', async () => {
+		const queue = 'timer';
+		const { trigger, emissions } = await startTrigger({ queue });
+		await waitFor(() => trigger.listenerPid !== null, 'LISTEN');
+		const [delayed] = await enqueue(queue, 1, { delayMs: 1_500 });
+		const emitted = await waitFor(() => emissions[0], 'delayed job');
+		expect(emitted.jobs[0].id).toBe(delayed.jobId);
+		expect(emitted.at).toBeGreaterThanOrEqual(delayed.runAt.getTime());
+		expect(trigger.stats.wakes.timer).toBeGreaterThanOrEqual(1);
+
+		const retryAt = Date.now() + 1_200;
+		await complete(emitted.jobs[0], 'retry', 1_200);
+		const again = await waitFor(() => emissions[1], 'retried job');
+		expect(again.jobs[0].id).toBe(delayed.jobId);
+		expect(again.jobs[0].attempts).toBe(2);
+		expect(again.at).toBeGreaterThanOrEqual(retryAt - 50);
+		expect(trigger.stats.wakes.timer).toBeGreaterThanOrEqual(2);
+		expect(trigger.stats.wakes.backstop).toBe(0);
+	});
+
+	it('the backstop recovers a job whose lease expired (its worker died; no notice tells of it)', async () => {
+		const queue = 'backstop';
+		const [job] = await enqueue(queue);
+		// Leased by a worker elsewhere that then dies: a 1 s lease nobody extends or completes.
+		const [lost] = await store.lease({ queue, limit: 1, leaseMs: 1_000 });
+		expect(lost.id).toBe(job.jobId);
+		const { trigger, emissions } = await startTrigger({ queue, backstopMs: 1_000 });
+		const emitted = await waitFor(() => emissions[0], 'recovered job', 10_000);
+		expect(emitted.jobs[0]).toMatchObject({ id: job.jobId, attempts: 2, recovered: true });
+		expect(emitted.jobs[0].attempt_id).not.toBe(lost.attempt_id);
+		expect(trigger.stats.notices).toBe(0);
+		expect(trigger.stats.wakes.backstop).toBeGreaterThanOrEqual(1);
+		const { rows } = await pool.query(
+			`SELECT attempt, outcome FROM "${schema}".job_attempts WHERE job_id = $1 ORDER BY attempt`,
+			[job.jobId],
+		);
+		expect(rows).toEqual([
+			{ attempt: 1, outcome: 'lease_expired' },
+			{ attempt: 2, outcome: null },
+		]);
+	});
+});
+
+describe('connection loss', () => {
+	it('pg_terminate_backend of the LISTEN connection: it reconnects and claims the job enqueued while it was gone', async () => {
+		const queue = 'reconnect';
+		const { trigger, emissions } = await startTrigger({
+			queue,
+			listener: { reconnectInitialMs: 1_500 },
+		});
+		const firstPid = await waitFor(() => trigger.listenerPid ?? undefined, 'LISTEN');
+		expect(await listenerBackends()).toEqual([{ pid: firstPid }]);
+		await pool.query('SELECT pg_terminate_backend($1)', [firstPid]);
+		await waitFor(() => trigger.listenerPid === null, 'the loss to be noticed');
+		// The notice of this job goes to nobody: the trigger is not listening right now.
+		const [job] = await enqueue(queue);
+		const emitted = await waitFor(() => emissions[0], 'the job after reconnecting');
+		expect(emitted.jobs[0].id).toBe(job.jobId);
+		expect(trigger.stats.notices).toBe(0);
+		expect(trigger.stats.wakes.connect).toBe(1);
+		expect(trigger.listenerConnects).toBe(2);
+		const secondPid = trigger.listenerPid;
+		expect(secondPid).not.toBe(firstPid);
+		expect(await listenerBackends()).toEqual([{ pid: secondPid }]);
+	});
+
+	it('a connection that stops answering (half-open, no FIN) is found by the keep-alive query and replaced', async () => {
+		const queue = 'keepalive';
+		const proxy = await freezableProxy();
+		try {
+			const { trigger, emissions } = await startTrigger({
+				queue,
+				connection: { ...connectionConfig(), host: '127.0.0.1', port: proxy.port },
+				listener: { keepAliveMs: 300, keepAliveTimeoutMs: 500, reconnectInitialMs: 100 },
+			});
+			const firstPid = await waitFor(() => trigger.listenerPid ?? undefined, 'LISTEN');
+			// Bytes stop flowing both ways on the open connection, as when a peer vanishes.
+			proxy.freezeOpenConnections();
+			await waitFor(() => trigger.listenerConnects === 2, 'a new LISTEN connection', 10_000);
+			expect(trigger.listenerPid).not.toBe(firstPid);
+			const [job] = await enqueue(queue);
+			const emitted = await waitFor(() => emissions[0], 'the job on the new connection');
+			expect(emitted.jobs[0].id).toBe(job.jobId);
+			expect(trigger.stats.notices).toBeGreaterThanOrEqual(1);
+		} finally {
+			await proxy.close();
+		}
+	});
+
+	it('a database unreachable at start is waited for, then caught up; a database that refuses is an error at start', async () => {
+		const queue = 'unreachable';
+		const proxy = await freezableProxy();
+		await proxy.refuse();
+		const config: ConnectionConfig = {
+			...connectionConfig(),
+			host: '127.0.0.1',
+			port: proxy.port,
+			connectionTimeoutMs: 2_000,
+		};
+		const unreachablePool = new pg.Pool({
+			host: config.host,
+			port: config.port,
+			user: config.user,
+			password: config.password,
+			database: config.database,
+			connectionTimeoutMillis: 2_000,
+		});
+		unreachablePool.on('error', () => undefined);
+		try {
+			const [job] = await enqueue(queue);
+			const { trigger, emissions } = await startTrigger({
+				queue,
+				store: async () => {
+					await (await unreachablePool.connect()).release();
+					return new JobStore(unreachablePool, { schema });
+				},
+				connection: config,
+				listener: { reconnectInitialMs: 200, reconnectMaxMs: 400 },
+			});
+			expect(trigger.listenerPid).toBeNull();
+			await sleep(600);
+			expect(emissions).toHaveLength(0);
+			await proxy.accept();
+			const emitted = await waitFor(() => emissions[0], 'the job once the database is back');
+			expect(emitted.jobs[0].id).toBe(job.jobId);
+		} finally {
+			await unreachablePool.end();
+			await proxy.close();
+		}
+
+		const refused = new JobTriggerEngine({
+			store,
+			schema,
+			queue,
+			connection: connectionConfig(databaseUrl(), { database: 'durable_jobs_no_such_database' }),
+			emit: async () => undefined,
+		});
+		await expect(refused.start()).rejects.toThrow(/does not exist/);
+	});
+});
+
+describe('back-pressure and limits', () => {
+	it('a burst of 500 jobs: never more than Max Jobs in Flight running, each job emitted once, all done', async () => {
+		const queue = 'burst';
+		let running = 0;
+		let maxRunning = 0;
+		const seen = new Map<string, number>();
+		const { trigger } = await startTrigger({ queue, maxInFlight: 10 }, async (jobs) => {
+			running += jobs.length;
+			maxRunning = Math.max(maxRunning, running);
+			for (const job of jobs) seen.set(job.id, (seen.get(job.id) ?? 0) + 1);
+			await sleep(Math.random() * 15);
+			for (const job of jobs) await complete(job);
+			running -= jobs.length;
+		});
+		const ids = (await enqueue(queue, 500)).map((result) => result.jobId);
+		await waitDone(queue, 500);
+		await trigger.settled();
+		expect(maxRunning).toBe(10);
+		expect(trigger.stats.maxInFlightSeen).toBe(10);
+		expect(seen.size).toBe(500);
+		expect([...seen.values()].every((count) => count === 1)).toBe(true);
+		expect(new Set(seen.keys())).toEqual(new Set(ids));
+		expect(trigger.inFlight).toBe(0);
+	});
+
+	it('one execution per batch: up to Batch Size jobs per emission, still bounded by Max Jobs in Flight', async () => {
+		const queue = 'batches';
+		let running = 0;
+		let maxRunning = 0;
+		const { trigger, emissions } = await startTrigger(
+			{ queue, maxInFlight: 8, batchSize: 3 },
+			async (jobs) => {
+				running += jobs.length;
+				maxRunning = Math.max(maxRunning, running);
+				await sleep(10);
+				for (const job of jobs) await complete(job);
+				running -= jobs.length;
+			},
+		);
+		await enqueue(queue, 40);
+		await waitFor(
+			() => emissions.reduce((sum, emission) => sum + emission.jobs.length, 0) === 40,
+			'40 jobs emitted',
+		);
+		await trigger.settled();
+		expect(maxRunning).toBeLessThanOrEqual(8);
+		expect(Math.max(...emissions.map((emission) => emission.jobs.length))).toBe(3);
+		expect(emissions.every((emission) => emission.jobs.length <= 3)).toBe(true);
+	});
+
+	it('Concurrency Limit 3 holds across two triggers on two pools (the advisory-lock limit of Job Lease)', async () => {
+		const queue = 'limited';
+		const otherPool = newPool(10);
+		try {
+			let running = 0;
+			let maxRunning = 0;
+			const byTrigger = [0, 0];
+			const work = (index: number) => async (jobs: LeasedJob[]) => {
+				running += jobs.length;
+				byTrigger[index] += jobs.length;
+				maxRunning = Math.max(maxRunning, running);
+				await sleep(30 + Math.random() * 40);
+				running -= jobs.length;
+				for (const job of jobs) await complete(job);
+			};
+			await startTrigger({ queue, maxInFlight: 10, concurrencyLimit: 3 }, work(0));
+			await startTrigger(
+				{
+					queue,
+					maxInFlight: 10,
+					concurrencyLimit: 3,
+					store: new JobStore(otherPool, { schema }),
+				},
+				work(1),
+			);
+			// In waves, so that both triggers hear notices while the other one holds slots.
+			for (let wave = 0; wave < 10; wave++) {
+				await enqueue(queue, 6);
+				await sleep(100);
+			}
+			await waitDone(queue, 60);
+			expect(maxRunning).toBe(3);
+			expect(byTrigger[0] + byTrigger[1]).toBe(60);
+			expect(byTrigger[0]).toBeGreaterThan(0);
+			expect(byTrigger[1]).toBeGreaterThan(0);
+		} finally {
+			await Promise.all(triggers.splice(0).map(async (trigger) => await trigger.stop()));
+			await otherPool.end();
+		}
+	});
+
+	it('jobs sharing an ordering key run one at a time, in enqueue order, as with Job Lease', async () => {
+		const queue = 'ordered';
+		const order: number[] = [];
+		let keyedRunning = 0;
+		let maxKeyedRunning = 0;
+		const { trigger } = await startTrigger({ queue, maxInFlight: 10 }, async (jobs) => {
+			const job = jobs[0];
+			const keyed = job.ordering_key !== null;
+			if (keyed) {
+				keyedRunning++;
+				maxKeyedRunning = Math.max(maxKeyedRunning, keyedRunning);
+				order.push((job.payload as { n: number }).n);
+			}
+			await sleep(20);
+			if (keyed) keyedRunning--;
+			await complete(job);
+		});
+		await store.enqueue(
+			Array.from({ length: 12 }, (_, n) => ({
+				queue,
+				payload: { n },
+				orderingKey: n % 2 === 0 ? 'customer-7' : null,
+			})),
+		);
+		await waitFor(() => order.length === 6, 'keyed jobs');
+		await trigger.settled();
+		expect(order).toEqual([0, 2, 4, 6, 8, 10]);
+		expect(maxKeyedRunning).toBe(1);
+	});
+});
+
+describe('polling and stopping', () => {
+	it('Poll Interval (PgBouncer transaction mode): no LISTEN connection, idle polls emit nothing, a job is emitted at the next poll', async () => {
+		const queue = 'polling';
+		const { trigger, emissions } = await startTrigger({
+			queue,
+			pollIntervalMs: 300,
+			connection: undefined,
+		});
+		await sleep(1_000);
+		expect(trigger.stats.wakes.poll).toBeGreaterThanOrEqual(2);
+		expect(trigger.stats.leases).toBeGreaterThanOrEqual(3);
+		expect(emissions).toHaveLength(0);
+		expect(trigger.listenerPid).toBeNull();
+		expect(await listenerBackends()).toEqual([]);
+		const [job] = await enqueue(queue);
+		const emitted = await waitFor(() => emissions[0], 'polled job');
+		expect(emitted.jobs[0].id).toBe(job.jobId);
+		expect(trigger.stats.notices).toBe(0);
+	});
+
+	it('stop closes the LISTEN connection and leases nothing more; executions already running keep their jobs', async () => {
+		const queue = 'stopping';
+		let finishRunning: () => void = () => undefined;
+		const running = new Promise<void>((resolve) => {
+			finishRunning = resolve;
+		});
+		const { trigger, emissions } = await startTrigger({ queue, maxInFlight: 2 }, async () => {
+			await running;
+		});
+		await enqueue(queue, 3);
+		await waitFor(() => emissions.length === 2, 'two emissions');
+		await trigger.stop();
+		await waitFor(async () => (await listenerBackends()).length === 0, 'the backend to end');
+		finishRunning();
+		await trigger.settled();
+		await enqueue(queue);
+		await sleep(300);
+		expect(emissions).toHaveLength(2);
+		const { rows } = await pool.query(
+			`SELECT status, count(*)::int AS n FROM "${schema}".jobs WHERE queue = $1 GROUP BY status ORDER BY status`,
+			[queue],
+		);
+		expect(rows).toEqual([
+			{ status: 'queued', n: 2 },
+			{ status: 'running', n: 2 },
+		]);
+	});
+
+	it('rejects bad settings with the field and the fix', () => {
+		const base = {
+			store,
+			schema,
+			queue: 'q',
+			connection: connectionConfig(),
+			emit: async () => undefined,
+		};
+		expect(() => new JobTriggerEngine({ ...base, maxInFlight: 0 })).toThrow(/maxJobsInFlight/);
+		expect(() => new JobTriggerEngine({ ...base, queue: 'bad queue' })).toThrow(/queue/);
+		expect(() => new JobTriggerEngine({ ...base, connection: undefined })).toThrow(
+			/^connection: a LISTEN connection/,
+		);
+		expect(() => new JobTriggerEngine({ ...base, backstopMs: 10 })).toThrow(/backstopMs/);
+	});
+});
+
+/**
+ * A loopback TCP forwarder to the test database that can stop forwarding on its open connections without closing
+ * them (a peer that vanished without a FIN), and refuse or accept new ones.
+ */
+async function freezableProxy() {
+	const url = new URL(databaseUrl());
+	const target = { host: url.hostname, port: Number(url.port || 5432) };
+	const pairs = new Set<[Socket, Socket]>();
+	let accepting = true;
+	const server: Server = createServer((client) => {
+		if (!accepting) {
+			client.destroy();
+			return;
+		}
+		const upstream = createConnection(target);
+		const pair: [Socket, Socket] = [client, upstream];
+		pairs.add(pair);
+		const drop = () => {
+			client.destroy();
+			upstream.destroy();
+			pairs.delete(pair);
+		};
+		for (const socket of pair) {
+			socket.on('error', drop);
+			socket.on('close', drop);
+		}
+		client.pipe(upstream);
+		upstream.pipe(client);
+	});
+	await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
+	const address = server.address();
+	const port = typeof address === 'object' && address ? address.port : 0;
+	return {
+		port,
+		freezeOpenConnections() {
+			for (const [client, upstream] of pairs) {
+				client.unpipe(upstream);
+				upstream.unpipe(client);
+				client.pause();
+				upstream.pause();
+			}
+		},
+		async refuse() {
+			accepting = false;
+		},
+		async accept() {
+			accepting = true;
+		},
+		async close() {
+			for (const pair of pairs) for (const socket of pair) socket.destroy();
+			await new Promise<void>((resolve) => server.close(() => resolve()));
+		},
+	};
+}
