@@ -1,7 +1,7 @@
 import type { SqlQuery } from './types';
 
 /**
- * Statements of the jobs dashboard (src/core/dashboard.ts). Reads never touch the payload of a
+ * Statements of the jobs dashboard (src/core/dashboard/). Reads never touch the payload of a
  * listed job; the story of one job reads its row, its attempts and its callback events.
  *
  * List order is newest first by (created_at, seq): created_at is the time the job was received,
