@@ -126,7 +126,8 @@ export async function runEach<TInput, TResult>(
 	spec: {
 		read: (itemIndex: number, item: INodeExecutionData) => TInput;
 		call: (input: TInput, store: () => Promise<JobStore>) => Promise<TResult>;
-		json: (result: TResult, input: TInput) => IDataObject;
+		/** The output item's JSON; default: the core's answer as it is (plain JSON data). */
+		json?: (result: TResult, input: TInput) => object;
 		/** The store the calls use (default: the node's credential, opened on first use). */
 		store?: () => Promise<JobStore>;
 	},
@@ -148,7 +149,10 @@ export async function runEach<TInput, TResult>(
 			}
 			return results;
 		},
-		route: (result, _itemIndex, input) => ({ output: 0, json: spec.json(result, input) }),
+		route: (result, _itemIndex, input) => ({
+			output: 0,
+			json: (spec.json ? spec.json(result, input) : result) as IDataObject,
+		}),
 	});
 }
 

@@ -1,3 +1,4 @@
+import { cancelledJobSet } from './status';
 import type { SqlQuery } from './types';
 
 /**
@@ -330,8 +331,7 @@ export function cancelQueuedQuery(s: string, jobIds: string[], reason: string): 
 		text: `
 WITH cancelled AS (
 	UPDATE ${s}.jobs j
-	SET status = 'cancelled', lease_until = NULL, finished_at = now(), updated_at = now(),
-		error_code = 'cancelled', error_message = $2, error_class = 'discarded'
+	SET ${cancelledJobSet('$2')}
 	WHERE j.id = ANY($1::uuid[]) AND j.status = 'queued'
 	RETURNING j.id, j.status
 )

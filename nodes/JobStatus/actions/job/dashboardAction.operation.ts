@@ -124,6 +124,5 @@ export async function execute(this: IExecuteFunctions): Promise<INodeExecutionDa
 						additionalAttempts: request.additionalAttempts,
 					})
 				: await (await store()).cancelQueuedJobs({ jobIds: request.jobIds }),
-		json: (result) => ({ ...result }),
 	});
 }

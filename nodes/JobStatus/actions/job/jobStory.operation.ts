@@ -1,9 +1,4 @@
-import type {
-	IDataObject,
-	IExecuteFunctions,
-	INodeExecutionData,
-	INodeProperties,
-} from 'n8n-workflow';
+import type { IExecuteFunctions, INodeExecutionData, INodeProperties } from 'n8n-workflow';
 
 import { runEach } from '../../../shared/batch';
 import { lazyStore } from '../../../shared/connection';
@@ -48,9 +43,7 @@ export async function execute(this: IExecuteFunctions): Promise<INodeExecutionDa
 		}),
 		call: async ({ jobId, previewChars }, store) =>
 			await (await store()).jobStory(jobId, { previewChars }),
-		json: (story, { jobId }): IDataObject =>
-			story
-				? ({ found: true, ...story } as unknown as IDataObject)
-				: { found: false, job_id: String(jobId) },
+		json: (story, { jobId }) =>
+			story ? { found: true, ...story } : { found: false, job_id: String(jobId) },
 	});
 }

@@ -1,9 +1,4 @@
-import type {
-	IDataObject,
-	IExecuteFunctions,
-	INodeExecutionData,
-	INodeProperties,
-} from 'n8n-workflow';
+import type { IExecuteFunctions, INodeExecutionData, INodeProperties } from 'n8n-workflow';
 
 import type { ListJobsInput } from '../../../../src/core';
 import { runEach } from '../../../shared/batch';
@@ -80,6 +75,5 @@ export async function execute(this: IExecuteFunctions): Promise<INodeExecutionDa
 			};
 		},
 		call: async (input, store) => await (await store()).listJobs(input),
-		json: (page) => page as unknown as IDataObject,
 	});
 }

@@ -1,9 +1,4 @@
-import type {
-	IDataObject,
-	IExecuteFunctions,
-	INodeExecutionData,
-	INodeProperties,
-} from 'n8n-workflow';
+import type { IExecuteFunctions, INodeExecutionData, INodeProperties } from 'n8n-workflow';
 
 import { runEach } from '../../../shared/batch';
 import { withDisplayOptions } from '../../../shared/operations';
@@ -31,6 +26,5 @@ export async function execute(this: IExecuteFunctions): Promise<INodeExecutionDa
 			chartSince: this.getNodeParameter('chartSince', itemIndex, '') as string,
 		}),
 		call: async (input, store) => await (await store()).queueOverview(input),
-		json: (overview) => overview as unknown as IDataObject,
 	});
 }
