@@ -2,7 +2,7 @@ import type { IDataObject, IExecuteFunctions, INodeExecutionData } from 'n8n-wor
 
 import { DurableJobsError, type ItemResults, type JobStore } from '../../src/core';
 import { lazyStore } from './connection';
-import { errorItem, invalidInput, toNodeError } from './errors';
+import { asDurableError, errorItem, invalidInput, toNodeError } from './errors';
 
 export interface Routed {
 	output: number;
@@ -111,6 +111,48 @@ export async function runOnce<TInput, TResult>(
 		read: (_itemIndex, item) => spec.read(item),
 		call: async ([input]) => [await spec.call(await store(), input)],
 		route: (result, _itemIndex, input) => spec.route(result, input),
+	});
+}
+
+/**
+ * runBatch for an operation the core answers one item at a time (each webhook request the
+ * jobs dashboard sends is one item): every item is read first, then each gets its own call, in
+ * item order, and one output item. A failing call fails its item only (with "continue"); without
+ * "continue" the node stops at the first failure and calls no later item. The store is opened
+ * only when a call asks for it.
+ */
+export async function runEach<TInput, TResult>(
+	context: IExecuteFunctions,
+	spec: {
+		read: (itemIndex: number, item: INodeExecutionData) => TInput;
+		call: (input: TInput, store: () => Promise<JobStore>) => Promise<TResult>;
+		/** The output item's JSON; default: the core's answer as it is (plain JSON data). */
+		json?: (result: TResult, input: TInput) => object;
+		/** The store the calls use (default: the node's credential, opened on first use). */
+		store?: () => Promise<JobStore>;
+	},
+): Promise<INodeExecutionData[][]> {
+	const store = spec.store ?? lazyStore(context);
+	return await runBatch<TInput, TResult>(context, {
+		outputs: 1,
+		read: spec.read,
+		call: async (inputs, allOrNothing) => {
+			const results: ItemResults<TResult> = [];
+			for (const input of inputs) {
+				try {
+					results.push(await spec.call(input, store));
+				} catch (error) {
+					results.push(asDurableError(error));
+					// runBatch stops at this error, so the items after it are never called.
+					if (allOrNothing) break;
+				}
+			}
+			return results;
+		},
+		route: (result, _itemIndex, input) => ({
+			output: 0,
+			json: (spec.json ? spec.json(result, input) : result) as IDataObject,
+		}),
 	});
 }
 

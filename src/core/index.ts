@@ -44,5 +44,7 @@ export {
 	type JobTriggerOptions,
 	type JobTriggerStats,
 	type WakeReason,
+	NotificationListener,
+	type ListenerOptions,
+	type TriggerLogger,
 } from './trigger';
-export { NotificationListener, type ListenerOptions, type TriggerLogger } from './listener';

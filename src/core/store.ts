@@ -238,7 +238,7 @@ export class JobStore {
 		return await unknownOutcomes(this.ctx, queue, limit);
 	}
 
-	// The jobs dashboard (src/core/dashboard.ts).
+	// The jobs dashboard (src/core/dashboard/).
 
 	async queueOverview(options: { chartSince?: Date | string | null } = {}): Promise<QueueOverview> {
 		return await queueOverview(this.ctx, options);

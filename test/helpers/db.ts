@@ -20,20 +20,18 @@ export function databaseUrl(): string {
 	return url;
 }
 
+/** Where a postgres:// URL points and who logs in: what a pool config and a credential share. */
+export function serverOf(url: string) {
+	const { host, port, database, user, password } = parseDatabaseUrl(url);
+	return { host, port, database, user, password };
+}
+
 export function connectionConfig(
 	url = databaseUrl(),
 	overrides: Partial<ConnectionConfig> = {},
 ): ConnectionConfig {
-	const { host, port, database, user, password } = parseDatabaseUrl(url);
-	return {
-		host,
-		port,
-		database,
-		user,
-		password: password || undefined,
-		maxConnections: 20,
-		...overrides,
-	};
+	const server = serverOf(url);
+	return { ...server, password: server.password || undefined, maxConnections: 20, ...overrides };
 }
 
 /** A schema name unique to one test file (and an optional suffix), never the default. */

@@ -9,7 +9,7 @@ import type {
 	IPairedItemData,
 } from 'n8n-workflow';
 
-import { parseDatabaseUrl } from '../../scripts/lib/database-url';
+import { serverOf } from './db';
 
 /** Credential data of the Durable Jobs Postgres credential, from a postgres:// URL and a schema. */
 export function credentialFor(
@@ -17,13 +17,8 @@ export function credentialFor(
 	schema: string,
 	overrides: ICredentialDataDecryptedObject = {},
 ): ICredentialDataDecryptedObject {
-	const { host, port, database, user, password } = parseDatabaseUrl(url);
 	return {
-		host,
-		port,
-		database,
-		user,
-		password,
+		...serverOf(url),
 		ssl: 'disable',
 		schema,
 		maxConnections: 20,

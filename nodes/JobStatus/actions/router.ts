@@ -2,13 +2,17 @@ import type { IExecuteFunctions, INodeExecutionData } from 'n8n-workflow';
 
 import { invalidInput } from '../../shared/errors';
 import { isToolNode, rejectOperation, type NodeOperation } from '../../shared/operations';
-import { executeDashboardOperation, isDashboardOperation } from '../dashboard';
 import * as job from './job/Job.resource';
 
 const operations: Record<string, NodeOperation> = {
 	cancel: job.cancel,
+	dashboardAction: job.dashboardAction,
+	dashboardPage: job.dashboardPage,
 	get: job.get,
+	jobStory: job.jobStory,
+	listJobs: job.listJobs,
 	purge: job.purge,
+	queueOverview: job.queueOverview,
 	requeue: job.requeue,
 	stats: job.stats,
 	unknownOutcomes: job.unknownOutcomes,
@@ -17,7 +21,7 @@ const operations: Record<string, NodeOperation> = {
 export async function router(this: IExecuteFunctions): Promise<INodeExecutionData[][]> {
 	const operation = this.getNodeParameter('operation', 0) as string;
 	const handler = operations[operation];
-	if (!handler && !isDashboardOperation(operation)) {
+	if (!handler) {
 		return await rejectOperation(
 			this,
 			invalidInput(
@@ -43,6 +47,5 @@ export async function router(this: IExecuteFunctions): Promise<INodeExecutionDat
 			),
 		);
 	}
-	if (isDashboardOperation(operation)) return await executeDashboardOperation(this, operation);
 	return await handler.execute.call(this);
 }

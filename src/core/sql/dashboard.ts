@@ -1,7 +1,8 @@
+import { cancelledJobSet } from './status';
 import type { SqlQuery } from './types';
 
 /**
- * Statements of the jobs dashboard (src/core/dashboard.ts). Reads never touch the payload of a
+ * Statements of the jobs dashboard (src/core/dashboard/). Reads never touch the payload of a
  * listed job; the story of one job reads its row, its attempts and its callback events.
  *
  * List order is newest first by (created_at, seq): created_at is the time the job was received,
@@ -330,8 +331,7 @@ export function cancelQueuedQuery(s: string, jobIds: string[], reason: string): 
 		text: `
 WITH cancelled AS (
 	UPDATE ${s}.jobs j
-	SET status = 'cancelled', lease_until = NULL, finished_at = now(), updated_at = now(),
-		error_code = 'cancelled', error_message = $2, error_class = 'discarded'
+	SET ${cancelledJobSet('$2')}
 	WHERE j.id = ANY($1::uuid[]) AND j.status = 'queued'
 	RETURNING j.id, j.status
 )

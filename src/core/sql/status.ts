@@ -115,14 +115,22 @@ RETURNING j.id, j.queue, j.status, j.attempts, j.max_attempts`,
 	};
 }
 
+/**
+ * What a cancel writes on a job (Cancel, and the dashboard's cancel of queued jobs): finished
+ * now, with `reason` (a parameter placeholder) as its error message, class discarded.
+ */
+export function cancelledJobSet(reason: string): string {
+	return `status = 'cancelled', lease_until = NULL, finished_at = now(), updated_at = now(),
+		error_code = 'cancelled', error_message = ${reason}, error_class = 'discarded'`;
+}
+
 /** Cancels queued or running jobs; a running job's worker then gets Lease Lost. */
 export function cancelQuery(s: string, jobIds: string[], reason: string | null): SqlQuery {
 	return {
 		text: `
 WITH cancelled AS (
 	UPDATE ${s}.jobs j
-	SET status = 'cancelled', lease_until = NULL, finished_at = now(), updated_at = now(),
-		error_code = 'cancelled', error_message = $2, error_class = 'discarded'
+	SET ${cancelledJobSet('$2')}
 	WHERE j.id = ANY($1::uuid[]) AND j.status IN ('queued', 'running')
 	RETURNING j.id, j.attempt_id, j.status
 ), closed AS (

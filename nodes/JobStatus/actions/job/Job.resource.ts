@@ -1,23 +1,56 @@
 import type { INodeProperties, INodePropertyOptions } from 'n8n-workflow';
 
 import { operationProperty } from '../../../shared/operations';
-import { dashboardProperties, withDashboardOperations } from '../../dashboard';
 import { queueFilterField } from './common';
 import * as cancel from './cancel.operation';
+import * as dashboardAction from './dashboardAction.operation';
+import * as dashboardPage from './dashboardPage.operation';
 import * as get from './get.operation';
+import * as jobStory from './jobStory.operation';
+import * as listJobs from './listJobs.operation';
 import * as purge from './purge.operation';
+import * as queueOverview from './queueOverview.operation';
 import * as requeue from './requeue.operation';
 import * as stats from './stats.operation';
 import * as unknownOutcomes from './unknownOutcomes.operation';
 
-export { cancel, get, purge, requeue, stats, unknownOutcomes };
+export {
+	cancel,
+	dashboardAction,
+	dashboardPage,
+	get,
+	jobStory,
+	listJobs,
+	purge,
+	queueOverview,
+	requeue,
+	stats,
+	unknownOutcomes,
+};
 
-export const operationOptions: INodePropertyOptions[] = withDashboardOperations([
+/**
+ * Sorted by name, as n8n lists them. Dashboard Action, Dashboard Page, Job Story, List Jobs and
+ * Queue Overview serve the jobs dashboard (the bundled workflow 10-dashboard.json).
+ */
+export const operationOptions: INodePropertyOptions[] = [
 	{
 		name: 'Cancel',
 		value: 'cancel',
 		action: 'Cancel jobs',
 		description: 'Stop queued or running jobs',
+	},
+	{
+		name: 'Dashboard Action',
+		value: 'dashboardAction',
+		action: 'Requeue or cancel jobs from the dashboard',
+		description:
+			'Requeue failed jobs or cancel queued jobs, as the dashboard asks (POST with the action header)',
+	},
+	{
+		name: 'Dashboard Page',
+		value: 'dashboardPage',
+		action: 'Build the jobs dashboard page',
+		description: 'The HTML page of the jobs dashboard, for a Respond to Webhook node',
 	},
 	{
 		name: 'Get',
@@ -26,10 +59,28 @@ export const operationOptions: INodePropertyOptions[] = withDashboardOperations(
 		description: 'Status, result or error, and the attempt timeline',
 	},
 	{
+		name: 'Job Story',
+		value: 'jobStory',
+		action: 'Get the whole story of a job',
+		description: 'A job with every attempt, its result or error, and its callback deliveries',
+	},
+	{
+		name: 'List Jobs',
+		value: 'listJobs',
+		action: 'List jobs newest first',
+		description: 'Jobs filtered by queue, status, time and text, one page at a time',
+	},
+	{
 		name: 'Purge',
 		value: 'purge',
 		action: 'Purge old finished jobs',
 		description: 'Delete done, failed or cancelled jobs older than a retention',
+	},
+	{
+		name: 'Queue Overview',
+		value: 'queueOverview',
+		action: 'Get the overview of every queue',
+		description: 'Queue Stats for every queue plus jobs finished and failed per minute',
 	},
 	{
 		name: 'Queue Stats',
@@ -50,7 +101,7 @@ export const operationOptions: INodePropertyOptions[] = withDashboardOperations(
 		description:
 			'Attempts that died mid-way: check the external system (by job ID) before replaying',
 	},
-]);
+];
 
 /**
  * What the node offers when n8n runs it as an AI agent's tool (its `jobStatusTool` variant):
@@ -76,5 +127,9 @@ export const description: INodeProperties[] = [
 	...unknownOutcomes.description,
 	...purge.description,
 	...stats.description,
-	...dashboardProperties,
+	...dashboardPage.description,
+	...queueOverview.description,
+	...listJobs.description,
+	...jobStory.description,
+	...dashboardAction.description,
 ];

@@ -1,67 +1,10 @@
-import { isUnreachableError, ValidationError } from './errors';
-import { notifyChannel, validateQueueName, validateSchemaName } from './identifiers';
+import { isUnreachableError } from '../errors';
+import { notifyChannel } from '../identifiers';
+import type { JobStore } from '../store';
+import type { Job, LeasedJob } from '../types';
 import { NotificationListener, silentLogger, type TriggerLogger } from './listener';
-import type { ConnectionConfig } from './pool';
-import type { JobStore } from './store';
-import type { Job, LeasedJob } from './types';
-import { integerInRange } from './validate';
-
-/** Why the trigger looked for work; counted in `stats.wakes`. */
-export type WakeReason =
-	| 'start'
-	| 'connect'
-	| 'notice'
-	| 'timer'
-	| 'backstop'
-	| 'poll'
-	| 'done'
-	| 'retry';
-
-export interface JobTriggerOptions {
-	/**
-	 * The store, or how to open it: opened on first use and again after a failure, so a
-	 * database that is down when the trigger starts is waited for.
-	 */
-	store: JobStore | (() => Promise<JobStore>);
-	/** Schema of the store (names the NOTIFY channel before the store is open). */
-	schema: string;
-	queue: string;
-	/** Most jobs emitted and not yet finished at any time (default 10). */
-	maxInFlight?: number;
-	leaseMs?: number;
-	/** Per-queue limit across all instances (the advisory-lock limit of Job Lease); null = none. */
-	concurrencyLimit?: number | null;
-	/** Jobs per emission: 1 = one execution per job (default); N = up to N jobs per execution. */
-	batchSize?: number;
-	/** Slow sweep for expired leases and lost notices (default 30 s). */
-	backstopMs?: number;
-	/**
-	 * Poll every this many ms instead of LISTENing (PgBouncer in transaction mode cannot
-	 * LISTEN). Null/0 = LISTEN on `connection`.
-	 */
-	pollIntervalMs?: number | null;
-	/** Connection for the LISTEN connection (required unless polling). */
-	connection?: ConnectionConfig;
-	/** Application name of the LISTEN connection, e.g. with the n8n process id. */
-	applicationName?: string;
-	/** Recorded on every attempt this trigger leases. */
-	workflowId?: string | null;
-	/**
-	 * Starts the execution(s) for these jobs. The returned promise settles when the execution
-	 * has finished (successfully or not): only then does its slot count as free again.
-	 */
-	emit: (jobs: LeasedJob[]) => Promise<unknown>;
-	/** Stop after this many emissions (a test run leases one job); default unlimited. */
-	maxEmissions?: number;
-	/** Keep-alive and reconnect timing of the LISTEN connection (defaults are for production). */
-	listener?: {
-		keepAliveMs?: number;
-		keepAliveTimeoutMs?: number;
-		reconnectInitialMs?: number;
-		reconnectMaxMs?: number;
-	};
-	logger?: TriggerLogger;
-}
+import { triggerSettings, type JobTriggerOptions, type TriggerSettings } from './options';
+import { WakeUps, type WakeReason } from './wakeups';
 
 export interface JobTriggerStats {
 	wakes: Record<WakeReason, number>;
@@ -77,16 +20,6 @@ export interface JobTriggerStats {
 	leaseErrors: number;
 }
 
-export const DEFAULT_MAX_IN_FLIGHT = 10;
-export const DEFAULT_BACKSTOP_MS = 30_000;
-const DEFAULT_LEASE_MS = 300_000;
-/** Fired this long after the earliest run_at, so the lease's `run_at <= now()` holds. */
-const TIMER_MARGIN_MS = 5;
-/** Longest delay setTimeout accepts. */
-const MAX_TIMER_MS = 2 ** 31 - 1;
-const RETRY_INITIAL_MS = 1_000;
-const RETRY_MAX_MS = 30_000;
-
 /**
  * The trigger's engine, without n8n: it leases jobs of one queue and hands them to `emit`,
  * never holding more than `maxInFlight` jobs whose execution has not finished.
@@ -101,8 +34,8 @@ const RETRY_MAX_MS = 30_000;
  * - `backstop`: every `backstopMs`, for expired leases and anything a lost notice missed;
  * - `poll`: instead of LISTEN, every `pollIntervalMs`.
  *
- * Wake-ups are coalesced: one fill runs at a time, and a wake-up during a fill makes it run
- * once more when it ends.
+ * Wake-ups are coalesced (see WakeUps): one fill runs at a time, and a wake-up during a fill
+ * makes it run once more when it ends.
  */
 export class JobTriggerEngine {
 	readonly queue: string;
@@ -120,68 +53,26 @@ export class JobTriggerEngine {
 		notices: 0,
 		leaseErrors: 0,
 	};
-	private readonly schema: string;
-	private storePromise: Promise<JobStore> | undefined;
-	private readonly leaseMs: number;
-	private readonly concurrencyLimit: number | null;
+	private readonly settings: TriggerSettings;
 	private readonly logger: TriggerLogger;
+	private readonly wakeUps: WakeUps;
+	private storePromise: Promise<JobStore> | undefined;
 	private listener: NotificationListener | undefined;
 	private inFlightJobs = 0;
-	private stopped = false;
 	private started = false;
-	private pending = false;
-	private filling: Promise<void> | undefined;
-	private dueTimer: NodeJS.Timeout | undefined;
-	private retryTimer: NodeJS.Timeout | undefined;
-	private sweepTimer: NodeJS.Timeout | undefined;
-	private consecutiveErrors = 0;
 	private emissionsLeft: number;
 	private readonly running = new Set<Promise<unknown>>();
 
 	constructor(private readonly options: JobTriggerOptions) {
-		this.schema = validateSchemaName(options.schema);
-		this.queue = validateQueueName(options.queue);
-		this.maxInFlight = integerInRange(
-			options.maxInFlight,
-			'maxJobsInFlight',
-			1,
-			10_000,
-			DEFAULT_MAX_IN_FLIGHT,
-		);
-		this.batchSize = integerInRange(options.batchSize, 'batchSize', 1, 10_000, 1);
-		this.leaseMs = integerInRange(
-			options.leaseMs,
-			'leaseMs',
-			1_000,
-			24 * 3600_000,
-			DEFAULT_LEASE_MS,
-		);
-		this.concurrencyLimit =
-			options.concurrencyLimit === null || options.concurrencyLimit === undefined
-				? null
-				: integerInRange(options.concurrencyLimit, 'concurrencyLimit', 1, 100_000, 1);
-		this.backstopMs = integerInRange(
-			options.backstopMs,
-			'backstopMs',
-			1_000,
-			24 * 3600_000,
-			DEFAULT_BACKSTOP_MS,
-		);
-		this.pollIntervalMs =
-			options.pollIntervalMs === null ||
-			options.pollIntervalMs === undefined ||
-			options.pollIntervalMs === 0
-				? null
-				: integerInRange(options.pollIntervalMs, 'pollIntervalMs', 100, 24 * 3600_000, 5_000);
-		if (this.pollIntervalMs === null && !options.connection) {
-			throw new ValidationError(
-				'connection',
-				'a LISTEN connection is needed unless the trigger polls',
-				'Pass the connection settings, or set a poll interval',
-			);
-		}
+		this.settings = triggerSettings(options);
+		this.queue = this.settings.queue;
+		this.maxInFlight = this.settings.maxInFlight;
+		this.batchSize = this.settings.batchSize;
+		this.backstopMs = this.settings.backstopMs;
+		this.pollIntervalMs = this.settings.pollIntervalMs;
 		this.emissionsLeft = options.maxEmissions ?? Number.POSITIVE_INFINITY;
 		this.logger = options.logger ?? silentLogger;
+		this.wakeUps = new WakeUps(async () => await this.fill(), this.stats.wakes);
 	}
 
 	/** Jobs emitted whose execution has not finished yet. */
@@ -198,6 +89,10 @@ export class JobTriggerEngine {
 		return this.listener?.connects ?? 0;
 	}
 
+	private get stopped(): boolean {
+		return this.wakeUps.isStopped;
+	}
+
 	/**
 	 * Opens the store, starts listening (or polling) and claims what is waiting. A database
 	 * that cannot be reached right now is not an error: the trigger keeps trying in the
@@ -211,7 +106,7 @@ export class JobTriggerEngine {
 		if (this.pollIntervalMs === null) {
 			this.listener = new NotificationListener({
 				connection: this.options.connection!,
-				channel: notifyChannel(this.schema),
+				channel: notifyChannel(this.settings.schema),
 				applicationName: this.options.applicationName,
 				onNotice: (payload) => {
 					if (payload !== this.queue) return;
@@ -237,15 +132,8 @@ export class JobTriggerEngine {
 			this.listener?.startReconnecting();
 		}
 		if (!this.listener) this.wake('start');
-		const sweepMs =
-			this.pollIntervalMs === null
-				? this.backstopMs
-				: Math.min(this.pollIntervalMs, this.backstopMs);
-		this.sweepTimer = setInterval(
-			() => this.wake(this.pollIntervalMs === null ? 'backstop' : 'poll'),
-			sweepMs,
-		);
-		this.sweepTimer.unref();
+		if (this.pollIntervalMs === null) this.wakeUps.sweepEvery(this.backstopMs, 'backstop');
+		else this.wakeUps.sweepEvery(Math.min(this.pollIntervalMs, this.backstopMs), 'poll');
 	}
 
 	/**
@@ -254,15 +142,11 @@ export class JobTriggerEngine {
 	 * lease returned after the stop are released at once, without using an attempt.
 	 */
 	async stop(): Promise<void> {
-		if (this.stopped && !this.listener && !this.filling) return;
-		this.stopped = true;
-		clearTimeout(this.dueTimer);
-		clearTimeout(this.retryTimer);
-		clearInterval(this.sweepTimer);
-		this.dueTimer = this.retryTimer = this.sweepTimer = undefined;
+		if (this.stopped && !this.listener && !this.wakeUps.isLooking) return;
+		const wakeUpsStopped = this.wakeUps.stop();
 		const listener = this.listener;
 		this.listener = undefined;
-		await Promise.all([listener?.stop(), this.filling]);
+		await Promise.all([listener?.stop(), wakeUpsStopped]);
 	}
 
 	/** Resolves once every emitted execution has settled (tests, shutdown). */
@@ -272,21 +156,7 @@ export class JobTriggerEngine {
 
 	/** Look for work now (coalesced with any look already running). */
 	wake(reason: WakeReason): void {
-		if (this.stopped) return;
-		this.stats.wakes[reason]++;
-		this.pending = true;
-		if (!this.filling) {
-			this.filling = this.fillWhilePending().finally(() => {
-				this.filling = undefined;
-			});
-		}
-	}
-
-	private async fillWhilePending(): Promise<void> {
-		while (this.pending && !this.stopped) {
-			this.pending = false;
-			await this.fill();
-		}
+		this.wakeUps.wake(reason);
 	}
 
 	/** Lease while there is room, then arm the timer for the next job that becomes due. */
@@ -312,8 +182,8 @@ export class JobTriggerEngine {
 				jobs = await store.lease({
 					queue: this.queue,
 					limit,
-					leaseMs: this.leaseMs,
-					concurrencyLimit: this.concurrencyLimit,
+					leaseMs: this.settings.leaseMs,
+					concurrencyLimit: this.settings.concurrencyLimit,
 					workflowId: this.options.workflowId ?? null,
 				});
 			} catch (error) {
@@ -322,7 +192,7 @@ export class JobTriggerEngine {
 			}
 			this.stats.leases++;
 			this.stats.leased += jobs.length;
-			this.consecutiveErrors = 0;
+			this.wakeUps.resetBackoff();
 			if (this.stopped) {
 				await release(store, jobs, this.logger);
 				return;
@@ -369,19 +239,11 @@ export class JobTriggerEngine {
 
 	private leaseFailed(error: unknown): void {
 		this.stats.leaseErrors++;
-		this.consecutiveErrors++;
-		const delay = Math.min(RETRY_MAX_MS, RETRY_INITIAL_MS * 2 ** (this.consecutiveErrors - 1));
-		const message = `Durable Jobs: leasing from queue "${this.queue}" failed (${(error as Error).message}); trying again in ${Math.round(delay / 1000)} s`;
+		const { failures, delayMs } = this.wakeUps.retryAfterFailure();
+		const message = `Durable Jobs: leasing from queue "${this.queue}" failed (${(error as Error).message}); trying again in ${Math.round(delayMs / 1000)} s`;
 		// Every failure of an outage is a warning once, then only every tenth.
-		if (this.consecutiveErrors === 1 || this.consecutiveErrors % 10 === 0)
-			this.logger.warn(message);
+		if (failures === 1 || failures % 10 === 0) this.logger.warn(message);
 		else this.logger.debug(message);
-		if (this.stopped || this.retryTimer) return;
-		this.retryTimer = setTimeout(() => {
-			this.retryTimer = undefined;
-			this.wake('retry');
-		}, delay);
-		this.retryTimer.unref();
 	}
 
 	private async armDueTimer(store: JobStore): Promise<void> {
@@ -392,16 +254,7 @@ export class JobTriggerEngine {
 			this.leaseFailed(error);
 			return;
 		}
-		if (this.stopped) return;
-		clearTimeout(this.dueTimer);
-		this.dueTimer = undefined;
-		if (dueInMs === null) return;
-		const delay = Math.min(MAX_TIMER_MS, Math.max(0, dueInMs) + TIMER_MARGIN_MS);
-		this.dueTimer = setTimeout(() => {
-			this.dueTimer = undefined;
-			this.wake('timer');
-		}, delay);
-		this.dueTimer.unref();
+		this.wakeUps.wakeWhenDue(dueInMs);
 	}
 
 	private async openStore(): Promise<JobStore> {

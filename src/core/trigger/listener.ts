@@ -1,8 +1,8 @@
 import pg from 'pg';
 
-import { classifyDatabaseError } from './errors';
-import { quoteIdentifier } from './identifiers';
-import { toPoolConfig, type ConnectionConfig } from './pool';
+import { classifyDatabaseError } from '../errors';
+import { quoteIdentifier } from '../identifiers';
+import { toPoolConfig, type ConnectionConfig } from '../pool';
 
 export interface TriggerLogger {
 	debug(message: string): void;

@@ -1,0 +1,112 @@
+import { ValidationError } from '../errors';
+import { validateQueueName, validateSchemaName } from '../identifiers';
+import type { ConnectionConfig } from '../pool';
+import type { JobStore } from '../store';
+import type { LeasedJob } from '../types';
+import { integerInRange } from '../validate';
+import type { TriggerLogger } from './listener';
+
+export const DEFAULT_MAX_IN_FLIGHT = 10;
+export const DEFAULT_BACKSTOP_MS = 30_000;
+const DEFAULT_LEASE_MS = 300_000;
+
+export interface JobTriggerOptions {
+	/**
+	 * The store, or how to open it: opened on first use and again after a failure, so a
+	 * database that is down when the trigger starts is waited for.
+	 */
+	store: JobStore | (() => Promise<JobStore>);
+	/** Schema of the store (names the NOTIFY channel before the store is open). */
+	schema: string;
+	queue: string;
+	/** Most jobs emitted and not yet finished at any time (default 10). */
+	maxInFlight?: number;
+	leaseMs?: number;
+	/** Per-queue limit across all instances (the advisory-lock limit of Job Lease); null = none. */
+	concurrencyLimit?: number | null;
+	/** Jobs per emission: 1 = one execution per job (default); N = up to N jobs per execution. */
+	batchSize?: number;
+	/** Slow sweep for expired leases and lost notices (default 30 s). */
+	backstopMs?: number;
+	/**
+	 * Poll every this many ms instead of LISTENing (PgBouncer in transaction mode cannot
+	 * LISTEN). Null/0 = LISTEN on `connection`.
+	 */
+	pollIntervalMs?: number | null;
+	/** Connection for the LISTEN connection (required unless polling). */
+	connection?: ConnectionConfig;
+	/** Application name of the LISTEN connection, e.g. with the n8n process id. */
+	applicationName?: string;
+	/** Recorded on every attempt this trigger leases. */
+	workflowId?: string | null;
+	/**
+	 * Starts the execution(s) for these jobs. The returned promise settles when the execution
+	 * has finished (successfully or not): only then does its slot count as free again.
+	 */
+	emit: (jobs: LeasedJob[]) => Promise<unknown>;
+	/** Stop after this many emissions (a test run leases one job); default unlimited. */
+	maxEmissions?: number;
+	/** Keep-alive and reconnect timing of the LISTEN connection (defaults are for production). */
+	listener?: {
+		keepAliveMs?: number;
+		keepAliveTimeoutMs?: number;
+		reconnectInitialMs?: number;
+		reconnectMaxMs?: number;
+	};
+	logger?: TriggerLogger;
+}
+
+/** The options' numbers and names, checked and with their defaults filled in. */
+export interface TriggerSettings {
+	schema: string;
+	queue: string;
+	maxInFlight: number;
+	batchSize: number;
+	leaseMs: number;
+	concurrencyLimit: number | null;
+	backstopMs: number;
+	/** Null: LISTEN instead of polling. */
+	pollIntervalMs: number | null;
+}
+
+/** Checks the options before anything starts; a bad one throws a ValidationError naming it. */
+export function triggerSettings(options: JobTriggerOptions): TriggerSettings {
+	const settings: TriggerSettings = {
+		schema: validateSchemaName(options.schema),
+		queue: validateQueueName(options.queue),
+		maxInFlight: integerInRange(
+			options.maxInFlight,
+			'maxJobsInFlight',
+			1,
+			10_000,
+			DEFAULT_MAX_IN_FLIGHT,
+		),
+		batchSize: integerInRange(options.batchSize, 'batchSize', 1, 10_000, 1),
+		leaseMs: integerInRange(options.leaseMs, 'leaseMs', 1_000, 24 * 3600_000, DEFAULT_LEASE_MS),
+		concurrencyLimit:
+			options.concurrencyLimit === null || options.concurrencyLimit === undefined
+				? null
+				: integerInRange(options.concurrencyLimit, 'concurrencyLimit', 1, 100_000, 1),
+		backstopMs: integerInRange(
+			options.backstopMs,
+			'backstopMs',
+			1_000,
+			24 * 3600_000,
+			DEFAULT_BACKSTOP_MS,
+		),
+		pollIntervalMs:
+			options.pollIntervalMs === null ||
+			options.pollIntervalMs === undefined ||
+			options.pollIntervalMs === 0
+				? null
+				: integerInRange(options.pollIntervalMs, 'pollIntervalMs', 100, 24 * 3600_000, 5_000),
+	};
+	if (settings.pollIntervalMs === null && !options.connection) {
+		throw new ValidationError(
+			'connection',
+			'a LISTEN connection is needed unless the trigger polls',
+			'Pass the connection settings, or set a poll interval',
+		);
+	}
+	return settings;
+}

@@ -1,0 +1,126 @@
+/** Why the trigger looked for work; counted in `stats.wakes`. */
+export type WakeReason =
+	| 'start'
+	| 'connect'
+	| 'notice'
+	| 'timer'
+	| 'backstop'
+	| 'poll'
+	| 'done'
+	| 'retry';
+
+/** Fired this long after the earliest run_at, so the lease's `run_at <= now()` holds. */
+const TIMER_MARGIN_MS = 5;
+/** Longest delay setTimeout accepts. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+const RETRY_INITIAL_MS = 1_000;
+const RETRY_MAX_MS = 30_000;
+
+/**
+ * When the trigger looks for work. Every wake-up only asks for a look; looks are coalesced:
+ * one runs at a time, and a wake-up during a look makes it run once more when it ends. The
+ * timers that wake it (the earliest run_at, the retry after a failure, the backstop or poll
+ * sweep) live here, so stopping clears them all in one place.
+ */
+export class WakeUps {
+	private stopped = false;
+	private pending = false;
+	private looking: Promise<void> | undefined;
+	private dueTimer: NodeJS.Timeout | undefined;
+	private retryTimer: NodeJS.Timeout | undefined;
+	private sweepTimer: NodeJS.Timeout | undefined;
+	private consecutiveFailures = 0;
+
+	/**
+	 * @param look one look for work (it must not throw)
+	 * @param wakes the count of wake-ups by reason, kept up to date here
+	 */
+	constructor(
+		private readonly look: () => Promise<void>,
+		private readonly wakes: Record<WakeReason, number>,
+	) {}
+
+	get isStopped(): boolean {
+		return this.stopped;
+	}
+
+	/** Whether a look is running (or about to run once more). */
+	get isLooking(): boolean {
+		return this.looking !== undefined;
+	}
+
+	/** Look for work now (coalesced with any look already running). */
+	wake(reason: WakeReason): void {
+		if (this.stopped) return;
+		this.wakes[reason]++;
+		this.pending = true;
+		if (!this.looking) {
+			this.looking = this.lookWhilePending().finally(() => {
+				this.looking = undefined;
+			});
+		}
+	}
+
+	private async lookWhilePending(): Promise<void> {
+		while (this.pending && !this.stopped) {
+			this.pending = false;
+			await this.look();
+		}
+	}
+
+	/** Wakes every `intervalMs` for `reason` (the backstop, or the poll instead of LISTEN). */
+	sweepEvery(intervalMs: number, reason: 'backstop' | 'poll'): void {
+		clearInterval(this.sweepTimer);
+		this.sweepTimer = setInterval(() => this.wake(reason), intervalMs);
+		this.sweepTimer.unref();
+	}
+
+	/**
+	 * Wakes when the earliest future job is due, `dueInMs` from now as the database computed it;
+	 * null: no job waits, so no timer. Replaces the timer armed before.
+	 */
+	wakeWhenDue(dueInMs: number | null): void {
+		if (this.stopped) return;
+		clearTimeout(this.dueTimer);
+		this.dueTimer = undefined;
+		if (dueInMs === null) return;
+		const delay = Math.min(MAX_TIMER_MS, Math.max(0, dueInMs) + TIMER_MARGIN_MS);
+		this.dueTimer = setTimeout(() => {
+			this.dueTimer = undefined;
+			this.wake('timer');
+		}, delay);
+		this.dueTimer.unref();
+	}
+
+	/**
+	 * After a failed look: wakes again with backoff from 1 s to 30 s (one retry timer at a time).
+	 * Returns how many looks failed in a row and the delay, for the caller's log line.
+	 */
+	retryAfterFailure(): { failures: number; delayMs: number } {
+		this.consecutiveFailures++;
+		const delayMs = Math.min(RETRY_MAX_MS, RETRY_INITIAL_MS * 2 ** (this.consecutiveFailures - 1));
+		if (!this.stopped && !this.retryTimer) {
+			this.retryTimer = setTimeout(() => {
+				this.retryTimer = undefined;
+				this.wake('retry');
+			}, delayMs);
+			this.retryTimer.unref();
+		}
+		return { failures: this.consecutiveFailures, delayMs };
+	}
+
+	/** A look succeeded: the next failure starts the backoff from the beginning. */
+	resetBackoff(): void {
+		this.consecutiveFailures = 0;
+	}
+
+	/** No more wake-ups: clears every timer and waits for a running look to end. */
+	async stop(): Promise<void> {
+		this.stopped = true;
+		clearTimeout(this.dueTimer);
+		clearTimeout(this.retryTimer);
+		clearInterval(this.sweepTimer);
+		this.dueTimer = this.retryTimer = this.sweepTimer = undefined;
+		await this.looking;
+	}
+}
