@@ -4,7 +4,7 @@ import { JobStore, ValidationError, type JobListPage } from '../../src/core';
 import { dropSchema, freshStore, newPool, ok, tableSnapshot, testSchema } from '../helpers/db';
 
 /**
- * The dashboard's SQL and JSON contract on a real PostgreSQL: src/core/dashboard.ts through the
+ * The dashboard's SQL and JSON contract on a real PostgreSQL: src/core/dashboard/ through the
  * JobStore methods that delegate to it.
  */
 const schema = testSchema(__filename);

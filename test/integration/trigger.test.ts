@@ -22,7 +22,7 @@ import {
 } from '../helpers/db';
 
 /**
- * The trigger's engine (src/core/trigger.ts) on a real PostgreSQL, without n8n: every wake-up
+ * The trigger's engine (src/core/trigger/) on a real PostgreSQL, without n8n: every wake-up
  * path, the in-flight bound and the per-queue concurrency limit. An "execution" here is an
  * async function that the engine starts through `emit` and whose promise settles when it ends.
  */
