@@ -220,6 +220,7 @@ describe('the bundled workflows imported through the editor (new ids, own creden
 		const runWorker = polling.nodes.find((node) => node.name === 'Run Worker');
 		// As imported, Run Worker still names the template's Worker id, which this n8n does not have.
 		expect(runWorker?.parameters.workflowId).toMatchObject({ value: 'DjWorker00000001' });
+		await expect(rest.getWorkflow('DjWorker00000001')).rejects.toThrow(/answered 40[34]/);
 
 		// The re-link step: pick the Worker in Run Worker's list, save.
 		const relinked = polling.nodes.map((node) =>
