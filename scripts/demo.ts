@@ -10,7 +10,12 @@
  * with one line saying why (exit code 1).
  */
 import { exitCleanly, failAndExit, runCleanups } from './lib/cleanup';
-import { startEnvironment, type Environment } from './lib/environment';
+import {
+	DASHBOARD_LOGIN,
+	OPERATOR_KEY,
+	startEnvironment,
+	type Environment,
+} from './lib/environment';
 import { downloadNotice } from './lib/n8n';
 import { startPostgres } from './lib/postgres';
 
@@ -123,7 +128,15 @@ async function main(): Promise<void> {
 		`       -d '{"source": "shop", "external_id": "order-1", "status": "paid", "occurred_at": "2026-12-01T10:00:00Z"}'`,
 	);
 	line(`  n8n editor: ${env.n8n.baseUrl}  (first visit asks you to create the owner account)`);
+	line(
+		`  jobs dashboard: ${env.n8n.webhookUrl('jobs/dashboard')}  (login ${DASHBOARD_LOGIN.user} / ${DASHBOARD_LOGIN.password}, credential "Durable Jobs Dashboard login")`,
+	);
+	line('  reconciliation report (key of the credential "Durable Jobs operator key"):');
+	line(
+		`       curl -i '${env.n8n.webhookUrl('jobs/unknown-outcomes?queue=documents')}' -H '${OPERATOR_KEY.header}: ${OPERATOR_KEY.value}'`,
+	);
 	line(`  stand-in CRM records: ${env.standins.crm.url}/records`);
+	line("  (the login and the key are this demo's own; on your n8n, create your own: README)");
 	if (stopAfterSeconds === undefined) {
 		line('Press Ctrl-C to stop everything.');
 		await new Promise(() => undefined);

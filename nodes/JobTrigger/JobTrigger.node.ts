@@ -169,14 +169,13 @@ export class JobTrigger implements INodeType {
 				: 1;
 		const config = credentialToConfig(await this.getCredentials(CREDENTIAL_TYPE));
 		const openStore = async () => await storeFor(this);
-		const toItems = (jobs: LeasedJob[]): INodeExecutionData[] =>
-			jobs.map((job) => ({ json: leasedJobJson(job) }));
 
 		if (this.getMode() === 'manual' && (options.testRun ?? 'sample') === 'sample') {
 			return {
 				manualTriggerFunction: async () => {
 					try {
-						this.emit([[{ json: sampleJson(await peekJob(await openStore(), queue), queue) }]]);
+						const next = await peekJob(await openStore(), queue);
+						this.emit([[{ json: sampleJson(next, queue, leaseSeconds) }]]);
 					} catch (error) {
 						throw toNodeError(node, error);
 					}
@@ -185,6 +184,9 @@ export class JobTrigger implements INodeType {
 		}
 
 		const manual = this.getMode() === 'manual';
+		const leasedSeconds = manual ? Math.min(leaseSeconds, TEST_LEASE_MAX_SECONDS) : leaseSeconds;
+		const toItems = (jobs: LeasedJob[]): INodeExecutionData[] =>
+			jobs.map((job) => ({ json: leasedJobJson(job, leasedSeconds) }));
 		let engine: JobTriggerEngine;
 		try {
 			engine = new JobTriggerEngine({
@@ -193,9 +195,7 @@ export class JobTrigger implements INodeType {
 				queue,
 				maxInFlight: manual ? 1 : maxInFlight,
 				maxEmissions: manual ? 1 : undefined,
-				leaseMs: Math.round(
-					(manual ? Math.min(leaseSeconds, TEST_LEASE_MAX_SECONDS) : leaseSeconds) * 1000,
-				),
+				leaseMs: Math.round(leasedSeconds * 1000),
 				concurrencyLimit: concurrencyLimit > 0 ? concurrencyLimit : null,
 				batchSize: manual ? 1 : batchSize,
 				backstopMs: Math.round(((options.backstopSeconds as number | undefined) ?? 30) * 1000),
@@ -245,45 +245,56 @@ export class JobTrigger implements INodeType {
  * The test-run item: a job as Job Lease would emit it, read without leasing it. Its attempt id
  * is the nil UUID, which never matches a lease, so Job Complete and Extend Lease route it to
  * Lease Lost and change nothing. Without any queued job, an example of the shape.
+ * `leaseSeconds` is the lease the published trigger would lease it with.
  */
-function sampleJson(job: (Job & { due: boolean }) | null, queue: string): IDataObject {
+function sampleJson(
+	job: (Job & { due: boolean }) | null,
+	queue: string,
+	leaseSeconds: number,
+): IDataObject {
 	const now = new Date();
 	const base = job
-		? leasedJobJson({
-				...job,
-				attempt_id: NIL_UUID,
-				attempts: job.attempts + 1,
-				lease_until: now,
-				recovered: false,
-			})
-		: leasedJobJson({
-				id: NIL_UUID,
-				queue,
-				status: 'running',
-				payload: {},
-				idempotency_key: null,
-				priority: 0,
-				run_at: now,
-				attempts: 1,
-				max_attempts: 5,
-				attempt_id: NIL_UUID,
-				lease_until: now,
-				ordering_key: null,
-				result: null,
-				error_code: null,
-				error_message: null,
-				error_class: null,
-				error_node: null,
-				error_workflow: null,
-				error_execution: null,
-				callback_url: null,
-				correlation_id: null,
-				created_at: now,
-				updated_at: now,
-				started_at: null,
-				finished_at: null,
-				recovered: false,
-			});
+		? leasedJobJson(
+				{
+					...job,
+					attempt_id: NIL_UUID,
+					attempts: job.attempts + 1,
+					lease_until: now,
+					recovered: false,
+				},
+				leaseSeconds,
+			)
+		: leasedJobJson(
+				{
+					id: NIL_UUID,
+					queue,
+					status: 'running',
+					payload: {},
+					idempotency_key: null,
+					priority: 0,
+					run_at: now,
+					attempts: 1,
+					max_attempts: 5,
+					attempt_id: NIL_UUID,
+					lease_until: now,
+					ordering_key: null,
+					result: null,
+					error_code: null,
+					error_message: null,
+					error_class: null,
+					error_node: null,
+					error_workflow: null,
+					error_execution: null,
+					callback_url: null,
+					correlation_id: null,
+					created_at: now,
+					updated_at: now,
+					started_at: null,
+					finished_at: null,
+					recovered: false,
+				},
+				leaseSeconds,
+			);
 	return {
 		...base,
 		test_run: job

@@ -19,6 +19,8 @@ export interface UpstreamField {
 	producers: string[];
 	/** Display name of the usual producer, when the workflow cannot be asked. */
 	producerName: string;
+	/** Display names of the other producers, named in the notice. */
+	otherProducerNames?: string[];
 }
 
 /** `{{ $('Job Lease').item.json.job_id }}`: the expression that reads the field by node name. */
@@ -80,6 +82,7 @@ export const leasedJobId: UpstreamField = {
 	path: 'job_id',
 	producers: LEASED_ITEM_PRODUCERS,
 	producerName: 'Job Lease',
+	otherProducerNames: ['Job Trigger'],
 };
 
 export const leasedAttemptId: UpstreamField = {
@@ -88,6 +91,7 @@ export const leasedAttemptId: UpstreamField = {
 	path: 'attempt_id',
 	producers: LEASED_ITEM_PRODUCERS,
 	producerName: 'Job Lease',
+	otherProducerNames: ['Job Trigger'],
 };
 
 /** Claim output fields that Idempotency Check's Complete and Fail / Release read. */
@@ -113,8 +117,9 @@ export const claimedClaimId: UpstreamField = {
  */
 export function upstreamNotice(label: string, fields: UpstreamField[]): INodeProperties {
 	const [first] = fields;
+	const producers = [first.producerName, ...(first.otherProducerNames ?? [])].join(' or ');
 	return {
-		displayName: `${label} default to ${fields.map((field) => `{{ $json.${field.path} }}`).join(' and ')}, which read the item right before this node. After a node that replaces the item (an HTTP Request, a Code node …), use ${fields.map((field) => producerExpression(first.producerName, field.path)).join(' and ')}, with the name of your ${first.producerName} node.`,
+		displayName: `${label} default to ${fields.map((field) => `{{ $json.${field.path} }}`).join(' and ')}, which read the item right before this node. After a node that replaces the item (an HTTP Request, a Code node …), use ${fields.map((field) => producerExpression(first.producerName, field.path)).join(' and ')}, with the name of your ${producers} node.`,
 		name: `${first.parameter}Notice`,
 		type: 'notice',
 		default: '',

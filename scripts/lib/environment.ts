@@ -14,7 +14,7 @@ import pg from 'pg';
 
 import { registerCleanup } from './cleanup';
 import { parseDatabaseUrl } from './database-url';
-import { ensureN8n, packPackage, startN8n, type N8nInstance } from './n8n';
+import { ensureN8n, packPackage, startN8n, type N8nInstance, type WebhookProbe } from './n8n';
 import { startStandins, type Standins } from './standins';
 import { startTcpProxy, type TcpProxy } from './tcp-proxy';
 
@@ -30,6 +30,47 @@ export const DASHBOARD_LOGIN = {
 	password: 'durable-jobs-local-dashboard-password',
 };
 export const DASHBOARD_SESSION_SECRET = 'durable-jobs-local-dashboard-session-secret-0123456789';
+/**
+ * The operator endpoints' key (Header Auth, see 09-reconciliation.json): the request header
+ * that `GET /webhook/jobs/unknown-outcomes` requires.
+ */
+export const OPERATOR_KEY = {
+	header: 'Authorization',
+	value: 'Bearer durable-jobs-local-operator-key-0123456789',
+};
+
+/**
+ * The credentials the bundled workflows name, with the ids they name them by: the job
+ * database (`jobs`, the Durable Jobs Postgres credential's data) and the operator logins.
+ */
+export function bundledCredentials(jobs: Record<string, unknown>): Array<{
+	id: string;
+	name: string;
+	type: string;
+	data: Record<string, unknown>;
+}> {
+	return [
+		{ id: CREDENTIAL_ID, name: 'Durable Jobs', type: 'durableJobsPostgresApi', data: jobs },
+		{
+			id: 'DjDashboardLogin',
+			name: 'Durable Jobs Dashboard login',
+			type: 'httpBasicAuth',
+			data: DASHBOARD_LOGIN,
+		},
+		{
+			id: 'DjDashboardToken',
+			name: 'Durable Jobs Dashboard session',
+			type: 'jwtAuth',
+			data: { keyType: 'passphrase', secret: DASHBOARD_SESSION_SECRET, algorithm: 'HS256' },
+		},
+		{
+			id: 'DjOperatorApiKey',
+			name: 'Durable Jobs operator key',
+			type: 'httpHeaderAuth',
+			data: { name: OPERATOR_KEY.header, value: OPERATOR_KEY.value },
+		},
+	];
+}
 
 export interface WorkflowJson {
 	id: string;
@@ -47,6 +88,8 @@ export interface Environment {
 	jobsDb: pg.Pool;
 	schema: string;
 	workflows: WorkflowJson[];
+	/** The credentials the bundled workflows name (imported unless `cliSetup` is false). */
+	credentials: ReturnType<typeof bundledCredentials>;
 	/** POST/GET a production webhook; returns status, headers and parsed body. */
 	request(
 		path: string,
@@ -82,6 +125,27 @@ function setScheduleSeconds(workflow: WorkflowJson, seconds: number): void {
 	}
 }
 
+/**
+ * What a user edits in the bundled workflows to run them here: the Config nodes' URLs and keys
+ * (the stand-ins), and the interval of the schedule triggers.
+ */
+export function localizeWorkflows(
+	workflows: WorkflowJson[],
+	standins: Standins,
+	pollSeconds: number,
+): void {
+	for (const workflow of workflows) {
+		setScheduleSeconds(workflow, pollSeconds);
+		setConfig(workflow, {
+			ai_url: standins.ai.extractUrl,
+			crm_url: standins.crm.recordsUrl,
+			signing_key: SIGNING_KEY,
+			default_destination: `${standins.callbacks.url}/outbox`,
+			alert_url: `${standins.callbacks.url}/alerts`,
+		});
+	}
+}
+
 export interface EnvironmentOptions {
 	/** Superuser URL of the server that holds n8n's own database (n8n gets a database of its own there). */
 	databaseUrl: string;
@@ -105,11 +169,32 @@ export interface EnvironmentOptions {
 	/** More workflows to import and publish next to the bundled ones. */
 	extraWorkflows?: WorkflowJson[];
 	/**
+	 * `false`: import no credential through the CLI and probe no webhook at start (a test that
+	 * creates the credentials and workflows itself, as a user of the editor does). Default true.
+	 */
+	cliSetup?: boolean;
+	/**
 	 * Workflows imported but not published. Default: the polling Dispatcher, an alternative to
 	 * the Dispatcher that would otherwise take jobs of the same queue next to it.
 	 */
 	unpublished?: string[];
 }
+
+/**
+ * Production webhooks n8n must answer before the environment is ready. Probes run the
+ * workflows for real: requests they reject at validation cost nothing.
+ */
+const WEBHOOK_PROBES: WebhookProbe[] = [
+	{
+		path: 'jobs',
+		init: { method: 'POST', headers: { 'content-type': 'application/json' }, body: '[]' },
+	},
+	{ path: 'jobs/status?job_id=probe&token=probe' },
+	{
+		path: 'events',
+		init: { method: 'POST', headers: { 'content-type': 'application/json' }, body: '[]' },
+	},
+];
 
 /** The polling Dispatcher template (Schedule Trigger → Job Lease → Worker sub-workflow). */
 export const POLLING_DISPATCHER_ID = 'DjDispatchPoll01';
@@ -138,16 +223,7 @@ export async function startEnvironment(options: EnvironmentOptions): Promise<Env
 	await jobsDb.query(`DROP SCHEMA IF EXISTS "${options.schema}" CASCADE`);
 
 	const workflows = [...(options.workflows ?? loadWorkflows()), ...(options.extraWorkflows ?? [])];
-	for (const workflow of workflows) {
-		setScheduleSeconds(workflow, options.pollSeconds ?? 2);
-		setConfig(workflow, {
-			ai_url: standins.ai.extractUrl,
-			crm_url: standins.crm.recordsUrl,
-			signing_key: SIGNING_KEY,
-			default_destination: `${standins.callbacks.url}/outbox`,
-			alert_url: `${standins.callbacks.url}/alerts`,
-		});
-	}
+	localizeWorkflows(workflows, standins, options.pollSeconds ?? 2);
 	options.customize?.(workflows);
 
 	const packDir = mkdtempSync(join(tmpdir(), 'durable-jobs-pack-'));
@@ -167,58 +243,28 @@ export async function startEnvironment(options: EnvironmentOptions): Promise<Env
 		await Promise.allSettled([standins.close(), proxy.close(), jobsDb.end()]);
 		throw error;
 	}
-	const credential = {
-		id: CREDENTIAL_ID,
-		name: 'Durable Jobs',
-		type: 'durableJobsPostgresApi',
-		data: {
-			host: proxy.host,
-			port: proxy.port,
-			database: target.database,
-			user: target.user,
-			password: target.password,
-			ssl: 'disable',
-			schema: options.schema,
-			maxConnections: 10,
-			autoMigrate: true,
-		},
-	};
+	const credentials = bundledCredentials({
+		host: proxy.host,
+		port: proxy.port,
+		database: target.database,
+		user: target.user,
+		password: target.password,
+		ssl: 'disable',
+		schema: options.schema,
+		maxConnections: 10,
+		autoMigrate: true,
+	});
 	let n8n: N8nInstance;
 	try {
 		n8n = await startN8n({
 			databaseUrl: options.databaseUrl,
 			packageTarball: tarball,
-			credentials: [
-				credential,
-				{
-					id: 'DjDashboardLogin',
-					name: 'Durable Jobs Dashboard login',
-					type: 'httpBasicAuth',
-					data: DASHBOARD_LOGIN,
-				},
-				{
-					id: 'DjDashboardToken',
-					name: 'Durable Jobs Dashboard session',
-					type: 'jwtAuth',
-					data: { keyType: 'passphrase', secret: DASHBOARD_SESSION_SECRET, algorithm: 'HS256' },
-				},
-			],
+			credentials: options.cliSetup === false ? [] : credentials,
 			workflows,
 			publishIds: workflows
 				.map((workflow) => workflow.id)
 				.filter((id) => !(options.unpublished ?? [POLLING_DISPATCHER_ID]).includes(id)),
-			// Probes run the workflows for real: requests they reject at validation cost nothing.
-			webhooks: [
-				{
-					path: 'jobs',
-					init: { method: 'POST', headers: { 'content-type': 'application/json' }, body: '[]' },
-				},
-				{ path: 'jobs/status?job_id=probe&token=probe' },
-				{
-					path: 'events',
-					init: { method: 'POST', headers: { 'content-type': 'application/json' }, body: '[]' },
-				},
-			],
+			webhooks: options.cliSetup === false ? [] : WEBHOOK_PROBES,
 			env: options.n8nEnv,
 			queue: options.queue && {
 				workers: options.queue.workers,
@@ -281,6 +327,7 @@ export async function startEnvironment(options: EnvironmentOptions): Promise<Env
 		jobsDb,
 		schema: options.schema,
 		workflows,
+		credentials,
 		request,
 		stop,
 	};

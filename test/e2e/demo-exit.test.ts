@@ -17,7 +17,7 @@ afterAll(() => {
 
 describe('npm run demo, then Ctrl-C', () => {
 	it(
-		'prints each start-up step with its time, runs the sample job, and on SIGINT leaves no temp file and no process',
+		'prints each start-up step with its time, runs the sample job, prints the dashboard and reconciliation logins that work, and on SIGINT leaves no temp file and no process',
 		async () => {
 			run = startDemo();
 			const started = Date.now();
@@ -48,6 +48,21 @@ describe('npm run demo, then Ctrl-C', () => {
 				expect(output).toMatch(step);
 			// n8n is cached for the tests, so the demo must not claim to download it.
 			expect(output).not.toMatch(/downloading n8n/);
+			// The dashboard and the reconciliation report it prints answer with what it prints.
+			const dashboard = /jobs dashboard: (\S+) {2}\(login (\S+) \/ (\S+), credential/.exec(output);
+			expect(dashboard).not.toBeNull();
+			const [, dashboardUrl, user, password] = dashboard!;
+			const login = `Basic ${Buffer.from(`${user}:${password}`).toString('base64')}`;
+			expect((await fetch(dashboardUrl, { headers: { Authorization: login } })).status).toBe(200);
+			expect((await fetch(dashboardUrl)).status).toBe(401);
+			const report =
+				/curl -i '(\S+\/webhook\/jobs\/unknown-outcomes\S*)' -H '([^:]+): ([^']+)'/.exec(output);
+			expect(report).not.toBeNull();
+			const [, reportUrl, header, key] = report!;
+			const answer = await fetch(reportUrl, { headers: { [header]: key } });
+			expect(answer.status).toBe(200);
+			expect(await answer.json()).toMatchObject({ count: expect.any(Number) });
+			expect((await fetch(reportUrl)).status).toBe(403);
 
 			run.signal('SIGINT');
 			const { code } = await run.exited;

@@ -13,8 +13,8 @@ import { databaseUrl } from '../helpers/db';
 
 /**
  * A short fault rehearsal (the full one is `npm run rehearsal`, figures in docs/RELIABILITY.md):
- * a real n8n 2.x with the packed package and the bundled workflows (lease shortened to 15 s for
- * the Dispatcher and the Worker's checkpoint), SIGKILLed while jobs are in flight, the job
+ * a real n8n 2.x with the packed package and the bundled workflows (lease shortened to 15 s on
+ * the Dispatcher's Job Trigger, which the Worker's checkpoint renews by), SIGKILLed while jobs are in flight, the job
  * database's own PostgreSQL (a private embedded server, so n8n's database stays up) restarted
  * mid-run, and workers that outlive their lease past and before the checkpoint. Every check lives in scripts/lib/rehearsal.ts and comes back as a list of
  * violations; the tests assert that list is empty and pin the headline figures.

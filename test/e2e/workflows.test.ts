@@ -2,12 +2,14 @@ import pg from 'pg';
 import { Webhook } from 'standardwebhooks';
 
 import {
+	OPERATOR_KEY,
 	POLLING_DISPATCHER_ID,
 	SIGNING_KEY,
 	startEnvironment,
 	type Environment,
 } from '../../scripts/lib/environment';
 import { waitFor } from '../../scripts/lib/standins';
+import { JobStore, migrate } from '../../src/core';
 import { e2eLog } from './progress';
 import { databaseUrl } from '../helpers/db';
 
@@ -186,7 +188,28 @@ describe('receiver → dispatcher → worker → status', () => {
 		);
 		expect(conflict.status).toBe(422);
 		expect(conflict.headers.get('content-type')).toContain('application/problem+json');
-		expect(conflict.body).toMatchObject({ status: 422, existing_job_id: a.job_id });
+		expect(conflict.body).toMatchObject({
+			type: 'https://www.npmjs.com/package/n8n-nodes-durable-jobs#errors',
+			status: 422,
+			code: 'idempotency_key_reused',
+			existing_job_id: a.job_id,
+		});
+
+		// n8n's own 422 for a body that is not JSON comes before any workflow runs: plain JSON
+		// with its message, no problem+json, no existing_job_id (README, "Errors").
+		const malformed = await env.request('jobs', {
+			method: 'POST',
+			body: '{"document": {"id": "a",}}',
+			headers: { 'Idempotency-Key': key },
+		});
+		e2eLog(
+			`n8n's answer to malformed JSON: ${malformed.status} ${malformed.headers.get('content-type')} ${malformed.text}`,
+		);
+		expect(malformed.status).toBe(422);
+		expect(malformed.headers.get('content-type')).not.toContain('problem+json');
+		expect(malformed.body).toMatchObject({ message: 'Failed to parse request body' });
+		expect(malformed.body).not.toHaveProperty('existing_job_id');
+		expect(malformed.body).not.toHaveProperty('type');
 
 		const missing = await submit({ document: { text: 'no id' } });
 		expect(missing.status).toBe(400);
@@ -272,6 +295,47 @@ describe('receiver → dispatcher → worker → status', () => {
 			(cb) => cb.headers['webhook-id'] === headers['webhook-id'],
 		);
 		expect(sameEvent).toHaveLength(1);
+	});
+});
+
+describe('operator endpoints ship with authentication on', () => {
+	it('the reconciliation report answers 403 without the operator key or with a wrong one, runs nothing and shows nothing; 200 with the key', async () => {
+		// An attempt that ended without an outcome, in a queue no workflow leases.
+		const queue = 'operator-check';
+		await migrate(env.jobsDb, env.schema);
+		const store = new JobStore(env.jobsDb, { schema: env.schema });
+		const [enqueued] = await store.enqueue([{ queue, payload: { n: 1 }, maxAttempts: 1 }]);
+		if (enqueued instanceof Error) throw enqueued;
+		const { jobId } = enqueued;
+		await store.lease({ queue, limit: 1, leaseMs: 1_000 });
+		await new Promise((resolve) => setTimeout(resolve, 1_500));
+		await store.lease({ queue, limit: 1, leaseMs: 1_000 });
+
+		await new Promise((resolve) => setTimeout(resolve, 1_000));
+		const executionsBefore = (await executionsSince(new Date(0))).DjReconcile00001 ?? 0;
+		const path = `jobs/unknown-outcomes?queue=${queue}&limit=10`;
+		for (const headers of [
+			{},
+			{ [OPERATOR_KEY.header]: 'Bearer not-the-key' },
+			{ [OPERATOR_KEY.header]: OPERATOR_KEY.value.toUpperCase() },
+			{ 'X-Operator-Key': OPERATOR_KEY.value },
+		] as Array<Record<string, string>>) {
+			const refused = await env.request(path, { headers });
+			expect(refused.status, JSON.stringify(headers)).toBe(403);
+			expect(refused.text).toBe('Authorization data is wrong!');
+			expect(refused.text).not.toContain(jobId);
+		}
+		await new Promise((resolve) => setTimeout(resolve, 1_500));
+		expect((await executionsSince(new Date(0))).DjReconcile00001 ?? 0).toBe(executionsBefore);
+
+		const allowed = await env.request(path, {
+			headers: { [OPERATOR_KEY.header]: OPERATOR_KEY.value },
+		});
+		expect(allowed.status).toBe(200);
+		expect(allowed.body).toMatchObject({
+			count: 1,
+			unknown_outcomes: [expect.objectContaining({ job_id: jobId, stable_key: jobId })],
+		});
 	});
 });
 

@@ -125,6 +125,7 @@ describe('Job Trigger: production activation', () => {
 				idempotency_key: emittedByTrigger,
 				enqueue_idempotency_key: 'k-trigger',
 				recovered: false,
+				lease_seconds: 300,
 			});
 			expect(emission.items[0]).not.toHaveProperty('pairedItem');
 			expect(await jobRow(emittedByTrigger)).toMatchObject({ status: 'done', attempts: 1 });
@@ -319,12 +320,16 @@ describe('Job Trigger: test runs in the editor', () => {
 	it('default (Show Next Job): the next due job, not leased; Job Complete on it lands on Lease Lost and nothing changes', async () => {
 		const queue = 'manual-sample';
 		const [first, second] = await enqueue(queue, 2);
-		const trigger = createTrigger(new JobTrigger(), { mode: 'manual', parameters: { queue } });
+		const trigger = createTrigger(new JobTrigger(), {
+			mode: 'manual',
+			parameters: { queue, leaseSeconds: 90 },
+		});
 		const [item] = await trigger.runManual();
 		expect(item.json).toMatchObject({
 			job_id: first,
 			attempt_id: NIL_UUID,
 			attempt: 1,
+			lease_seconds: 90,
 			payload: { n: 0 },
 			test_run: expect.stringMatching(/without leasing it/),
 		});
@@ -367,7 +372,11 @@ describe('Job Trigger: test runs in the editor', () => {
 		});
 		const items = await trigger.runManual();
 		expect(items).toHaveLength(1);
-		expect(items[0].json).toMatchObject({ job_id: first, attempt: 1 });
+		expect(items[0].json).toMatchObject({
+			job_id: first,
+			attempt: 1,
+			lease_seconds: TEST_LEASE_MAX_SECONDS,
+		});
 		const leased = await jobRow(first);
 		expect(leased.status).toBe('running');
 		expect(leased.lease_until!.getTime() - Date.now()).toBeLessThanOrEqual(

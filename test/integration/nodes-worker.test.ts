@@ -76,6 +76,7 @@ describe('Job Lease → Job Complete', () => {
 				idempotency_key: ids[index],
 				correlation_id: 'corr-1',
 				recovered: false,
+				lease_seconds: 60,
 			});
 			expect(item.json.attempt_id).toMatch(UUID);
 			expect(item.json.attempt_id).not.toBe(item.json.job_id);
@@ -408,6 +409,21 @@ describe('lease expiry: a stale worker is fenced out', () => {
 		expect(leaseUntil).toBeGreaterThan(Date.now() + 590_000);
 		expect((await job(id)).lease_until.getTime()).toBe(leaseUntil);
 		expect(leaseUntil).toBeGreaterThan(untilBefore.getTime());
+	});
+
+	it('Extend Lease renews by the lease the job was leased with: the item carries it as lease_seconds', async () => {
+		const [job45] = await enqueue('lease-length', [{ doc: 'a.pdf' }]);
+		const [leased45] = (await lease('lease-length', { leaseSeconds: 45 })).output('Leased');
+		expect(leased45.json).toMatchObject({ job_id: job45, lease_seconds: 45 });
+		const renewed = await nodes.run(new JobLease(), {
+			items: [leased45],
+			parameters: { operation: 'extendLease', leaseSeconds: '={{ $json.lease_seconds }}' },
+		});
+		const [extended] = renewed.output('Extended');
+		const leaseUntil = Date.parse(String(extended.json.lease_until));
+		expect(leaseUntil).toBeGreaterThan(Date.now() + 40_000);
+		expect(leaseUntil).toBeLessThanOrEqual(Date.now() + 45_000);
+		expect((await job(job45)).lease_until.getTime()).toBe(leaseUntil);
 	});
 
 	it('Extend Lease with a checkpoint records it on the current attempt; Unknown Outcomes carries it and says what to check', async () => {

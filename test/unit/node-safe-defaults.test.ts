@@ -251,6 +251,19 @@ describe('defaults that read the previous item: the error and the notice show wh
 		expect(notice?.displayName).toContain(text);
 	});
 
+	it('the notices of Job Complete and Extend Lease name both nodes whose items carry the ids', () => {
+		for (const [nodeType, parameters] of [
+			[new JobComplete(), {}],
+			[new JobLease(), { operation: 'extendLease' }],
+		] as const) {
+			const visible = shown(nodeType.description, parameters).names;
+			const notice = nodeType.description.properties.find(
+				(property) => property.type === 'notice' && visible.includes(property.name),
+			);
+			expect(notice?.displayName).toMatch(/with the name of your Job Lease or Job Trigger node/);
+		}
+	});
+
 	it('Job Lease and Claim show no such notice', () => {
 		for (const [nodeType, parameters] of [
 			[new JobLease(), {}],

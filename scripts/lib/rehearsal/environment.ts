@@ -31,7 +31,7 @@ export interface RehearsalEnvironmentOptions {
 	 */
 	outage?: OutageKind;
 	schema: string;
-	/** Lease of the Dispatcher's Job Lease and of the Worker's checkpoint (the bundled workflows say 120 s). */
+	/** Lease of the Dispatcher's Job Trigger, which the Worker's checkpoint renews by (bundled: 120 s). */
 	leaseSeconds: number;
 	pollSeconds?: number;
 	log?: Log;
@@ -79,8 +79,9 @@ export async function startRehearsalEnvironment(
 
 /**
  * The standard environment (real n8n, packed package, every bundled workflow) with two changes
- * to the imported copies: the lease is short — the Dispatcher's, and the one the Worker's
- * checkpoint extends to (its Config `lease_seconds`) — so jobs of a killed worker come back
+ * to the imported copies: the lease is short — set on the Dispatcher's Job Trigger, the one
+ * place the bundled workflows take it from: each leased item carries it (`lease_seconds`) and
+ * the Worker's checkpoint renews the lease by as much — so jobs of a killed worker come back
  * quickly, and the Worker's two HTTP requests carry an `X-Attempt-Id` header (observation only:
  * the stand-ins journal it, nothing acts on it), so every AI and CRM request can be attributed
  * to the attempt that sent it — including a stale attempt running next to its successor.
@@ -110,16 +111,8 @@ async function startEnvironmentWithRehearsalChanges(
 			// The Worker's steps, in the Dispatcher (what runs) and in the Worker (the polling
 			// template's sub-workflow), get the same changes.
 			for (const workflowId of [DISPATCHER_ID, WORKER_ID]) {
-				// Without this the checkpoint would extend every lease to the bundled 120 s.
-				const config = workflowNode(workflows, workflowId, 'Config').parameters.assignments as
-					| { assignments: Array<{ name: string; value: unknown }> }
-					| undefined;
-				const workerLease = config?.assignments.find(
-					(assignment) => assignment.name === 'lease_seconds',
-				);
-				if (!workerLease || typeof workerLease.value !== 'number')
-					throw new Error(`${workflowId} Config has no numeric lease_seconds to override`);
-				workerLease.value = options.leaseSeconds;
+				// The checkpoint must renew by the leased item's lease, or it would extend every
+				// lease to a length of its own.
 				const checkpoint = workflowNode(workflows, workflowId, CHECKPOINT_NODE);
 				if (
 					checkpoint.parameters.operation !== 'extendLease' ||
@@ -129,9 +122,9 @@ async function startEnvironmentWithRehearsalChanges(
 						`${workflowId} node ${CHECKPOINT_NODE} does not extend the lease with checkpoint ${CRM_CHECKPOINT}`,
 					);
 				}
-				if (!String(checkpoint.parameters.leaseSeconds).includes('lease_seconds'))
+				if (!/\.item\.json\.lease_seconds \}\}$/.test(String(checkpoint.parameters.leaseSeconds)))
 					throw new Error(
-						`${workflowId} node ${CHECKPOINT_NODE} does not take its lease from Config lease_seconds`,
+						`${workflowId} node ${CHECKPOINT_NODE} does not take its lease from the leased item's lease_seconds`,
 					);
 				for (const name of ['Call AI', 'Create CRM record']) {
 					const headers = workflowNode(workflows, workflowId, name).parameters.headerParameters as

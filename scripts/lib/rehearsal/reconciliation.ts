@@ -2,7 +2,7 @@
  * The reconciliation report through the bundled workflow (GET /webhook/jobs/unknown-outcomes),
  * and its own arithmetic.
  */
-import type { Environment } from '../environment';
+import { OPERATOR_KEY, type Environment } from '../environment';
 import { EXTERNAL_CALL_MAY_HAVE_HAPPENED, EXTERNAL_CALL_NOT_MADE, QUEUE } from './constants';
 
 export interface ReportRow {
@@ -26,9 +26,14 @@ export interface ReconciliationReport {
 	no_external_call: { count: number; jobs: number };
 }
 
-/** The reconciliation report, through the bundled workflow (GET /webhook/jobs/unknown-outcomes). */
+/**
+ * The reconciliation report, through the bundled workflow (GET /webhook/jobs/unknown-outcomes),
+ * with the operator key its Webhook requires.
+ */
 export async function fetchReconciliationReport(env: Environment): Promise<ReconciliationReport> {
-	const answer = await env.request(`jobs/unknown-outcomes?queue=${QUEUE}&limit=10000`);
+	const answer = await env.request(`jobs/unknown-outcomes?queue=${QUEUE}&limit=10000`, {
+		headers: { [OPERATOR_KEY.header]: OPERATOR_KEY.value },
+	});
 	if (answer.status !== 200)
 		throw new Error(`unknown-outcomes answered ${answer.status}: ${answer.text.slice(0, 300)}`);
 	const report = answer.body as Partial<ReconciliationReport>;

@@ -18,7 +18,11 @@ import {
 } from '../../../shared/upstream';
 
 const properties: INodeProperties[] = [
-	leaseSecondsField,
+	{
+		...leaseSecondsField,
+		description:
+			"How long from now the worker owns the job again. To renew by the lease the job was leased with, use {{ $('Job Lease').item.json.lease_seconds }} (items of Job Lease and Job Trigger carry lease_seconds), so the lease is set in one place.",
+	},
 	upstreamNotice('Job ID and Attempt ID', [leasedJobId, leasedAttemptId]),
 	jobIdField,
 	attemptIdField,

@@ -33,8 +33,11 @@ const properties: INodeProperties[] = [
 
 export const description = withDisplayOptions({ show: { operation: ['lease'] } }, properties);
 
-/** The item a worker receives for one leased job. */
-export function leasedJobJson(job: LeasedJob): IDataObject {
+/**
+ * The item a worker receives for one leased job. `leaseSeconds` is the lease it was leased
+ * with, so Extend Lease downstream can renew by as much without a second setting.
+ */
+export function leasedJobJson(job: LeasedJob, leaseSeconds: number): IDataObject {
 	return {
 		job_id: job.id,
 		attempt_id: job.attempt_id,
@@ -43,6 +46,7 @@ export function leasedJobJson(job: LeasedJob): IDataObject {
 		queue: job.queue,
 		payload: job.payload as IDataObject,
 		lease_until: job.lease_until.toISOString(),
+		lease_seconds: leaseSeconds,
 		// The key for external calls is the job id: stable across attempts, so a retried or
 		// re-leased attempt repeats the same request instead of creating a second record.
 		idempotency_key: job.id,
@@ -78,6 +82,6 @@ export async function execute(this: IExecuteFunctions): Promise<INodeExecutionDa
 		route: (jobs, input) =>
 			jobs.length === 0
 				? { output: 1, json: { queue: input.queue, leased: 0 } }
-				: jobs.map((job) => ({ output: 0, json: leasedJobJson(job) })),
+				: jobs.map((job) => ({ output: 0, json: leasedJobJson(job, input.leaseMs / 1000) })),
 	});
 }
