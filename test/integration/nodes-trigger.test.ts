@@ -39,6 +39,7 @@ beforeAll(async () => {
 afterAll(async () => {
 	await closeAllPools();
 	await dropSchema(pool, schema);
+	await pool.query(`DROP ROLE IF EXISTS "${schema}_cycles"`);
 	await pool.end();
 });
 
@@ -71,13 +72,16 @@ async function attempts(id: string) {
 	return rows;
 }
 
-/** Backends of this database by application: the trigger's LISTEN connections and the pool's. */
-async function backends(): Promise<{ listeners: number; pool: number }> {
+/**
+ * Backends of this database by application: the trigger's LISTEN connections and the pool's.
+ * With `user`, only that role's (other test files run next to this one, with pools of their own).
+ */
+async function backends(user?: string): Promise<{ listeners: number; pool: number }> {
 	const { rows } = await pool.query<{ listeners: number; pool: number }>(
 		`SELECT count(*) FILTER (WHERE application_name LIKE $1 || '%')::int AS listeners,
 			count(*) FILTER (WHERE application_name = 'n8n-nodes-durable-jobs')::int AS pool
-		FROM pg_stat_activity WHERE datname = current_database()`,
-		[LISTENER_APP_PREFIX],
+		FROM pg_stat_activity WHERE datname = current_database() AND ($2::text IS NULL OR usename = $2)`,
+		[LISTENER_APP_PREFIX, user ?? null],
 	);
 	return rows[0];
 }
@@ -232,19 +236,25 @@ describe('Job Trigger: production activation', () => {
 
 	it('20 activate/deactivate cycles leave no connection behind (pg_stat_activity)', async () => {
 		const queue = 'cycles';
-		const before = await backends();
+		// A role of its own, so only this trigger's backends are counted.
+		const user = `${schema}_cycles`;
+		const password = 'cycles-test';
+		await pool.query(`DROP ROLE IF EXISTS "${user}"`);
+		await pool.query(`CREATE ROLE "${user}" LOGIN SUPERUSER PASSWORD '${password}'`);
+		const credential = credentialFor(databaseUrl(), schema, { user, password });
+		const before = await backends(user);
 		const counts: Array<{ active: number; afterClose: number; pool: number }> = [];
 		for (let cycle = 0; cycle < 20; cycle++) {
-			const trigger = createTrigger(new JobTrigger(), { parameters: { queue } });
+			const trigger = createTrigger(new JobTrigger(), { parameters: { queue }, credential });
 			await trigger.activate();
 			const active = await waitFor(
-				async () => ((await backends()).listeners === before.listeners + 1 ? 1 : undefined),
+				async () => ((await backends(user)).listeners === before.listeners + 1 ? 1 : undefined),
 				'the LISTEN connection',
 			);
 			await trigger.deactivate();
 			// The server ends the backend when it reads the client's Terminate message.
 			const after = await waitFor(async () => {
-				const now = await backends();
+				const now = await backends(user);
 				return now.listeners === before.listeners ? now : undefined;
 			}, 'the LISTEN connection to close');
 			counts.push({ active, afterClose: after.listeners - before.listeners, pool: after.pool });
