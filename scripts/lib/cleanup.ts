@@ -68,6 +68,9 @@ function installHooks(): void {
 	}
 }
 
+/** How long an error waits for a signal that may have caused it (see failAndExit). */
+const SIGNAL_GRACE_MS = 300;
+
 let signalled = 0;
 let firstSignalAt = 0;
 async function onGracefulSignal(signal: HandledSignal): Promise<void> {
@@ -167,6 +170,10 @@ export function pendingCleanups(): string[] {
  * signal already started the stop: the error is the interrupted step's and no news.
  */
 export async function failAndExit(error: unknown): Promise<void> {
+	// A Ctrl-C or SIGTERM to the process group also reaches the children (npm installing n8n,
+	// initdb, n8n): one that dies of it can be noticed before our own signal handler has run.
+	// Give that handler a moment before calling the error a failure of its own.
+	await new Promise((resolve) => setTimeout(resolve, SIGNAL_GRACE_MS));
 	if (stopRequested()) return;
 	const text = error instanceof Error ? (error.stack ?? error.message) : String(error);
 	process.stderr.write(`\n${text}\n`);
