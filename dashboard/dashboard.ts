@@ -20,135 +20,14 @@ interface PageConfig {
 	additionalAttempts: number;
 }
 
-interface QueueSummary {
-	queue: string;
-	queued: number;
-	ready: number;
-	scheduled: number;
-	retrying: number;
-	running: number;
-	running_expired: number;
-	done: number;
-	failed: number;
-	cancelled: number;
-	oldest_ready_age_seconds: number | null;
-	oldest_queued_age_seconds: number | null;
-}
-
-interface QueueOverview {
-	as_of: string;
-	queues: QueueSummary[];
-	chart: {
-		from_minute: string;
-		to_minute: string;
-		since: string;
-		series: Array<{
-			queue: string;
-			points: Array<{ minute: string; done: number; failed: number }>;
-		}>;
-	};
-}
-
-interface JobListEntry {
-	job_id: string;
-	queue: string;
-	status: string;
-	attempts: number;
-	max_attempts: number;
-	created_at: string;
-	finished_at: string | null;
-	lease_expired: boolean;
-	idempotency_key: string | null;
-	correlation_id: string | null;
-	error_code: string | null;
-	error_class: string | null;
-	error_message: string | null;
-}
-
-interface JobListPage {
-	as_of: string;
-	jobs: JobListEntry[];
-	next_cursor: string | null;
-}
-
-interface AttemptStory {
-	attempt_id: string;
-	attempt: number;
-	started_at: string;
-	lease_until: string | null;
-	finished_at: string | null;
-	outcome: string | null;
-	error_code: string | null;
-	error_message: string | null;
-	checkpoint: string | null;
-	checkpoint_at: string | null;
-	workflow_id: string | null;
-	execution_id: string | null;
-	execution_path: string | null;
-}
-
-interface TextPreview {
-	preview: string;
-	chars: number;
-	truncated: boolean;
-}
-
-interface JobStory {
-	as_of: string;
-	job: {
-		job_id: string;
-		queue: string;
-		status: string;
-		priority: number;
-		attempts: number;
-		max_attempts: number;
-		created_at: string;
-		updated_at: string;
-		run_at: string;
-		started_at: string | null;
-		finished_at: string | null;
-		lease_until: string | null;
-		lease_expired: boolean;
-		idempotency_key: string | null;
-		correlation_id: string | null;
-		callback_url: string | null;
-		ordering_key: string | null;
-		payload: TextPreview;
-		result: TextPreview | null;
-		error: {
-			code: string | null;
-			message: string | null;
-			class: string | null;
-			node: string | null;
-			workflow_id: string | null;
-			execution_id: string | null;
-			execution_path: string | null;
-		} | null;
-	};
-	attempts: AttemptStory[];
-	attempts_total: number;
-	callback_events: Array<{
-		job_id: string;
-		event_id: string;
-		event_type: string | null;
-		destination: string | null;
-		status: string;
-		attempts: number;
-		max_attempts: number;
-		created_at: string;
-		finished_at: string | null;
-		error_code: string | null;
-		error_message: string | null;
-		deliveries: AttemptStory[];
-	}>;
-}
-
-interface ActionResult {
-	action: string;
-	requested: number;
-	changed: number;
-	jobs: Array<{ job_id: string; changed: boolean; status: string | null }>;
-}
+// The JSON the endpoints answer, as the core defines it. `import('…')` types keep this file a
+// plain script (an import statement would make it a module), which the page inlines.
+type QueueOverview = import('../src/core/dashboard/contract').QueueOverview;
+type JobListPage = import('../src/core/dashboard/contract').JobListPage;
+type AttemptStory = import('../src/core/dashboard/contract').AttemptStory;
+type TextPreview = import('../src/core/dashboard/contract').TextPreview;
+type JobStory = import('../src/core/dashboard/contract').JobStory;
+type ActionResult = import('../src/core/dashboard/contract').DashboardActionResult;
 
 const STATUSES = ['queued', 'running', 'done', 'failed', 'cancelled'];
 const CHART_MINUTES = 60;

@@ -14,7 +14,7 @@ import { JobTriggerEngine, peekJob, release, type Job, type LeasedJob } from '..
 import { leasedJobJson } from '../JobLease/JobLease.node';
 import { credentialToConfig, storeFor, CREDENTIAL_TYPE } from '../shared/connection';
 import { testDurableJobsConnection } from '../shared/credentialTest';
-import { leaseSecondsField, queueField } from '../shared/descriptions';
+import { concurrencyLimitField, leaseSecondsField, queueField } from '../shared/descriptions';
 import { toNodeError } from '../shared/errors';
 
 /** A test run that leases a real job holds it at most this long if the run is abandoned. */
@@ -59,15 +59,7 @@ export class JobTrigger implements INodeType {
 					'Most jobs this trigger has started and whose execution has not finished yet. A new job is leased only when an execution ends.',
 			},
 			leaseSecondsField,
-			{
-				displayName: 'Concurrency Limit',
-				name: 'concurrencyLimit',
-				type: 'number',
-				typeOptions: { minValue: 0 },
-				default: 0,
-				description:
-					'Most jobs of this queue running at once, across all n8n instances, Job Lease nodes included (0 = no limit)',
-			},
+			concurrencyLimitField,
 			{
 				displayName: 'Emit',
 				name: 'emit',

@@ -70,3 +70,14 @@ export const leaseSecondsField: INodeProperties = {
 	description:
 		'How long the worker owns the job. If it has not completed or extended the lease by then, another worker may take the job over with a new attempt.',
 };
+
+/** Job Lease and Job Trigger share one limit per queue (an advisory lock in the database). */
+export const concurrencyLimitField: INodeProperties = {
+	displayName: 'Concurrency Limit',
+	name: 'concurrencyLimit',
+	type: 'number',
+	typeOptions: { minValue: 0 },
+	default: 0,
+	description:
+		'Most jobs of this queue running at once, across all n8n instances and every Job Lease and Job Trigger node (0 = no limit)',
+};

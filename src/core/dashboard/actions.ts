@@ -3,19 +3,12 @@ import { ValidationError } from '../errors';
 import { cancelQueuedQuery, statusesQuery } from '../sql/dashboard';
 import { requeueQuery } from '../sql/status';
 import { integerInRange, optionalText, validateUuid } from '../validate';
+import type { DashboardActionResult } from './contract';
 
 /** Most ids one requeue or cancel accepts. */
 export const MAX_ACTION_JOBS = 1000;
 /** An ISO 8601 timestamp with a time zone, e.g. an `as_of` the dashboard's reads returned. */
 const ISO_TIMESTAMP = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?(Z|[+-]\d{2}:?\d{2})$/;
-
-export interface DashboardActionResult {
-	action: 'requeue' | 'cancel';
-	requested: number;
-	changed: number;
-	/** Every requested id: whether this call changed it, and its status now (null: no such job). */
-	jobs: Array<{ job_id: string; changed: boolean; status: string | null }>;
-}
 
 function actionJobIds(value: unknown): string[] {
 	const list = Array.isArray(value)

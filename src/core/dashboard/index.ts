@@ -8,4 +8,4 @@ export * from './overview';
 export * from './list';
 export * from './story';
 export * from './actions';
-export type { JobSummary } from './shared';
+export type * from './contract';

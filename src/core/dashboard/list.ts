@@ -9,7 +9,8 @@ import {
 	type ListJobsParams,
 } from '../sql/dashboard';
 import { integerInRange, optionalDate, optionalText } from '../validate';
-import { jobSummary, runOnIndexes, type JobSummary, type JobSummaryRow } from './shared';
+import { jobSummary, runOnIndexes, type JobSummaryRow } from './shared';
+import type { JobListPage } from './contract';
 
 export const JOB_STATUSES = [...LIVE_STATUSES, ...TERMINAL_STATUSES] as const;
 export const DEFAULT_PAGE_SIZE = 50;
@@ -30,29 +31,6 @@ export interface ListJobsInput {
 	/** `next_cursor` of the previous page. */
 	cursor?: string | null;
 	limit?: number | string | null;
-}
-
-export interface JobListEntry extends JobSummary {
-	error_code: string | null;
-	error_class: string | null;
-	/** The first 300 characters. */
-	error_message: string | null;
-}
-
-export interface JobListPage {
-	/** When the page was read; pass it to a requeue of jobs selected from this page. */
-	as_of: string;
-	jobs: JobListEntry[];
-	/** Cursor of the next (older) page, or null on the last page. */
-	next_cursor: string | null;
-	filter: {
-		queue: string | null;
-		statuses: string[];
-		from: string | null;
-		to: string | null;
-		text: string | null;
-		limit: number;
-	};
 }
 
 interface ListRow extends JobSummaryRow {

@@ -3,49 +3,9 @@ import { clockQuery, finishedPerMinuteQuery } from '../sql/dashboard';
 import { stats as queueStats } from '../status';
 import { optionalDate } from '../validate';
 import { runOnIndexes } from './shared';
+import type { ChartPoint, QueueOverview } from './contract';
 
 export const CHART_MINUTES = 60;
-
-export interface QueueSummary {
-	queue: string;
-	/** Waiting jobs: ready (due now) + scheduled (run_at in the future, e.g. a retry's backoff). */
-	queued: number;
-	ready: number;
-	scheduled: number;
-	/** Queued jobs that already used an attempt (waiting for their retry). */
-	retrying: number;
-	running: number;
-	/** Running jobs whose lease has expired: their worker died or outlived the lease. */
-	running_expired: number;
-	done: number;
-	/** Dead letters. */
-	failed: number;
-	cancelled: number;
-	/** Age of the oldest job that is due and waiting for a worker. */
-	oldest_ready_age_seconds: number | null;
-	oldest_queued_age_seconds: number | null;
-}
-
-export interface ChartPoint {
-	/** Start of the minute (ISO). */
-	minute: string;
-	done: number;
-	failed: number;
-}
-
-export interface QueueOverview {
-	as_of: string;
-	queues: QueueSummary[];
-	chart: {
-		/** The window: the current minute and the 59 before it. */
-		from_minute: string;
-		to_minute: string;
-		/** Points are complete from here on (earlier minutes were not asked for). */
-		since: string;
-		/** Minutes with at least one finished or failed job; every other minute is 0. */
-		series: Array<{ queue: string; points: ChartPoint[] }>;
-	};
-}
 
 /**
  * Counts per queue (Queue Stats, which never reads finished rows) and the jobs finished and

@@ -1,26 +1,7 @@
 import type { StoreContext } from '../context';
 import { indexPlanSettingsQuery } from '../sql/dashboard';
 import type { SqlQuery } from '../sql/types';
-
-/** What a list entry and a job's story both say about the job itself. */
-export interface JobSummary {
-	job_id: string;
-	queue: string;
-	status: string;
-	priority: number;
-	attempts: number;
-	max_attempts: number;
-	created_at: string;
-	updated_at: string;
-	run_at: string;
-	started_at: string | null;
-	finished_at: string | null;
-	lease_until: string | null;
-	/** A running job whose lease has run out. */
-	lease_expired: boolean;
-	idempotency_key: string | null;
-	correlation_id: string | null;
-}
+import type { JobSummary } from './contract';
 
 /** The columns of `jobs` a JobSummary is made of, as the list and the story read them. */
 export interface JobSummaryRow {

@@ -1,75 +1,11 @@
 import type { StoreContext } from '../context';
 import { jobStoryQuery } from '../sql/dashboard';
 import { integerInRange, validateUuid } from '../validate';
-import { iso, jobSummary, type JobSummary, type JobSummaryRow } from './shared';
+import { iso, jobSummary, type JobSummaryRow } from './shared';
+import type { AttemptStory, JobStory, TextPreview } from './contract';
 
 const DEFAULT_PREVIEW_CHARS = 2000;
 const MAX_STORY_ATTEMPTS = 200;
-
-export interface AttemptStory {
-	attempt_id: string;
-	attempt: number;
-	started_at: string;
-	lease_until: string | null;
-	finished_at: string | null;
-	/** succeeded, failed, retry, released, lease_expired, cancelled; `running` for the live attempt; null when unknown. */
-	outcome: string | null;
-	error_code: string | null;
-	error_message: string | null;
-	checkpoint: string | null;
-	checkpoint_at: string | null;
-	/** The n8n workflow and execution that leased the job (Job Lease records them). */
-	workflow_id: string | null;
-	execution_id: string | null;
-	/** Path of that execution in the n8n editor, or null without both ids. */
-	execution_path: string | null;
-}
-
-export interface TextPreview {
-	/** The JSON text, cut to `preview_chars`. */
-	preview: string;
-	chars: number;
-	truncated: boolean;
-}
-
-export interface JobStory {
-	as_of: string;
-	job: JobSummary & {
-		callback_url: string | null;
-		ordering_key: string | null;
-		payload: TextPreview;
-		/** Done jobs only. */
-		result: TextPreview | null;
-		/** Failed and cancelled jobs; for a queued retry, the last attempt's error. */
-		error: {
-			code: string | null;
-			message: string | null;
-			class: string | null;
-			node: string | null;
-			workflow_id: string | null;
-			execution_id: string | null;
-			execution_path: string | null;
-		} | null;
-	};
-	attempts: AttemptStory[];
-	/** All attempts of the job; `attempts` holds the newest 200. */
-	attempts_total: number;
-	callback_events: Array<{
-		job_id: string;
-		event_id: string;
-		event_type: string | null;
-		destination: string | null;
-		status: string;
-		attempts: number;
-		max_attempts: number;
-		created_at: string;
-		run_at: string;
-		finished_at: string | null;
-		error_code: string | null;
-		error_message: string | null;
-		deliveries: AttemptStory[];
-	}>;
-}
 
 /** The path of an execution in the n8n editor, from ids recorded by the nodes. */
 export function executionPath(

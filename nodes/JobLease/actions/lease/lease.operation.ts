@@ -7,7 +7,7 @@ import type {
 
 import type { LeasedJob } from '../../../../src/core';
 import { runOnce } from '../../../shared/batch';
-import { leaseSecondsField, queueField } from '../../../shared/descriptions';
+import { concurrencyLimitField, leaseSecondsField, queueField } from '../../../shared/descriptions';
 import { withDisplayOptions } from '../../../shared/operations';
 
 const properties: INodeProperties[] = [
@@ -21,14 +21,7 @@ const properties: INodeProperties[] = [
 		description: 'Most jobs to claim in this run. Each leased job becomes one output item.',
 	},
 	leaseSecondsField,
-	{
-		displayName: 'Concurrency Limit',
-		name: 'concurrencyLimit',
-		type: 'number',
-		typeOptions: { minValue: 0 },
-		default: 0,
-		description: 'Most jobs of this queue running at once, across all n8n instances (0 = no limit)',
-	},
+	concurrencyLimitField,
 ];
 
 export const description = withDisplayOptions({ show: { operation: ['lease'] } }, properties);
