@@ -1,4 +1,4 @@
-import { classifyDatabaseError } from './errors';
+import { DurableJobsError, classifyDatabaseError } from './errors';
 import type { RowStatement } from './executor';
 import type { SqlQuery } from './sql/types';
 
@@ -150,14 +150,18 @@ export class Coalescer {
 		}
 		const byCall: unknown[][] = calls.map(() => []);
 		for (const row of returned as Array<{ ord?: number; id?: string }>) {
-			if (first.returns === 'id') {
-				const index = ownerById.get(row.id ?? '');
-				if (index !== undefined) byCall[index].push(row);
-			} else {
-				const position = row.ord!;
-				row.ord = ownOrd[position];
-				byCall[owner[position]].push(row);
+			const index = first.returns === 'id' ? ownerById.get(row.id ?? '') : owner[row.ord ?? -1];
+			if (index === undefined) {
+				// Committed, but a row names no input row: no caller can be told what it got.
+				const error = new DurableJobsError(
+					'database_error',
+					'A merged statement returned a row that belongs to no call',
+				);
+				for (const call of calls) call.reject(error);
+				return;
 			}
+			if (first.returns !== 'id') row.ord = ownOrd[row.ord!];
+			byCall[index].push(row);
 		}
 		calls.forEach((call, index) => call.resolve(byCall[index]));
 	}
