@@ -113,6 +113,10 @@ export class Coalescer {
 		try {
 			if (calls.length === 1) await runAlone(calls[0]);
 			else await this.runMerged(calls);
+		} catch (error) {
+			// Nothing above is meant to throw; if it does, no caller may be left waiting (a
+			// promise settles once, so callers already answered keep their answer).
+			for (const call of calls) call.reject(classifyDatabaseError(error));
 		} finally {
 			lane.flushing = false;
 			if (lane.waiting.length > 0) this.schedule(key, lane);
