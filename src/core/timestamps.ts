@@ -73,13 +73,19 @@ export function parseTimestamptz(text: string): unknown {
 }
 
 /**
- * The result parsers of the core's statements: node-postgres's, except for `timestamptz`. Passed
- * with each query, so the process-wide parsers of `pg` (which n8n and other packages share) stay
- * as they are.
+ * The result parsers of the core's statements: node-postgres's, except for `timestamptz` while
+ * the process still uses the driver's own parser for it (postgres-date's `parseDate`; a parser
+ * an application registered stays in force). Passed with each query, so the process-wide
+ * parsers of `pg` (which n8n and other packages share) are not touched.
  */
 export const RESULT_TYPES: pg.CustomTypesConfig = {
-	getTypeParser: ((oid: number, format?: 'text' | 'binary') =>
-		oid === TIMESTAMPTZ_OID && format !== 'binary'
+	getTypeParser: ((oid: number, format?: 'text' | 'binary') => {
+		const parser = pg.types.getTypeParser(oid, format);
+		return oid === TIMESTAMPTZ_OID &&
+			format !== 'binary' &&
+			parser === defaultTimestamptzParser &&
+			parser.name === 'parseDate'
 			? parseTimestamptz
-			: pg.types.getTypeParser(oid, format)) as pg.CustomTypesConfig['getTypeParser'],
+			: parser;
+	}) as pg.CustomTypesConfig['getTypeParser'],
 };

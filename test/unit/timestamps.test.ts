@@ -1,6 +1,7 @@
 import pg from 'pg';
 
 import { parseTimestamptz } from '../../src/core';
+import { RESULT_TYPES } from '../../src/core/timestamps';
 
 const driverParser = pg.types.getTypeParser(1184, 'text') as (text: string) => unknown;
 
@@ -76,5 +77,22 @@ describe('parseTimestamptz', () => {
 		expect(parseTimestamptz('2026-12-03 10:24:19.5+01:30')).toEqual(
 			new Date('2026-12-03T08:54:19.500Z'),
 		);
+	});
+});
+
+describe('RESULT_TYPES', () => {
+	afterEach(() => {
+		pg.types.setTypeParser(1184, driverParser);
+	});
+
+	it('reads timestamptz with the fast parser while the driver parser is in force', () => {
+		expect(RESULT_TYPES.getTypeParser(1184, 'text')).toBe(parseTimestamptz);
+		expect(RESULT_TYPES.getTypeParser(25, 'text')).toBe(pg.types.getTypeParser(25, 'text'));
+	});
+
+	it('keeps a timestamptz parser the application registered', () => {
+		const asText = (text: string) => text;
+		pg.types.setTypeParser(1184, asText);
+		expect(RESULT_TYPES.getTypeParser(1184, 'text')).toBe(asText);
 	});
 });
