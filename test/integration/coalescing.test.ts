@@ -382,6 +382,28 @@ describe('call coalescing', () => {
 		}
 	});
 
+	it('sequential calls are sent one by one, unmerged; a call past the flush size runs alone', async () => {
+		const queue = 'sequential';
+		const before = stats();
+		for (let n = 0; n < 5; n++) ok((await store.enqueue([{ queue, payload: { n } }]))[0]);
+		expect(delta(before)).toMatchObject({ flushes: 5, calls: 5, mergedFlushes: 0 });
+
+		const beforeLarge = stats();
+		const [large, ...small] = await Promise.all([
+			store.enqueue(Array.from({ length: 2500 }, (_, n) => ({ queue, payload: { large: n } }))),
+			...Array.from({ length: 4 }, (_, n) => store.enqueue([{ queue, payload: { small: n } }])),
+		]);
+		// The large call fills a flush of its own; the small ones share the next.
+		expect(delta(beforeLarge)).toMatchObject({ flushes: 2, calls: 5, mergedFlushes: 1 });
+		expect(large.map((result) => ok(result).jobId)).toHaveLength(2500);
+		for (const results of small) ok(results[0]);
+		const { rows } = await pool.query<{ count: number }>(
+			`SELECT count(*)::int AS count FROM "${schema}".jobs WHERE queue = $1`,
+			[queue],
+		);
+		expect(rows[0].count).toBe(5 + 2500 + 4);
+	});
+
 	it('calls through different stores over one pool share statements; coalesceCalls: false sends each alone', async () => {
 		const queue = 'stores';
 		await enqueueJobs(queue, 6);
