@@ -4,7 +4,7 @@
  * so load from other work hits both sides alike. Prints one JSON document on stdout (every
  * run, medians and after/before ratios); progress goes to stderr.
  *
- *   npx tsx bench/compare.ts [--ref HEAD] [--rounds 5] [--scenarios enqueue,single,batch,stats]
+ *   npx tsx bench/compare.ts [--ref HEAD] [--rounds 5] [--scenarios enqueue,single,work,batch,stats]
  *                            [--stats-rows 100000]
  *
  * The ref's src/ and migrations/ are exported with `git archive` into a temporary directory
@@ -26,13 +26,14 @@ import {
 	now,
 	quoteIdent,
 	round,
+	sleep,
 	summarize,
 	vacuumAnalyzeSchema,
 } from './lib/util';
 
 type Core = typeof import('../src/core');
 type Side = 'before' | 'after';
-const SCENARIOS = ['enqueue', 'single', 'batch', 'stats'] as const;
+const SCENARIOS = ['enqueue', 'single', 'work', 'batch', 'stats'] as const;
 type Scenario = (typeof SCENARIOS)[number];
 const QUEUE = 'bench';
 
@@ -110,13 +111,14 @@ class Subject {
 		for (const result of results) if (result instanceof Error) throw result;
 	}
 
-	async drain(workers: number, limit: number): Promise<number> {
+	async drain(workers: number, limit: number, workMs = 0): Promise<number> {
 		let processed = 0;
 		await Promise.all(
 			Array.from({ length: workers }, async () => {
 				for (;;) {
 					const jobs = await this.store.lease({ queue: QUEUE, limit });
 					if (jobs.length === 0) return;
+					if (workMs > 0) await sleep(workMs);
 					const results = await this.store.complete(
 						jobs.map((job) => ({
 							jobId: job.id,
@@ -147,10 +149,10 @@ async function measure(
 		await vacuumAnalyzeSchema(admin, subject.schema);
 		await checkpoint(admin);
 	};
-	const drain = async (jobs: number, workers: number, limit: number) => {
+	const drain = async (jobs: number, workers: number, limit: number, workMs = 0) => {
 		await prefill(jobs);
 		const started = now();
-		const processed = await subject.drain(workers, limit);
+		const processed = await subject.drain(workers, limit, workMs);
 		if (processed !== jobs) throw new Error(`${subject.side}: drained ${processed} of ${jobs}`);
 		return jobs / ((now() - started) / 1000);
 	};
@@ -173,6 +175,10 @@ async function measure(
 			return await drain(1000, 1, 1);
 		case 'single_w8':
 			return await drain(1000, 8, 1);
+		case 'single_w32':
+			return await drain(1000, 32, 1);
+		case 'single_w8_work1ms':
+			return await drain(1000, 8, 1, 1);
 		case 'batch100_w2':
 			return await drain(10_000, 2, 100);
 		case 'stats_p95_ms': {
@@ -227,7 +233,8 @@ async function main(): Promise<void> {
 	};
 	const scenarios = [
 		...(options.scenarios.includes('enqueue') ? ['enqueue_single', 'enqueue_batch'] : []),
-		...(options.scenarios.includes('single') ? ['single_w1', 'single_w8'] : []),
+		...(options.scenarios.includes('single') ? ['single_w1', 'single_w8', 'single_w32'] : []),
+		...(options.scenarios.includes('work') ? ['single_w8_work1ms'] : []),
 		...(options.scenarios.includes('batch') ? ['batch100_w2'] : []),
 		...(options.scenarios.includes('stats') ? ['stats_p95_ms'] : []),
 	];

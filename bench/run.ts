@@ -47,8 +47,8 @@ import {
 	type Summary,
 } from './lib/util';
 
-type ScenarioId = 'enqueue' | 'single' | 'batch' | 'stats';
-const SCENARIO_IDS: readonly ScenarioId[] = ['enqueue', 'single', 'batch', 'stats'];
+type ScenarioId = 'enqueue' | 'single' | 'work' | 'batch' | 'stats';
+const SCENARIO_IDS: readonly ScenarioId[] = ['enqueue', 'single', 'work', 'batch', 'stats'];
 
 interface Config {
 	quick: boolean;
@@ -60,6 +60,8 @@ interface Config {
 	enqueueBatchSize: number;
 	singleJobs: number;
 	singleWorkers: number[];
+	workMs: number;
+	workWorkers: number;
 	batchJobs: number;
 	batchSize: number;
 	batchWorkers: number;
@@ -69,6 +71,7 @@ interface Config {
 	statsRefreshIterations: number;
 	statsLive: LiveRows;
 	oursPrepared: boolean;
+	oursCoalesce: boolean;
 	jsonOut: string | null;
 }
 
@@ -96,6 +99,18 @@ const SIZE_OPTIONS = {
 		full: 3000,
 		quick: 1000,
 		help: 'jobs pre-filled for each lease-1 drain',
+	},
+	'work-ms': {
+		key: 'workMs',
+		full: 1,
+		quick: 1,
+		help: 'milliseconds each job waits (a timer) between lease and complete in the work scenario',
+	},
+	'work-workers': {
+		key: 'workWorkers',
+		full: 8,
+		quick: 8,
+		help: 'concurrent workers of the work scenario (lease 1 + work + complete 1)',
 	},
 	'batch-jobs': {
 		key: 'batchJobs',
@@ -147,8 +162,8 @@ const SIZE_OPTIONS = {
 
 function usage(): string {
 	const lines = [
-		'Usage: npm run bench -- [--quick] [--json-out FILE] [--engines ours,pgboss,graphile] [--scenarios enqueue,single,batch,stats]',
-		'       [--single-workers 1,8] [--ours-prepared on|off] [size options]',
+		'Usage: npm run bench -- [--quick] [--json-out FILE] [--engines ours,pgboss,graphile] [--scenarios enqueue,single,work,batch,stats]',
+		'       [--single-workers 1,8,32] [--ours-prepared on|off] [--ours-coalesce on|off] [size options]',
 		'Size options (flag, or BENCH_<NAME> environment variable; default / --quick):',
 	];
 	for (const [flag, option] of Object.entries(SIZE_OPTIONS)) {
@@ -194,11 +209,12 @@ function parseArgs(argv: string[]): Config {
 		quick,
 		engines: list('engines', ENGINE_IDS),
 		scenarios: list('scenarios', SCENARIO_IDS),
-		singleWorkers: (flags.get('single-workers') ?? process.env.BENCH_SINGLE_WORKERS ?? '1,8')
+		singleWorkers: (flags.get('single-workers') ?? process.env.BENCH_SINGLE_WORKERS ?? '1,8,32')
 			.split(',')
 			.map(Number),
 		statsLive: { queued: 3000, running: 1000, failed: 500 },
 		oursPrepared: (flags.get('ours-prepared') ?? process.env.BENCH_OURS_PREPARED ?? 'on') !== 'off',
+		oursCoalesce: (flags.get('ours-coalesce') ?? process.env.BENCH_OURS_COALESCE ?? 'on') !== 'off',
 		jsonOut: flags.get('json-out') ?? process.env.BENCH_JSON_OUT ?? null,
 	};
 	for (const [flag, option] of Object.entries(SIZE_OPTIONS)) {
@@ -217,6 +233,7 @@ function parseArgs(argv: string[]): Config {
 				'scenarios',
 				'single-workers',
 				'ours-prepared',
+				'ours-coalesce',
 				...Object.keys(SIZE_OPTIONS),
 			].includes(name)
 		) {
@@ -494,7 +511,8 @@ async function main(): Promise<void> {
 	admin.on('error', () => undefined);
 
 	const all: Record<EngineId, () => Engine> = {
-		ours: () => new OursEngine(postgres.url, undefined, undefined, config.oursPrepared),
+		ours: () =>
+			new OursEngine(postgres.url, undefined, undefined, config.oursPrepared, config.oursCoalesce),
 		pgboss: () => new PgBossEngine(postgres.url),
 		graphile: () =>
 			new GraphileEngine(postgres.url, undefined, undefined, config.graphileBatchConcurrency),
@@ -541,6 +559,26 @@ async function main(): Promise<void> {
 						measureDrain(engine, admin, config.singleJobs, () => engine.drainSingle(workers)),
 				);
 			}
+		}
+
+		if (config.scenarios.includes('work')) {
+			scenarios[`lease_complete_single_w${config.workWorkers}_work${config.workMs}ms`] =
+				await runThroughput(
+					`lease 1 + ${config.workMs} ms of work + complete 1, ${config.workWorkers} workers (drain ${config.singleJobs} pre-filled jobs)`,
+					'jobs/s',
+					{
+						jobs: config.singleJobs,
+						workers: config.workWorkers,
+						batchSize: 1,
+						workMs: config.workMs,
+					},
+					engines,
+					config.repeat,
+					(engine) =>
+						measureDrain(engine, admin, config.singleJobs, () =>
+							engine.drainSingle(config.workWorkers, config.workMs),
+						),
+				);
 		}
 
 		if (config.scenarios.includes('batch')) {
@@ -718,25 +756,46 @@ function evaluateTargets(config: Config, scenarios: Record<string, unknown>): Ta
 		});
 	};
 	add(
+		'enqueue_single_vs_graphile',
+		'enqueue, 1 job per transaction, vs graphile-worker',
+		2,
+		throughputRatio('enqueue_single', 'oursVsGraphile'),
+	);
+	add(
+		'enqueue_batch_vs_graphile',
+		`enqueue in batches of ${config.enqueueBatchSize}, vs graphile-worker`,
+		1.3,
+		throughputRatio('enqueue_batch', 'oursVsGraphile'),
+	);
+	add(
 		'single_w8_vs_graphile',
 		'lease+complete of 1 job, 8 workers, vs graphile-worker',
 		1.5,
 		throughputRatio('lease_complete_single_w8', 'oursVsGraphile'),
 	);
 	add(
+		'single_w32_vs_graphile',
+		'lease+complete of 1 job, 32 workers, vs graphile-worker',
+		2.5,
+		throughputRatio('lease_complete_single_w32', 'oursVsGraphile'),
+	);
+	add(
+		'single_work_vs_graphile',
+		`lease+complete of 1 job with ${config.workMs} ms of work, ${config.workWorkers} workers, vs graphile-worker (aim)`,
+		1,
+		throughputRatio(
+			`lease_complete_single_w${config.workWorkers}_work${config.workMs}ms`,
+			'oursVsGraphile',
+		),
+	);
+	add(
 		'batch100_vs_pgboss',
 		`lease ${config.batchSize} + complete ${config.batchSize}, ${config.batchWorkers} workers, vs pg-boss`,
-		2,
+		1,
 		throughputRatio(
 			`lease_complete_batch${config.batchSize}_w${config.batchWorkers}`,
 			'oursVsPgBoss',
 		),
-	);
-	add(
-		'enqueue_batch_vs_graphile',
-		`enqueue in batches of ${config.enqueueBatchSize}, vs graphile-worker`,
-		2,
-		throughputRatio('enqueue_batch', 'oursVsGraphile'),
 	);
 	const stats = scenarios.stats as { results?: { ours?: { latencyMs?: Summary } } } | undefined;
 	const latency = stats?.results?.ours?.latencyMs;

@@ -39,8 +39,11 @@ export interface Engine {
 	enqueueBatch(start: number, size: number): Promise<void>;
 	/** Not measured: fills the queue for a drain scenario (batch API, 1,000 per call). */
 	prefill(count: number): Promise<void>;
-	/** `workers` concurrent loops of lease-1 + complete-1 until the queue is empty. */
-	drainSingle(workers: number): Promise<DrainOutcome>;
+	/**
+	 * `workers` concurrent loops of lease-1 + complete-1 until the queue is empty; with `workMs`,
+	 * each job waits that long (a timer, like a short call to another service) before it completes.
+	 */
+	drainSingle(workers: number, workMs?: number): Promise<DrainOutcome>;
 	/** `workers` concurrent loops of lease-`batch` + one complete of the batch; null = no equivalent. */
 	drainBatch(workers: number, batch: number): Promise<DrainOutcome | null>;
 	/** A short description of the configuration used, for the JSON report. */

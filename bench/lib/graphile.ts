@@ -9,7 +9,7 @@ import {
 } from 'graphile-worker';
 
 import { QUEUE, type DrainOutcome, type Engine } from './engine';
-import { dropSchema } from './util';
+import { dropSchema, sleep } from './util';
 
 /** graphile-worker logs every completed job at info level; a benchmark measures the queue, not the console. */
 const silentLogger = new Logger(() => () => undefined);
@@ -101,10 +101,11 @@ export class GraphileEngine implements Engine {
 		return { pgPool: this.pool, schema: this.schema, logger: silentLogger, noHandleSignals: true };
 	}
 
-	async drainSingle(workers: number): Promise<DrainOutcome> {
+	async drainSingle(workers: number, workMs = 0): Promise<DrainOutcome> {
 		let processed = 0;
 		const taskList: TaskList = {
 			[QUEUE]: async () => {
+				if (workMs > 0) await sleep(workMs);
 				processed++;
 			},
 		};

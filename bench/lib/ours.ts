@@ -8,7 +8,7 @@ import {
 	type LeasedJob,
 } from '../../src/core';
 import { QUEUE, type DrainOutcome, type Engine } from './engine';
-import { dropSchema } from './util';
+import { dropSchema, sleep } from './util';
 
 function check<T>(results: Array<T | DurableJobsError>): T[] {
 	for (const result of results) {
@@ -28,6 +28,8 @@ export class OursEngine implements Engine {
 		poolSize = 12,
 		/** StoreOptions.preparedStatements (off: as behind PgBouncer in transaction mode). */
 		readonly preparedStatements = true,
+		/** StoreOptions.coalesceCalls. */
+		readonly coalesceCalls = true,
 	) {
 		this.pool = new pg.Pool({ connectionString: url, max: poolSize });
 		this.pool.on('error', () => undefined);
@@ -49,6 +51,7 @@ export class OursEngine implements Engine {
 			},
 			pool: this.pool.options.max,
 			preparedStatements: this.preparedStatements,
+			coalesceCalls: this.coalesceCalls,
 			retention: 'finished jobs stay in the table (done/failed) until purged',
 			leaseMs: 60_000,
 		};
@@ -60,6 +63,7 @@ export class OursEngine implements Engine {
 		this.current = new JobStore(this.pool, {
 			schema: this.schema,
 			preparedStatements: this.preparedStatements,
+			coalesceCalls: this.coalesceCalls,
 		});
 	}
 
@@ -68,6 +72,7 @@ export class OursEngine implements Engine {
 		this.current = new JobStore(this.pool, {
 			schema: this.schema,
 			preparedStatements: this.preparedStatements,
+			coalesceCalls: this.coalesceCalls,
 		});
 	}
 
@@ -91,7 +96,7 @@ export class OursEngine implements Engine {
 			await this.enqueueBatch(start, Math.min(1000, count - start));
 	}
 
-	private async drain(workers: number, limit: number): Promise<DrainOutcome> {
+	private async drain(workers: number, limit: number, workMs = 0): Promise<DrainOutcome> {
 		let processed = 0;
 		let fetchCalls = 0;
 		const store = this.store;
@@ -100,6 +105,7 @@ export class OursEngine implements Engine {
 				fetchCalls++;
 				const jobs: LeasedJob[] = await store.lease({ queue: QUEUE, limit });
 				if (jobs.length === 0) return;
+				if (workMs > 0) await sleep(workMs);
 				const results = check(
 					await store.complete(
 						jobs.map((job) => ({
@@ -118,8 +124,8 @@ export class OursEngine implements Engine {
 		return { processed, fetchCalls };
 	}
 
-	drainSingle(workers: number): Promise<DrainOutcome> {
-		return this.drain(workers, 1);
+	drainSingle(workers: number, workMs = 0): Promise<DrainOutcome> {
+		return this.drain(workers, 1, workMs);
 	}
 
 	drainBatch(workers: number, batch: number): Promise<DrainOutcome> {

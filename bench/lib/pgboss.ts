@@ -2,7 +2,7 @@ import pg from 'pg';
 import { PgBoss, type ConstructorOptions } from 'pg-boss';
 
 import { QUEUE, type DrainOutcome, type Engine } from './engine';
-import { dropSchema } from './util';
+import { dropSchema, sleep } from './util';
 
 /**
  * pg-boss 12 with its background machinery off (supervise = maintenance and monitoring,
@@ -99,7 +99,7 @@ export class PgBossEngine implements Engine {
 			await this.enqueueBatch(start, Math.min(1000, count - start));
 	}
 
-	private async drain(workers: number, batchSize: number): Promise<DrainOutcome> {
+	private async drain(workers: number, batchSize: number, workMs = 0): Promise<DrainOutcome> {
 		let processed = 0;
 		let fetchCalls = 0;
 		const boss = this.boss;
@@ -108,6 +108,7 @@ export class PgBossEngine implements Engine {
 				fetchCalls++;
 				const jobs = await boss.fetch<{ n: number }>(QUEUE, { batchSize });
 				if (jobs.length === 0) return;
+				if (workMs > 0) await sleep(workMs);
 				// CommandResponse is declared as an empty interface; at run time it carries `affected`.
 				const response = (await boss.complete(
 					QUEUE,
@@ -122,8 +123,8 @@ export class PgBossEngine implements Engine {
 		return { processed, fetchCalls };
 	}
 
-	drainSingle(workers: number): Promise<DrainOutcome> {
-		return this.drain(workers, 1);
+	drainSingle(workers: number, workMs = 0): Promise<DrainOutcome> {
+		return this.drain(workers, 1, workMs);
 	}
 
 	drainBatch(workers: number, batch: number): Promise<DrainOutcome> {

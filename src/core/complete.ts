@@ -45,6 +45,7 @@ export async function complete(
 			toRow: (item, ord) => completeRow(ctx, item, ord),
 			key: `complete:${ctx.s}:${ctx.callbackQueue}`,
 			build: (batch) => completeQuery(ctx.s, batch, ctx.callbackQueue),
+			coalesce: true,
 			toResult: (row) => ({
 				applied: row.applied,
 				status: row.applied ? row.status : row.current_status,

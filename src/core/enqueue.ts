@@ -91,6 +91,8 @@ export async function enqueue(
 			key: `enqueue-without-keys:${ctx.s}`,
 			rows,
 			build: (batch) => enqueueWithoutKeysQuery(ctx.s, batch),
+			returns: 'id',
+			coalesce: true,
 		});
 		for (const row of inserted) {
 			results[byId.get(row.id)!.ord] = {
@@ -180,7 +182,12 @@ async function resolveKeys(
 ): Promise<EnqueueReturnRow[]> {
 	return await runWithReread<EnqueueRow, EnqueueReturnRow>(
 		db,
-		{ key: `enqueue:${ctx.s}`, rows, build: (batch) => enqueueQuery(ctx.s, batch) },
+		{
+			key: `enqueue:${ctx.s}`,
+			rows,
+			build: (batch) => enqueueQuery(ctx.s, batch),
+			coalesce: true,
+		},
 		{
 			unresolved: (returned) => returned.id === null,
 			query: (missing) =>

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import type pg from 'pg';
 
+import { Coalescer, type CoalescingStats } from './coalescer';
 import { classifyDatabaseError } from './errors';
 import {
 	BEGIN,
@@ -11,6 +12,19 @@ import {
 	SAVEPOINT,
 } from './sql/transaction';
 import type { SqlQuery } from './sql/types';
+import { RESULT_TYPES } from './timestamps';
+
+/** One coalescer per pool: every store (and node execution) of a process over it shares it. */
+const coalescers = new WeakMap<pg.Pool, Coalescer>();
+
+function coalescerOf(pool: pg.Pool): Coalescer {
+	let coalescer = coalescers.get(pool);
+	if (!coalescer) {
+		coalescer = new Coalescer();
+		coalescers.set(pool, coalescer);
+	}
+	return coalescer;
+}
 
 /** Prepared statement names by statement text (the text includes the schema). */
 const statementNames = new Map<string, string>();
@@ -36,17 +50,25 @@ export interface SqlResult<R> {
  * One batch statement: validated rows, each carrying its position `ord` in its caller's batch,
  * and how to build the statement for any list of such rows.
  *
- * This is the seam for call coalescing: statements with the same `key` build the same text for
- * any rows, so concurrent calls of one process could be merged into one statement (rows
- * renumbered, one round trip and one commit) and the returned rows handed back to each caller
- * by `ord` (or by id, for statements that return the client-generated job ids). The concern
- * modules only build statements and read the rows they get back; where the statement runs is
- * the executor's business.
+ * Statements with the same `key` build equivalent statements for any rows, so the executor
+ * merges concurrent calls on the pool into one statement (see Coalescer): the rows are
+ * renumbered, run in one round trip and one commit, and the returned rows are handed back to
+ * each caller with its own `ord` (or matched by `id`, for statements that return the
+ * client-generated job ids). Everything a statement depends on besides its rows (schema,
+ * queue, callback queue) must be part of the key.
  */
 export interface RowStatement<Row extends { ord: number }> {
 	key: string;
 	rows: Row[];
 	build: (rows: Row[]) => SqlQuery;
+	/** How a returned row names the input row it belongs to (default `ord`). */
+	returns?: 'ord' | 'id';
+	/**
+	 * Whether concurrent calls may share the statement. Only for statements whose rows of
+	 * different calls cannot make each other fail: an INSERT … ON CONFLICT DO UPDATE (the
+	 * idempotency claim) fails outright when two of its rows hit one key.
+	 */
+	coalesce?: boolean;
 }
 
 /** Where the concern modules send statements: the pool, or one open transaction. */
@@ -82,15 +104,22 @@ abstract class Sender implements Session {
 	/** Every driver error leaves as a classified DurableJobsError. */
 	async result<R>(query: SqlQuery): Promise<SqlResult<R>> {
 		try {
-			const config: pg.QueryConfig =
-				query.prepare && this.preparedStatements
-					? { name: statementName(query.text), text: query.text, values: query.values }
-					: { text: query.text, values: query.values };
-			const result = await this.target().query(config);
+			const result = await this.send(query);
 			return { rows: result.rows as R[], rowCount: result.rowCount };
 		} catch (error) {
 			throw classifyDatabaseError(error);
 		}
+	}
+
+	/** Runs one statement; driver errors are thrown unclassified. */
+	protected async send(query: SqlQuery): Promise<pg.QueryResult> {
+		const config: pg.QueryConfig = {
+			text: query.text,
+			values: query.values,
+			types: RESULT_TYPES,
+		};
+		if (query.prepare && this.preparedStatements) config.name = statementName(query.text);
+		return await this.target().query(config);
 	}
 }
 
@@ -125,15 +154,44 @@ class ClientTransaction extends Sender implements Transaction {
  * classifies every driver error.
  */
 export class Executor extends Sender {
+	private readonly coalescer: Coalescer | null;
+
 	constructor(
 		readonly pool: pg.Pool,
 		preparedStatements = true,
+		/** Merge concurrent batch statements of this pool into one (see Coalescer). */
+		coalesce = true,
 	) {
 		super(preparedStatements);
+		this.coalescer = coalesce ? coalescerOf(pool) : null;
 	}
 
 	protected target(): pg.Pool {
 		return this.pool;
+	}
+
+	/**
+	 * On the pool, concurrent batch statements with the same key are merged into one statement
+	 * and one commit; each caller gets its own rows once that statement has committed.
+	 */
+	override async runRows<R, Row extends { ord: number }>(
+		statement: RowStatement<Row>,
+	): Promise<R[]> {
+		if (this.coalescer === null || !statement.coalesce || statement.rows.length === 0)
+			return await super.runRows<R, Row>(statement);
+		return await this.coalescer.run<R>(
+			{
+				...(statement as unknown as RowStatement<{ ord: number }>),
+				// Calls of stores with and without prepared statements are sent differently.
+				key: `${this.preparedStatements ? 'p' : 'u'}:${statement.key}`,
+			},
+			async (query) => (await this.send(query)).rows,
+		);
+	}
+
+	/** What the coalescer of this executor's pool has done (null when coalescing is off). */
+	coalescingStats(): CoalescingStats | null {
+		return this.coalescer ? { ...this.coalescer.stats } : null;
 	}
 
 	/** BEGIN, `work`, COMMIT on one client; any error rolls back and is rethrown classified. */

@@ -3,6 +3,8 @@ export * from './identifiers';
 export * from './types';
 export * from './dashboard';
 export { JobStore, type ItemResults, type StoreOptions } from './store';
+export type { CoalescingStats } from './coalescer';
+export { parseTimestamptz } from './timestamps';
 export { hashToken } from './tokens';
 export {
 	getPool,

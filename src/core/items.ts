@@ -82,15 +82,21 @@ export async function writeRows<
 	options: BatchOptions,
 	spec: {
 		toRow: (item: Item, ord: number) => Row;
-		/** See RowStatement: statements with equal keys could share one round trip. */
+		/** See RowStatement: concurrent calls with equal keys may share one statement. */
 		key: string;
 		build: (rows: Row[]) => SqlQuery;
+		coalesce?: boolean;
 		toResult: (row: Returned) => Result;
 	},
 ): Promise<ItemResults<Result>> {
 	const { rows, results } = validateItems<Item, Row, Result>(items, spec.toRow, options);
 	if (rows.length === 0) return results;
-	const returned = await db.runRows<Returned, Row>({ key: spec.key, rows, build: spec.build });
+	const returned = await db.runRows<Returned, Row>({
+		key: spec.key,
+		rows,
+		build: spec.build,
+		coalesce: spec.coalesce,
+	});
 	return fillResults(results, returned, spec.toResult);
 }
 

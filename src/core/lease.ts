@@ -10,6 +10,7 @@ import {
 	queueLockQuery,
 	runningCountQuery,
 	type ExtendRow,
+	type LeaseSlot,
 } from './sql/lease';
 import { nextDueQuery, peekQuery } from './sql/trigger';
 import type { ExtendInput, ExtendResult, Job, LeaseInput, LeasedJob } from './types';
@@ -24,14 +25,7 @@ import {
 /** Second key of the per-queue advisory lock taken when a concurrency limit is enforced. */
 const QUEUE_LOCK_NAMESPACE = 0x44_4a_51; // "DJQ"
 
-type LeaseReturnRow = Job & {
-	previous_attempt_id: string | null;
-	expired: boolean;
-	lease_order_seq: string;
-	lease_order_priority: number;
-	lease_order_run_at: Date;
-	exhausted_count: string;
-};
+type LeaseReturnRow = Job & { ord: number; expired: boolean };
 
 /** Claims up to `limit` due jobs of one queue (or jobs whose lease expired) in one statement. */
 export async function lease(ctx: StoreContext, input: LeaseInput): Promise<LeasedJob[]> {
@@ -43,17 +37,26 @@ export async function lease(ctx: StoreContext, input: LeaseInput): Promise<Lease
 		'concurrencyLimit',
 		CONCURRENCY_LIMIT,
 	);
-	const params = {
-		queue,
-		limit,
-		leaseMs,
-		workflowId: optionalText(input.workflowId, 'workflowId', 255),
-		executionId: optionalText(input.executionId, 'executionId', 255),
-		attemptIds: Array.from({ length: limit }, () => uuidv7()),
-	};
+	const workflowId = optionalText(input.workflowId, 'workflowId', 255);
+	const executionId = optionalText(input.executionId, 'executionId', 255);
+	const slots = (count: number): LeaseSlot[] =>
+		Array.from({ length: count }, (_, ord) => ({
+			ord,
+			attempt_id: uuidv7(),
+			lease_ms: leaseMs,
+			workflow_id: workflowId,
+			execution_id: executionId,
+		}));
 	let rows: LeaseReturnRow[];
 	if (concurrencyLimit === null) {
-		rows = await ctx.db.run<LeaseReturnRow>(leaseQuery(ctx.s, { ...params, slots: limit }));
+		rows = await ctx.db.runRows<LeaseReturnRow, LeaseSlot>({
+			// Leases of one queue from concurrent calls share a statement (everything else a
+			// call sends is in its slots).
+			key: `lease:${ctx.s}:${queue}`,
+			rows: slots(limit),
+			build: (batch) => leaseQuery(ctx.s, queue, batch),
+			coalesce: true,
+		});
 	} else {
 		// The running count must be read after every other leaser of this queue has committed,
 		// so the lock is taken in its own statement: a statement's snapshot is fixed when it
@@ -61,21 +64,13 @@ export async function lease(ctx: StoreContext, input: LeaseInput): Promise<Lease
 		rows = await ctx.db.transaction(async (tx) => {
 			await tx.run(queueLockQuery(QUEUE_LOCK_NAMESPACE, queue));
 			const [{ running }] = await tx.run<{ running: number }>(runningCountQuery(ctx.s, queue));
-			const slots = Math.min(limit, concurrencyLimit - running);
-			if (slots <= 0) return [];
-			return await tx.run<LeaseReturnRow>(leaseQuery(ctx.s, { ...params, slots }));
+			const free = Math.min(limit, concurrencyLimit - running);
+			if (free <= 0) return [];
+			return await tx.run<LeaseReturnRow>(leaseQuery(ctx.s, queue, slots(free)));
 		});
 	}
 	return rows.map((row) => {
-		const {
-			previous_attempt_id: _previous,
-			expired,
-			lease_order_seq: _seq,
-			lease_order_priority: _priority,
-			lease_order_run_at: _runAt,
-			exhausted_count: _exhausted,
-			...job
-		} = row;
+		const { ord: _ord, expired, ...job } = row;
 		return { ...job, recovered: expired } as LeasedJob;
 	});
 }
@@ -111,6 +106,7 @@ export async function extendLease(
 		}),
 		key: `extend:${ctx.s}`,
 		build: (batch) => extendLeaseQuery(ctx.s, batch),
+		coalesce: true,
 		toResult: (row) => ({
 			extended: row.extended,
 			leaseUntil: row.lease_until,

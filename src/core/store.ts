@@ -13,6 +13,7 @@ import {
 	type ListJobsInput,
 	type QueueOverview,
 } from './dashboard';
+import type { CoalescingStats } from './coalescer';
 import type { StoreContext } from './context';
 import { DEFAULT_CALLBACK_QUEUE, DEFAULT_MAX_PAYLOAD_BYTES } from './defaults';
 import { enqueue, type EnqueueOptions } from './enqueue';
@@ -76,6 +77,12 @@ export interface StoreOptions {
 	 * PgBouncer in transaction mode before 1.21 (or without max_prepared_statements).
 	 */
 	preparedStatements?: boolean;
+	/**
+	 * Merge concurrent enqueue,
+	 * lease, extend-lease and complete calls over the same pool into one statement and one
+	 * commit (default true). Off: every call sends its own statement.
+	 */
+	coalesceCalls?: boolean;
 }
 
 /**
@@ -102,7 +109,7 @@ export class JobStore {
 		);
 		this.preparedStatements = options.preparedStatements !== false;
 		this.ctx = {
-			db: new Executor(pool, this.preparedStatements),
+			db: new Executor(pool, this.preparedStatements, options.coalesceCalls !== false),
 			schema: this.schema,
 			s: quoteIdentifier(this.schema),
 			maxPayloadBytes: this.maxPayloadBytes,
@@ -116,6 +123,14 @@ export class JobStore {
 	 * gets an IdempotencyConflictError and writes nothing. With `allOrNothing`, any bad item
 	 * rolls the whole batch back and the first error is thrown.
 	 */
+	/**
+	 * What the call coalescer of this store's pool has done (shared by every store over the
+	 * pool); null when this store does not coalesce.
+	 */
+	coalescingStats(): CoalescingStats | null {
+		return this.ctx.db.coalescingStats();
+	}
+
 	async enqueue(
 		items: EnqueueInput[],
 		options: EnqueueOptions = {},

@@ -1,17 +1,37 @@
 import { jsonRows } from './json';
 import { JOB_COLUMNS, type SqlQuery } from './types';
 
-export interface LeaseParams {
-	queue: string;
-	limit: number;
-	leaseMs: number;
-	workflowId: string | null;
-	executionId: string | null;
-	attemptIds: string[];
+/**
+ * One job a lease may take: the attempt id it gets, and the lease length and n8n ids of the
+ * call that asked for it. A call asking for N jobs sends N slots; calls merged into one
+ * statement (see RowStatement) send all their slots, and each leased job comes back with the
+ * `ord` of the slot it filled.
+ */
+export interface LeaseSlot {
+	ord: number;
+	attempt_id: string;
+	lease_ms: number;
+	workflow_id: string | null;
+	execution_id: string | null;
 }
 
 /**
- * Claims up to `limit` jobs of one queue in one statement.
+ * The limit written into the locking branches for a number of slots: the number itself up to
+ * 16, then the next of 24, 32, 48, 64, … (at most 1.5 times the slots, and a few dozen texts in
+ * all, so every size merged calls can make has a prepared statement with a kept plan).
+ */
+export function lockingLimit(slots: number): number {
+	if (slots <= 16) return Math.max(1, slots);
+	let size = 16;
+	for (;;) {
+		if (slots <= size * 1.5) return size * 1.5;
+		if (slots <= size * 2) return size * 2;
+		size *= 2;
+	}
+}
+
+/**
+ * Claims up to one job per slot of one queue in one statement.
  *
  * Candidates come from two branches, each matching one partial index: due queued jobs
  * (jobs_queued_claim) and running jobs whose lease has expired (jobs_running). A single
@@ -25,42 +45,19 @@ export interface LeaseParams {
  * statement instead of being leased again. The candidate CTE is MATERIALIZED so the planner
  * cannot re-run the LIMITed, locking subquery once per outer row.
  *
- * `$4` is how many jobs may still start under a per-queue concurrency limit (or the limit
- * itself when there is none); the caller computes it under an advisory lock.
+ * The slots are arrays (`$3`…`$7`, one element per slot), so the text does not depend on how
+ * many calls a statement serves. Candidates are numbered in lease order and the n-th takes the
+ * n-th slot: merged calls get their jobs in the order they asked, each in lease order.
  *
- * The limit of the two locking branches is written into the text for the first few distinct
- * limits a process uses (`$7` after that). As a parameter, the planner has to assume it
- * selects 10% of the rows when it plans the statement once for all values (a generic plan);
- * that plan then looks far more expensive than one planned for the actual value, so
- * PostgreSQL re-planned every lease of a prepared statement, about as costly as running it.
- * With the limit in the text the generic plan is as good as a custom one, and is kept. Each
- * distinct text is one more prepared statement per connection, hence the bound.
+ * The limit of the two locking branches is written into the text (see lockingLimit). As a
+ * parameter, the planner has to assume it selects 10% of the rows when it plans the statement
+ * once for all values (a generic plan); that plan then looks far more expensive than one
+ * planned for the actual value, so PostgreSQL re-planned every lease of a prepared statement,
+ * about as costly as running it. With the limit in the text the generic plan is as good as a
+ * custom one, and is kept. `$2` is the number of slots, which may be below the locking limit.
  */
-/** Lease limits that have a statement text of their own (see leaseQuery). */
-const literalLimits = new Set<number>();
-const MAX_LITERAL_LIMITS = 8;
-
-function literalLimit(limit: number): string | null {
-	if (!Number.isInteger(limit) || limit < 1) return null;
-	if (!literalLimits.has(limit)) {
-		if (literalLimits.size >= MAX_LITERAL_LIMITS) return null;
-		literalLimits.add(limit);
-	}
-	return String(limit);
-}
-
-export function leaseQuery(s: string, params: LeaseParams & { slots: number }): SqlQuery {
-	const literal = literalLimit(params.limit);
-	const limit = literal ?? '$7';
-	const values: unknown[] = [
-		params.queue,
-		params.leaseMs,
-		params.attemptIds,
-		params.slots,
-		params.workflowId,
-		params.executionId,
-	];
-	if (literal === null) values.push(params.limit);
+export function leaseQuery(s: string, queue: string, slots: LeaseSlot[]): SqlQuery {
+	const limit = lockingLimit(slots.length);
 	return {
 		text: `
 WITH queued AS (
@@ -89,10 +86,16 @@ WITH queued AS (
 		SELECT id, priority, run_at, seq, previous_attempt_id, expired FROM expired WHERE NOT exhausted
 	) c
 	ORDER BY expired DESC, priority DESC, run_at, seq
-	LIMIT $4
+	LIMIT $2
 ), numbered AS (
-	SELECT c.*, ($3::uuid[])[row_number() OVER (ORDER BY c.expired DESC, c.priority DESC, c.run_at, c.seq)] AS new_attempt_id
+	SELECT c.*, row_number() OVER (ORDER BY c.expired DESC, c.priority DESC, c.run_at, c.seq) AS slot
 	FROM candidates c
+), assigned AS (
+	SELECT n.id, n.previous_attempt_id, n.expired, n.slot,
+		($3::int[])[n.slot] AS ord, ($4::uuid[])[n.slot] AS new_attempt_id,
+		($5::bigint[])[n.slot] AS lease_ms, ($6::text[])[n.slot] AS workflow_id,
+		($7::text[])[n.slot] AS execution_id
+	FROM numbered n
 ), exhausted_jobs AS (
 	UPDATE ${s}.jobs j
 	SET status = 'failed', lease_until = NULL, finished_at = now(), updated_at = now(),
@@ -104,15 +107,16 @@ WITH queued AS (
 	RETURNING j.id, e.previous_attempt_id
 ), leased AS (
 	UPDATE ${s}.jobs j
-	SET status = 'running', attempts = j.attempts + 1, attempt_id = n.new_attempt_id,
-		lease_until = now() + $2 * interval '1 millisecond', started_at = coalesce(j.started_at, now()),
+	SET status = 'running', attempts = j.attempts + 1, attempt_id = a.new_attempt_id,
+		lease_until = now() + a.lease_ms * interval '1 millisecond', started_at = coalesce(j.started_at, now()),
 		updated_at = now()
-	FROM numbered n
-	WHERE j.id = n.id
+	FROM assigned a
+	WHERE j.id = a.id
 	RETURNING ${JOB_COLUMNS.split(',')
 		.map((column) => `j.${column.trim()}`)
 		.join(', ')},
-		n.previous_attempt_id, n.expired, n.seq AS lease_order_seq, n.priority AS lease_order_priority, n.run_at AS lease_order_run_at
+		a.previous_attempt_id, a.expired, a.slot, a.ord, a.workflow_id AS lease_workflow_id,
+		a.execution_id AS lease_execution_id
 ), closed_attempts AS (
 	UPDATE ${s}.job_attempts a
 	SET finished_at = now(), outcome = 'lease_expired'
@@ -124,13 +128,21 @@ WITH queued AS (
 	RETURNING 1
 ), new_attempts AS (
 	INSERT INTO ${s}.job_attempts (attempt_id, job_id, attempt, workflow_id, execution_id, started_at, lease_until)
-	SELECT attempt_id, id, attempts, $5, $6, now(), lease_until FROM leased
+	SELECT attempt_id, id, attempts, lease_workflow_id, lease_execution_id, now(), lease_until FROM leased
 	RETURNING 1
 )
-SELECT l.*, (SELECT count(*) FROM exhausted_jobs) AS exhausted_count
-FROM leased l
-ORDER BY l.expired DESC, l.lease_order_priority DESC, l.lease_order_run_at, l.lease_order_seq`,
-		values,
+SELECT ${JOB_COLUMNS}, ord, expired
+FROM leased
+ORDER BY slot`,
+		values: [
+			queue,
+			slots.length,
+			slots.map((slot) => slot.ord),
+			slots.map((slot) => slot.attempt_id),
+			slots.map((slot) => slot.lease_ms),
+			slots.map((slot) => slot.workflow_id),
+			slots.map((slot) => slot.execution_id),
+		],
 		prepare: true,
 	};
 }

@@ -1,0 +1,180 @@
+import { DurableJobsError, classifyDatabaseError } from './errors';
+import type { RowStatement } from './executor';
+import type { SqlQuery } from './sql/types';
+
+/** Runs one statement and returns its rows; driver errors are thrown as they are. */
+export type SendRows = (query: SqlQuery) => Promise<unknown[]>;
+
+/** What the coalescer of one pool has done since it was created (tests and benchmarks read it). */
+export interface CoalescingStats {
+	/** Statements sent for coalesced calls (a lone call is a flush of one). */
+	flushes: number;
+	/** Calls answered through a flush. */
+	calls: number;
+	/** Flushes that merged more than one call. */
+	mergedFlushes: number;
+	/** The largest number of calls one flush merged. */
+	largestFlush: number;
+	/** Merged flushes that failed on an item's data and were run again, one call at a time. */
+	splitAfterError: number;
+}
+
+/**
+ * A merged flush gathers callers until their rows pass this; a single call larger than it runs
+ * alone. It bounds the statement (and the lease's locking limit) a flush can build.
+ */
+const MAX_ROWS_PER_FLUSH = 2000;
+
+/**
+ * SQLSTATE classes of errors an item's data can cause (a value PostgreSQL rejects, a
+ * constraint, a value too large, a trigger raising): the merged statement cannot say whose
+ * item it was, so each call runs again on its own. Nothing of the failed statement committed:
+ * it is one statement in its own implicit transaction, and the server answered with an error.
+ * Other errors (connection lost, backend terminated, server shutting down) fail every call of
+ * the flush: whether a statement whose connection broke committed is unknown, so it must not run
+ * twice.
+ */
+const ITEM_ERROR_CLASSES = new Set(['22', '23', '54', 'P0']);
+
+function causedByItemData(error: unknown): boolean {
+	const code = (error as { code?: unknown } | null)?.code;
+	return typeof code === 'string' && code.length === 5 && ITEM_ERROR_CLASSES.has(code.slice(0, 2));
+}
+
+interface Call {
+	statement: RowStatement<{ ord: number }>;
+	send: SendRows;
+	resolve: (rows: unknown[]) => void;
+	reject: (error: unknown) => void;
+}
+
+interface Lane {
+	waiting: Call[];
+	scheduled: boolean;
+	flushing: boolean;
+}
+
+/**
+ * Group commit for the batch statements of one pool. Concurrent calls with the same statement
+ * key are gathered into one statement: the first call schedules a flush for the next turn of the
+ * event loop (setImmediate, no timer), so calls made in the same turn, and those their
+ * callbacks make, join it; while a flush of a key runs, newcomers wait for the next one. Each
+ * caller is answered only after the statement that carried its rows has committed, with only
+ * its own rows. A lone call waits one event-loop turn and runs its statement unchanged.
+ */
+export class Coalescer {
+	private readonly lanes = new Map<string, Lane>();
+	readonly stats: CoalescingStats = {
+		flushes: 0,
+		calls: 0,
+		mergedFlushes: 0,
+		largestFlush: 0,
+		splitAfterError: 0,
+	};
+
+	async run<R>(statement: RowStatement<{ ord: number }>, send: SendRows): Promise<R[]> {
+		return await new Promise<R[]>((resolve, reject) => {
+			let lane = this.lanes.get(statement.key);
+			if (!lane) {
+				lane = { waiting: [], scheduled: false, flushing: false };
+				this.lanes.set(statement.key, lane);
+			}
+			lane.waiting.push({
+				statement,
+				send,
+				resolve: resolve as (rows: unknown[]) => void,
+				reject,
+			});
+			this.schedule(statement.key, lane);
+		});
+	}
+
+	private schedule(key: string, lane: Lane): void {
+		if (lane.scheduled || lane.flushing) return;
+		lane.scheduled = true;
+		setImmediate(() => void this.flush(key, lane));
+	}
+
+	private async flush(key: string, lane: Lane): Promise<void> {
+		lane.scheduled = false;
+		lane.flushing = true;
+		let rows = 0;
+		let count = 0;
+		while (count < lane.waiting.length) {
+			const size = lane.waiting[count].statement.rows.length;
+			if (count > 0 && rows + size > MAX_ROWS_PER_FLUSH) break;
+			rows += size;
+			count++;
+		}
+		const calls = lane.waiting.splice(0, count);
+		this.stats.flushes++;
+		this.stats.calls += calls.length;
+		this.stats.largestFlush = Math.max(this.stats.largestFlush, calls.length);
+		try {
+			if (calls.length === 1) await runAlone(calls[0]);
+			else await this.runMerged(calls);
+		} catch (error) {
+			// Nothing above is meant to throw; if it does, no caller may be left waiting (a
+			// promise settles once, so callers already answered keep their answer).
+			for (const call of calls) call.reject(classifyDatabaseError(error));
+		} finally {
+			lane.flushing = false;
+			if (lane.waiting.length > 0) this.schedule(key, lane);
+			else if (this.lanes.get(key) === lane) this.lanes.delete(key);
+		}
+	}
+
+	private async runMerged(calls: Call[]): Promise<void> {
+		this.stats.mergedFlushes++;
+		const first = calls[0].statement;
+		const merged: Array<{ ord: number }> = [];
+		/** For each merged row: which call it came from and its `ord` in that call. */
+		const owner: number[] = [];
+		const ownOrd: number[] = [];
+		const ownerById = new Map<string, number>();
+		calls.forEach((call, index) => {
+			for (const row of call.statement.rows) {
+				owner.push(index);
+				ownOrd.push(row.ord);
+				merged.push({ ...row, ord: merged.length });
+				if (first.returns === 'id') ownerById.set((row as { id?: string }).id ?? '', index);
+			}
+		});
+		let returned: unknown[];
+		try {
+			returned = await calls[0].send(first.build(merged));
+		} catch (error) {
+			if (causedByItemData(error)) {
+				this.stats.splitAfterError++;
+				await Promise.all(calls.map(runAlone));
+			} else {
+				for (const call of calls) call.reject(classifyDatabaseError(error));
+			}
+			return;
+		}
+		const byCall: unknown[][] = calls.map(() => []);
+		for (const row of returned as Array<{ ord?: number; id?: string }>) {
+			const index = first.returns === 'id' ? ownerById.get(row.id ?? '') : owner[row.ord ?? -1];
+			if (index === undefined) {
+				// Committed, but a row names no input row: no caller can be told what it got.
+				const error = new DurableJobsError(
+					'database_error',
+					'A merged statement returned a row that belongs to no call',
+				);
+				for (const call of calls) call.reject(error);
+				return;
+			}
+			if (first.returns !== 'id') row.ord = ownOrd[row.ord!];
+			byCall[index].push(row);
+		}
+		calls.forEach((call, index) => call.resolve(byCall[index]));
+	}
+}
+
+async function runAlone(call: Call): Promise<void> {
+	try {
+		call.resolve(await call.send(call.statement.build(call.statement.rows)));
+	} catch (error) {
+		call.reject(classifyDatabaseError(error));
+	}
+}

@@ -1,0 +1,26 @@
+import { createHmac, randomBytes } from 'node:crypto';
+
+import { statusToken } from '../../src/core/tokens';
+
+describe('statusToken', () => {
+	it.each([0, 1, 16, 32, 63, 64, 65, 200])(
+		'is HMAC-SHA256 (base64url) of the job id under a %i-byte secret',
+		(length) => {
+			const secret = randomBytes(length);
+			for (let index = 0; index < 200; index++) {
+				const jobId = index % 7 === 0 ? `ü-${index}-€` : randomBytes(16).toString('hex');
+				expect(statusToken(secret, jobId)).toBe(
+					createHmac('sha256', secret).update(jobId).digest('base64url'),
+				);
+			}
+		},
+	);
+
+	it('keeps secrets apart and answers the same token again', () => {
+		const first = randomBytes(32);
+		const second = randomBytes(32);
+		const jobId = '01a23b26-bf35-723e-889b-1e664226c894';
+		expect(statusToken(first, jobId)).toBe(statusToken(first, jobId));
+		expect(statusToken(first, jobId)).not.toBe(statusToken(second, jobId));
+	});
+});
