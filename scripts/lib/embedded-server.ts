@@ -150,6 +150,8 @@ export class LocalServer {
 	private readonly user: RunAs | undefined;
 	private binaries: Binaries | undefined;
 	private process: ChildProcess | undefined;
+	/** Resolves once the postmaster has exited and its stderr is drained. */
+	private closed: Promise<void> = Promise.resolve();
 	/** initdb while it runs (a stop during initialise() must wait for it). */
 	private initdb: ChildProcess | undefined;
 	private readonly unregister: () => void;
@@ -220,6 +222,9 @@ export class LocalServer {
 			},
 		);
 		this.process = child;
+		// 'close' comes after the last stderr chunk; 'exit' can come before it, and a chunk
+		// appended to the log while the folder is removed would recreate the file.
+		this.closed = new Promise<void>((resolve) => child.once('close', () => resolve()));
 		await new Promise<void>((resolve, reject) => {
 			let output = '';
 			child.stderr?.setEncoding('utf8');
@@ -246,10 +251,9 @@ export class LocalServer {
 	/** Fast shutdown (open sessions are terminated); the data stays. */
 	async stop(): Promise<void> {
 		const child = this.process;
-		if (!child || child.exitCode !== null || child.signalCode !== null) return;
-		const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-		child.kill('SIGINT');
-		await exited;
+		if (!child) return;
+		if (child.exitCode === null && child.signalCode === null) child.kill('SIGINT');
+		await this.closed;
 		this.process = undefined;
 	}
 
