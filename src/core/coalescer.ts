@@ -15,8 +15,13 @@ export interface CoalescingStats {
 	mergedFlushes: number;
 	/** The largest number of calls one flush merged. */
 	largestFlush: number;
-	/** Merged flushes that failed on an item's data and were run again, one call at a time. */
+	/**
+	 * Merged flushes that failed in a way a smaller statement may not (an item's data, a
+	 * deadlock, a timeout, a statement too large to build) and were run again, one call at a time.
+	 */
 	splitAfterError: number;
+	/** Flushes that ran longer than STALLED_FLUSH_MS, so the next one started beside them. */
+	stalledFlushes: number;
 }
 
 /**
@@ -36,10 +41,28 @@ const MAX_ROWS_PER_FLUSH = 2000;
  */
 const ITEM_ERROR_CLASSES = new Set(['22', '23', '54', 'P0']);
 
-function causedByItemData(error: unknown): boolean {
+/**
+ * Errors for which the server aborted the merged statement and a smaller one may well pass:
+ * a deadlock or serialization failure (a merged statement locks more rows), a lock or
+ * statement timeout, and running out of resources (class 53). Nothing of it committed.
+ */
+const ABORTED_STATEMENT_CODES = new Set(['40P01', '40001', '55P03', '57014']);
+
+function worthRunningAlone(error: unknown): boolean {
 	const code = (error as { code?: unknown } | null)?.code;
-	return typeof code === 'string' && code.length === 5 && ITEM_ERROR_CLASSES.has(code.slice(0, 2));
+	if (typeof code !== 'string' || code.length !== 5) return false;
+	return (
+		ITEM_ERROR_CLASSES.has(code.slice(0, 2)) ||
+		code.startsWith('53') ||
+		ABORTED_STATEMENT_CODES.has(code)
+	);
 }
+
+/**
+ * A flush still running after this long (waiting on a row lock, say) no longer holds back the
+ * next one: one slow statement must not make every call of its key wait.
+ */
+const STALLED_FLUSH_MS = 100;
 
 interface Call {
 	statement: RowStatement<{ ord: number }>;
@@ -51,7 +74,10 @@ interface Call {
 interface Lane {
 	waiting: Call[];
 	scheduled: boolean;
-	flushing: boolean;
+	/** Flushes running that still hold back the next one (not stalled yet). */
+	active: number;
+	/** Flushes running, stalled or not. */
+	running: number;
 }
 
 /**
@@ -70,13 +96,14 @@ export class Coalescer {
 		mergedFlushes: 0,
 		largestFlush: 0,
 		splitAfterError: 0,
+		stalledFlushes: 0,
 	};
 
 	async run<R>(statement: RowStatement<{ ord: number }>, send: SendRows): Promise<R[]> {
 		return await new Promise<R[]>((resolve, reject) => {
 			let lane = this.lanes.get(statement.key);
 			if (!lane) {
-				lane = { waiting: [], scheduled: false, flushing: false };
+				lane = { waiting: [], scheduled: false, active: 0, running: 0 };
 				this.lanes.set(statement.key, lane);
 			}
 			lane.waiting.push({
@@ -90,14 +117,23 @@ export class Coalescer {
 	}
 
 	private schedule(key: string, lane: Lane): void {
-		if (lane.scheduled || lane.flushing) return;
+		if (lane.scheduled || lane.active > 0 || lane.waiting.length === 0) return;
 		lane.scheduled = true;
 		setImmediate(() => void this.flush(key, lane));
 	}
 
 	private async flush(key: string, lane: Lane): Promise<void> {
 		lane.scheduled = false;
-		lane.flushing = true;
+		lane.active++;
+		lane.running++;
+		let stalled = false;
+		const stallTimer = setTimeout(() => {
+			stalled = true;
+			lane.active--;
+			this.stats.stalledFlushes++;
+			this.schedule(key, lane);
+		}, STALLED_FLUSH_MS);
+		stallTimer.unref();
 		let rows = 0;
 		let count = 0;
 		while (count < lane.waiting.length) {
@@ -118,9 +154,11 @@ export class Coalescer {
 			// promise settles once, so callers already answered keep their answer).
 			for (const call of calls) call.reject(classifyDatabaseError(error));
 		} finally {
-			lane.flushing = false;
+			clearTimeout(stallTimer);
+			if (!stalled) lane.active--;
+			lane.running--;
 			if (lane.waiting.length > 0) this.schedule(key, lane);
-			else if (this.lanes.get(key) === lane) this.lanes.delete(key);
+			else if (lane.running === 0 && this.lanes.get(key) === lane) this.lanes.delete(key);
 		}
 	}
 
@@ -140,11 +178,20 @@ export class Coalescer {
 				if (first.returns === 'id') ownerById.set((row as { id?: string }).id ?? '', index);
 			}
 		});
+		let query: SqlQuery;
+		try {
+			query = first.build(merged);
+		} catch {
+			// Too large to build as one (a string past V8's limit, say): each call alone may fit.
+			this.stats.splitAfterError++;
+			await Promise.all(calls.map(runAlone));
+			return;
+		}
 		let returned: unknown[];
 		try {
-			returned = await calls[0].send(first.build(merged));
+			returned = await calls[0].send(query);
 		} catch (error) {
-			if (causedByItemData(error)) {
+			if (worthRunningAlone(error)) {
 				this.stats.splitAfterError++;
 				await Promise.all(calls.map(runAlone));
 			} else {

@@ -89,7 +89,11 @@ export interface Transaction extends Session {
 
 /** Sends statements to one target (the pool, or the client of an open transaction). */
 abstract class Sender implements Session {
-	constructor(readonly preparedStatements: boolean) {}
+	constructor(
+		readonly preparedStatements: boolean,
+		/** Result parsers passed with each statement; undefined: the pool's own. */
+		protected readonly resultTypes: pg.CustomTypesConfig | undefined,
+	) {}
 
 	protected abstract target(): pg.Pool | pg.PoolClient;
 
@@ -113,11 +117,8 @@ abstract class Sender implements Session {
 
 	/** Runs one statement; driver errors are thrown unclassified. */
 	protected async send(query: SqlQuery): Promise<pg.QueryResult> {
-		const config: pg.QueryConfig = {
-			text: query.text,
-			values: query.values,
-			types: RESULT_TYPES,
-		};
+		const config: pg.QueryConfig = { text: query.text, values: query.values };
+		if (this.resultTypes) config.types = this.resultTypes;
 		if (query.prepare && this.preparedStatements) config.name = statementName(query.text);
 		return await this.target().query(config);
 	}
@@ -127,8 +128,9 @@ class ClientTransaction extends Sender implements Transaction {
 	constructor(
 		private readonly client: pg.PoolClient,
 		preparedStatements: boolean,
+		resultTypes: pg.CustomTypesConfig | undefined,
 	) {
-		super(preparedStatements);
+		super(preparedStatements, resultTypes);
 	}
 
 	protected target(): pg.PoolClient {
@@ -162,7 +164,12 @@ export class Executor extends Sender {
 		/** Merge concurrent batch statements of this pool into one (see Coalescer). */
 		coalesce = true,
 	) {
-		super(preparedStatements);
+		// A pool created with parsers of its own (`types`) keeps them: a query's `types` would
+		// replace them all, not only the timestamptz parser.
+		super(
+			preparedStatements,
+			(pool.options as { types?: unknown }).types ? undefined : RESULT_TYPES,
+		);
 		this.coalescer = coalesce ? coalescerOf(pool) : null;
 	}
 
@@ -204,7 +211,9 @@ export class Executor extends Sender {
 		}
 		try {
 			await client.query(BEGIN);
-			const value = await work(new ClientTransaction(client, this.preparedStatements));
+			const value = await work(
+				new ClientTransaction(client, this.preparedStatements, this.resultTypes),
+			);
 			await client.query(COMMIT);
 			return value;
 		} catch (error) {

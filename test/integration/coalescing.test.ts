@@ -1,12 +1,15 @@
 import {
 	DurableJobsError,
+	IdempotencyConflictError,
 	JobStore,
 	ValidationError,
 	type CoalescingStats,
 	type EnqueueResult,
 	type LeasedJob,
 } from '../../src/core';
-import { newPool, ok, sleep, useTestSchema, waitFor } from '../helpers/db';
+import pg from 'pg';
+
+import { databaseUrl, newPool, ok, sleep, useTestSchema, waitFor } from '../helpers/db';
 
 /**
  * Call coalescing on a real PostgreSQL: concurrent calls of one process share statements, and
@@ -29,6 +32,7 @@ function delta(before: CoalescingStats): CoalescingStats {
 		mergedFlushes: after.mergedFlushes - before.mergedFlushes,
 		largestFlush: after.largestFlush,
 		splitAfterError: after.splitAfterError - before.splitAfterError,
+		stalledFlushes: after.stalledFlushes - before.stalledFlushes,
 	};
 }
 
@@ -382,6 +386,70 @@ describe('call coalescing', () => {
 		}
 	});
 
+	it('a flush stuck on a row lock does not hold back the next flush of its key', async () => {
+		const queue = 'stuck';
+		await enqueueJobs(queue, 4);
+		const jobs = await leaseEach(queue, 4);
+		const blocker = newPool(1);
+		const client = await blocker.connect();
+		try {
+			await client.query('BEGIN');
+			await client.query(`SELECT 1 FROM "${schema}".jobs WHERE id = $1 FOR UPDATE`, [jobs[0].id]);
+			const before = stats();
+			const stuck = store.complete([
+				{ jobId: jobs[0].id, attemptId: jobs[0].attempt_id, outcome: 'succeeded' },
+			]);
+			let stuckSettled = false;
+			void stuck.finally(() => (stuckSettled = true));
+			await waitFor(async () => {
+				const { rows } = await pool.query<{ pid: number }>(
+					`SELECT pid FROM pg_stat_activity
+					WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE $1`,
+					[`%"${schema}".jobs%`],
+				);
+				return rows[0]?.pid;
+			}, 'the first complete to wait on the locked row');
+
+			// Same statement key (complete), other jobs: they finish while the first still waits.
+			const others = await Promise.all(
+				jobs
+					.slice(1)
+					.map((job) =>
+						store.complete([{ jobId: job.id, attemptId: job.attempt_id, outcome: 'succeeded' }]),
+					),
+			);
+			for (const [result] of others) expect(ok(result).applied).toBe(true);
+			expect(stuckSettled).toBe(false);
+			expect(delta(before).stalledFlushes).toBeGreaterThanOrEqual(1);
+
+			await client.query('ROLLBACK');
+			expect(ok((await stuck)[0]).applied).toBe(true);
+		} finally {
+			client.release();
+			await blocker.end();
+		}
+	}, 30_000);
+
+	it('one idempotency key in two merged calls: the same job for the same payload, a conflict for another', async () => {
+		const queue = 'merged-keys';
+		const before = stats();
+		const [first, same, different] = await Promise.all([
+			store.enqueue([{ queue, payload: { v: 1 }, idempotencyKey: 'shared' }]),
+			store.enqueue([{ queue, payload: { v: 1 }, idempotencyKey: 'shared' }]),
+			store.enqueue([{ queue, payload: { v: 2 }, idempotencyKey: 'shared' }]),
+		]);
+		expect(delta(before).mergedFlushes).toBe(1);
+		const twins = [ok(first[0]), ok(same[0])];
+		expect(twins[1].jobId).toBe(twins[0].jobId);
+		expect(twins.map((result) => result.deduplicated).sort()).toEqual([false, true]);
+		expect(different[0]).toBeInstanceOf(IdempotencyConflictError);
+		const { rows } = await pool.query<{ count: number }>(
+			`SELECT count(*)::int AS count FROM "${schema}".jobs WHERE queue = $1`,
+			[queue],
+		);
+		expect(rows[0].count).toBe(1);
+	});
+
 	it('sequential calls are sent one by one, unmerged; a call past the flush size runs alone', async () => {
 		const queue = 'sequential';
 		const before = stats();
@@ -431,5 +499,36 @@ describe('call coalescing', () => {
 		);
 		expect(results.every(([result]) => ok(result).applied)).toBe(true);
 		expect(delta(beforeSeparate)).toMatchObject({ flushes: 0, calls: 0 });
+	});
+});
+
+describe('result parsers', () => {
+	it("a pool created with parsers of its own keeps them (the core's faster timestamptz parser applies only to pools without)", async () => {
+		class PoolDate extends Date {}
+		const custom = new pg.Pool({
+			connectionString: databaseUrl(),
+			max: 2,
+			types: {
+				getTypeParser: ((oid: number, format?: 'text' | 'binary') =>
+					oid === 1184
+						? (text: string) => new PoolDate(text)
+						: pg.types.getTypeParser(oid, format)) as pg.CustomTypesConfig['getTypeParser'],
+			},
+		});
+		try {
+			const own = new JobStore(custom, { schema });
+			const queue = 'own-parsers';
+			ok((await own.enqueue([{ queue, payload: {} }]))[0]);
+			const [job] = await own.lease({ queue, limit: 1 });
+			expect(job.lease_until).toBeInstanceOf(PoolDate);
+			const [plain] = await store.lease({ queue, limit: 1 });
+			expect(plain).toBeUndefined();
+			ok((await store.enqueue([{ queue, payload: {} }]))[0]);
+			const [other] = await store.lease({ queue, limit: 1 });
+			expect(other.lease_until).toBeInstanceOf(Date);
+			expect(other.lease_until).not.toBeInstanceOf(PoolDate);
+		} finally {
+			await custom.end();
+		}
 	});
 });
