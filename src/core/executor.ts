@@ -26,6 +26,13 @@ function coalescerOf(pool: pg.Pool): Coalescer {
 	return coalescer;
 }
 
+/**
+ * A call with more rows than this already shares its statement among its own rows; merged
+ * with others it would only give up the parallelism of separate connections (measured: batch
+ * drains of 100 ran 5–15% slower merged).
+ */
+const MAX_ROWS_TO_MERGE = 32;
+
 /** Prepared statement names by statement text (the text includes the schema). */
 const statementNames = new Map<string, string>();
 const MAX_STATEMENT_NAMES = 500;
@@ -184,7 +191,12 @@ export class Executor extends Sender {
 	override async runRows<R, Row extends { ord: number }>(
 		statement: RowStatement<Row>,
 	): Promise<R[]> {
-		if (this.coalescer === null || !statement.coalesce || statement.rows.length === 0)
+		if (
+			this.coalescer === null ||
+			!statement.coalesce ||
+			statement.rows.length === 0 ||
+			statement.rows.length > MAX_ROWS_TO_MERGE
+		)
 			return await super.runRows<R, Row>(statement);
 		return await this.coalescer.run<R>(
 			{

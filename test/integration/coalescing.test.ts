@@ -450,7 +450,7 @@ describe('call coalescing', () => {
 		expect(rows[0].count).toBe(1);
 	});
 
-	it('sequential calls are sent one by one, unmerged; a call past the flush size runs alone', async () => {
+	it('sequential calls are sent one by one, unmerged; a call of more than 32 rows is not merged; a flush takes at most 2,000 rows', async () => {
 		const queue = 'sequential';
 		const before = stats();
 		for (let n = 0; n < 5; n++) ok((await store.enqueue([{ queue, payload: { n } }]))[0]);
@@ -458,18 +458,37 @@ describe('call coalescing', () => {
 
 		const beforeLarge = stats();
 		const [large, ...small] = await Promise.all([
-			store.enqueue(Array.from({ length: 2500 }, (_, n) => ({ queue, payload: { large: n } }))),
+			store.enqueue(Array.from({ length: 33 }, (_, n) => ({ queue, payload: { large: n } }))),
 			...Array.from({ length: 4 }, (_, n) => store.enqueue([{ queue, payload: { small: n } }])),
 		]);
-		// The large call fills a flush of its own; the small ones share the next.
-		expect(delta(beforeLarge)).toMatchObject({ flushes: 2, calls: 5, mergedFlushes: 1 });
-		expect(large.map((result) => ok(result).jobId)).toHaveLength(2500);
+		// The large call goes straight to the pool; the small ones share a flush.
+		expect(delta(beforeLarge)).toMatchObject({ flushes: 1, calls: 4, mergedFlushes: 1 });
+		expect(large.map((result) => ok(result).jobId)).toHaveLength(33);
 		for (const results of small) ok(results[0]);
 		const { rows } = await pool.query<{ count: number }>(
 			`SELECT count(*)::int AS count FROM "${schema}".jobs WHERE queue = $1`,
 			[queue],
 		);
-		expect(rows[0].count).toBe(5 + 2500 + 4);
+		expect(rows[0].count).toBe(5 + 33 + 4);
+
+		// 70 calls of 32 rows pass the 2,000 rows a flush takes: they need two flushes.
+		const beforeMany = stats();
+		const many = await Promise.all(
+			Array.from({ length: 70 }, (_, call) =>
+				store.enqueue(Array.from({ length: 32 }, (_, n) => ({ queue, payload: { call, n } }))),
+			),
+		);
+		expect(delta(beforeMany)).toMatchObject({ flushes: 2, calls: 70, mergedFlushes: 2 });
+		for (const results of many) {
+			expect(results).toHaveLength(32);
+			for (const result of results) ok(result);
+			expect(new Set(results.map((result) => ok(result).jobId)).size).toBe(32);
+		}
+		const { rows: after } = await pool.query<{ count: number }>(
+			`SELECT count(*)::int AS count FROM "${schema}".jobs WHERE queue = $1`,
+			[queue],
+		);
+		expect(after[0].count).toBe(5 + 33 + 4 + 70 * 32);
 	});
 
 	it('calls through different stores over one pool share statements; coalesceCalls: false sends each alone', async () => {
