@@ -381,34 +381,46 @@ describe('back-pressure and limits', () => {
 			let running = 0;
 			let maxRunning = 0;
 			const byTrigger = [0, 0];
+			let openGate = () => undefined as void;
+			const gate = new Promise<void>((resolve) => (openGate = resolve));
 			const work = (index: number) => async (jobs: LeasedJob[]) => {
 				running += jobs.length;
 				byTrigger[index] += jobs.length;
 				maxRunning = Math.max(maxRunning, running);
+				// The first jobs stay running until both triggers are seen holding slots.
+				await gate;
 				await sleep(30 + Math.random() * 40);
 				running -= jobs.length;
 				for (const job of jobs) await complete(job);
 			};
-			await startTrigger({ queue, maxInFlight: 10, concurrencyLimit: 3 }, work(0));
+			// Two in flight at most: the limit's third slot can then only go to the first trigger.
 			await startTrigger(
 				{
 					queue,
-					maxInFlight: 10,
+					maxInFlight: 2,
 					concurrencyLimit: 3,
 					store: new JobStore(otherPool, { schema }),
 				},
 				work(1),
 			);
-			// In waves, so that both triggers hear notices while the other one holds slots.
-			for (let wave = 0; wave < 10; wave++) {
+			await enqueue(queue, 2);
+			await waitFor(() => byTrigger[1] === 2, 'the second trigger to hold two jobs');
+			await startTrigger({ queue, maxInFlight: 10, concurrencyLimit: 3 }, work(0));
+			await enqueue(queue, 4);
+			await waitFor(() => byTrigger[0] > 0, 'the first trigger to take the one free slot');
+			// Two held by one trigger, one by the other: the limit leaves nothing for either.
+			await sleep(200);
+			expect(running).toBe(3);
+			expect(byTrigger).toEqual([1, 2]);
+			openGate();
+			// Then in waves, so that both triggers hear notices while the other one holds slots.
+			for (let wave = 0; wave < 9; wave++) {
 				await enqueue(queue, 6);
 				await sleep(100);
 			}
 			await waitDone(queue, 60);
 			expect(maxRunning).toBe(3);
 			expect(byTrigger[0] + byTrigger[1]).toBe(60);
-			expect(byTrigger[0]).toBeGreaterThan(0);
-			expect(byTrigger[1]).toBeGreaterThan(0);
 		} finally {
 			await Promise.all(triggers.splice(0).map(async (trigger) => await trigger.stop()));
 			await otherPool.end();
