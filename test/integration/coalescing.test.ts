@@ -49,6 +49,38 @@ async function leaseEach(queue: string, count: number): Promise<LeasedJob[]> {
 	return jobs;
 }
 
+/**
+ * Holds the row lock of one job on a connection of its own (another session's transaction),
+ * so that a statement touching that row waits; `lockWaiter` finds that statement's backend.
+ */
+async function holdJobRow(
+	jobId: string,
+): Promise<{ rollback: () => Promise<void>; end: () => Promise<void> }> {
+	const blocker = newPool(1);
+	const client = await blocker.connect();
+	await client.query('BEGIN');
+	await client.query(`SELECT 1 FROM "${schema}".jobs WHERE id = $1 FOR UPDATE`, [jobId]);
+	return {
+		rollback: async () => void (await client.query('ROLLBACK')),
+		end: async () => {
+			client.release();
+			await blocker.end();
+		},
+	};
+}
+
+async function lockWaiter(what: string): Promise<number> {
+	return await waitFor(async () => {
+		const { rows } = await pool.query<{ pid: number }>(
+			`SELECT pid FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock'
+				AND query LIKE '%jsonb_to_recordset%' AND query LIKE $1`,
+			[`%"${schema}".jobs%`],
+		);
+		return rows[0]?.pid;
+	}, what);
+}
+
 describe('call coalescing', () => {
 	it('64 concurrent callers mixing enqueue, lease, extend and complete: one lease per attempt, each caller gets its own rows', async () => {
 		const queue = 'mixed';
@@ -326,29 +358,18 @@ describe('call coalescing', () => {
 		const queue = 'killed';
 		await enqueueJobs(queue, 8);
 		const jobs = await leaseEach(queue, 8);
-		const blocker = newPool(1);
-		const client = await blocker.connect();
+		// Holds one job's row, so the merged complete waits on it with its other rows updated.
+		const held = await holdJobRow(jobs[7].id);
 		try {
-			// Holds one job's row, so the merged complete waits on it with its other rows updated.
-			await client.query('BEGIN');
-			await client.query(`SELECT 1 FROM "${schema}".jobs WHERE id = $1 FOR UPDATE`, [jobs[7].id]);
 			const before = stats();
 			const calls = jobs.map((job) =>
 				store.complete([{ jobId: job.id, attemptId: job.attempt_id, outcome: 'succeeded' }]),
 			);
 			const settled = Promise.allSettled(calls);
-			const pid = await waitFor(async () => {
-				const { rows } = await pool.query<{ pid: number }>(
-					`SELECT pid FROM pg_stat_activity
-					WHERE datname = current_database() AND wait_event_type = 'Lock'
-						AND query LIKE '%jsonb_to_recordset%' AND query LIKE $1`,
-					[`%"${schema}".jobs%`],
-				);
-				return rows[0]?.pid;
-			}, 'the merged complete to wait on the locked row');
+			const pid = await lockWaiter('the merged complete to wait on the locked row');
 			await pool.query('SELECT pg_terminate_backend($1)', [pid]);
 			const outcomes = await settled;
-			await client.query('ROLLBACK');
+			await held.rollback();
 
 			expect(delta(before)).toMatchObject({ flushes: 1, calls: 8, mergedFlushes: 1 });
 			for (const outcome of outcomes) {
@@ -381,8 +402,7 @@ describe('call coalescing', () => {
 			);
 			expect(retried.every((result) => ok(result).applied)).toBe(true);
 		} finally {
-			client.release();
-			await blocker.end();
+			await held.end();
 		}
 	});
 
@@ -390,25 +410,15 @@ describe('call coalescing', () => {
 		const queue = 'stuck';
 		await enqueueJobs(queue, 4);
 		const jobs = await leaseEach(queue, 4);
-		const blocker = newPool(1);
-		const client = await blocker.connect();
+		const held = await holdJobRow(jobs[0].id);
 		try {
-			await client.query('BEGIN');
-			await client.query(`SELECT 1 FROM "${schema}".jobs WHERE id = $1 FOR UPDATE`, [jobs[0].id]);
 			const before = stats();
 			const stuck = store.complete([
 				{ jobId: jobs[0].id, attemptId: jobs[0].attempt_id, outcome: 'succeeded' },
 			]);
 			let stuckSettled = false;
 			void stuck.finally(() => (stuckSettled = true));
-			await waitFor(async () => {
-				const { rows } = await pool.query<{ pid: number }>(
-					`SELECT pid FROM pg_stat_activity
-					WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE $1`,
-					[`%"${schema}".jobs%`],
-				);
-				return rows[0]?.pid;
-			}, 'the first complete to wait on the locked row');
+			await lockWaiter('the first complete to wait on the locked row');
 
 			// Same statement key (complete), other jobs: they finish while the first still waits.
 			const others = await Promise.all(
@@ -422,11 +432,10 @@ describe('call coalescing', () => {
 			expect(stuckSettled).toBe(false);
 			expect(delta(before).stalledFlushes).toBeGreaterThanOrEqual(1);
 
-			await client.query('ROLLBACK');
+			await held.rollback();
 			expect(ok((await stuck)[0]).applied).toBe(true);
 		} finally {
-			client.release();
-			await blocker.end();
+			await held.end();
 		}
 	}, 30_000);
 
