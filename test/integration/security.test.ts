@@ -632,9 +632,18 @@ describe('database privileges: a migration role and a least-privilege runtime ro
 			true,
 		);
 		done.push('cancel');
+		const finished = await admin.query<{ id: string }>(
+			`SELECT id FROM "${privSchema}".jobs WHERE queue = $1 AND status IN ('done', 'failed', 'cancelled')`,
+			[queue],
+		);
 		const purged = await runtimeStore.purge({ queue, olderThanMs: 0 });
 		expect(purged.deleted).toBeGreaterThanOrEqual(3);
-		done.push('purge (jobs, with attempts by cascade, and expired idempotency keys)');
+		const attemptsLeft = await admin.query<{ n: number }>(
+			`SELECT count(*)::int AS n FROM "${privSchema}".job_attempts WHERE job_id = ANY($1::uuid[])`,
+			[finished.rows.map((row) => row.id)],
+		);
+		expect(attemptsLeft.rows[0].n).toBe(0);
+		done.push('purge (jobs, with their attempts, and expired idempotency keys)');
 		return done;
 	}
 

@@ -1,3 +1,4 @@
+import { closeAttemptsSql } from './attempts';
 import { jsonRows } from './json';
 import type { SqlQuery } from './types';
 
@@ -105,16 +106,15 @@ WITH input AS MATERIALIZED (
 		j.callback_url, j.correlation_id, j.finished_at,
 		x.error_workflow AS caller_workflow, x.error_execution AS caller_execution
 ), attempt_log AS (
-	UPDATE ${s}.job_attempts a
-	SET finished_at = now(),
-		workflow_id = coalesce(a.workflow_id, u.caller_workflow),
-		execution_id = coalesce(a.execution_id, u.caller_execution),
-		outcome = CASE u.outcome WHEN 'release' THEN 'released' ELSE u.outcome END,
-		error_code = CASE WHEN u.outcome IN ('failed', 'retry') THEN u.error_code END,
-		error_message = CASE WHEN u.outcome IN ('failed', 'retry') THEN left(u.error_message, 1000) END
-	FROM updated u
-	WHERE a.attempt_id = u.attempt_id
-	RETURNING 1
+	${closeAttemptsSql(
+		s,
+		`SELECT u.attempt_id, u.id, u.attempts, u.caller_workflow, u.caller_execution,
+		CASE u.outcome WHEN 'release' THEN 'released' ELSE u.outcome END,
+		CASE WHEN u.outcome IN ('failed', 'retry') THEN u.error_code END,
+		CASE WHEN u.outcome IN ('failed', 'retry') THEN left(u.error_message, 1000) END
+	FROM updated u`,
+		{ onlyOpen: false },
+	)}
 ), callbacks AS (
 	INSERT INTO ${s}.jobs (id, queue, payload, idempotency_key, payload_fingerprint, max_attempts, correlation_id)
 	SELECT gen_random_uuid(), $2, jsonb_build_object(

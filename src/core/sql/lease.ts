@@ -1,3 +1,4 @@
+import { closeAttemptsSql, recordCheckpointsSql } from './attempts';
 import { jsonRows } from './json';
 import { JOB_COLUMNS, type SqlQuery } from './types';
 
@@ -104,7 +105,7 @@ WITH queued AS (
 		error_class = 'retryable'
 	FROM expired e
 	WHERE e.exhausted AND j.id = e.id
-	RETURNING j.id, e.previous_attempt_id
+	RETURNING j.id, j.attempts, e.previous_attempt_id
 ), leased AS (
 	UPDATE ${s}.jobs j
 	SET status = 'running', attempts = j.attempts + 1, attempt_id = a.new_attempt_id,
@@ -118,14 +119,14 @@ WITH queued AS (
 		a.previous_attempt_id, a.expired, a.slot, a.ord, a.workflow_id AS lease_workflow_id,
 		a.execution_id AS lease_execution_id
 ), closed_attempts AS (
-	UPDATE ${s}.job_attempts a
-	SET finished_at = now(), outcome = 'lease_expired'
-	WHERE EXISTS (SELECT 1 FROM expired)
-		AND a.attempt_id IN (
-			SELECT previous_attempt_id FROM leased WHERE expired
-			UNION ALL SELECT previous_attempt_id FROM exhausted_jobs
-		) AND a.outcome IS NULL
-	RETURNING 1
+	${closeAttemptsSql(
+		s,
+		`SELECT previous_attempt_id, id, attempts - 1, NULL::text, NULL::text, 'lease_expired', NULL::text, NULL::text
+		FROM leased WHERE expired
+		UNION ALL
+		SELECT previous_attempt_id, id, attempts, NULL, NULL, 'lease_expired', NULL, NULL FROM exhausted_jobs`,
+		{ onlyOpen: true },
+	)}
 ), new_attempts AS (
 	INSERT INTO ${s}.job_attempts (attempt_id, job_id, attempt, workflow_id, execution_id, started_at, lease_until)
 	SELECT attempt_id, id, attempts, lease_workflow_id, lease_execution_id, now(), lease_until FROM leased
@@ -186,17 +187,12 @@ WITH input AS MATERIALIZED (
 	SET lease_until = now() + x.lease_ms * interval '1 millisecond', updated_at = now()
 	FROM input x
 	WHERE j.id = ANY($2::uuid[]) AND j.id = x.job_id AND j.attempt_id = x.attempt_id AND j.status = x.fence
-	RETURNING x.ord, j.id, j.attempt_id, j.lease_until, x.checkpoint, x.workflow_id, x.execution_id
+	RETURNING x.ord, j.id, j.attempt_id, j.attempts, j.lease_until, x.checkpoint, x.workflow_id, x.execution_id
 ), checkpoints AS (
-	UPDATE ${s}.job_attempts a
-	SET checkpoint = coalesce(e.checkpoint, a.checkpoint),
-		checkpoint_at = CASE WHEN e.checkpoint IS NOT NULL THEN now() ELSE a.checkpoint_at END,
-		workflow_id = coalesce(a.workflow_id, e.workflow_id),
-		execution_id = coalesce(a.execution_id, e.execution_id)
-	FROM extended e
-	WHERE a.attempt_id = e.attempt_id
-		AND (e.checkpoint IS NOT NULL OR (e.execution_id IS NOT NULL AND a.execution_id IS NULL))
-	RETURNING 1
+	${recordCheckpointsSql(
+		s,
+		'SELECT e.attempt_id, e.id, e.attempts, e.checkpoint, e.workflow_id, e.execution_id FROM extended e',
+	)}
 )
 SELECT x.ord, e.id IS NOT NULL AS extended, e.lease_until,
 	cur.status AS current_status, cur.attempt_id AS current_attempt_id

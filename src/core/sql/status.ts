@@ -1,3 +1,4 @@
+import { closeAttemptsSql } from './attempts';
 import { JOB_COLUMNS, type SqlQuery } from './types';
 
 /**
@@ -132,11 +133,13 @@ WITH cancelled AS (
 	UPDATE ${s}.jobs j
 	SET ${cancelledJobSet('$2')}
 	WHERE j.id = ANY($1::uuid[]) AND j.status IN ('queued', 'running')
-	RETURNING j.id, j.attempt_id, j.status
+	RETURNING j.id, j.attempt_id, j.attempts, j.status
 ), closed AS (
-	UPDATE ${s}.job_attempts a SET finished_at = now(), outcome = 'cancelled'
-	FROM cancelled c WHERE a.attempt_id = c.attempt_id AND a.outcome IS NULL
-	RETURNING 1
+	${closeAttemptsSql(
+		s,
+		`SELECT attempt_id, id, attempts, NULL::text, NULL::text, 'cancelled', NULL::text, NULL::text FROM cancelled`,
+		{ onlyOpen: true },
+	)}
 )
 SELECT x.id, c.id IS NOT NULL AS cancelled, coalesce(c.status, cur.status) AS status
 FROM unnest($1::uuid[]) AS x(id)
