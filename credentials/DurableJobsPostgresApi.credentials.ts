@@ -102,6 +102,14 @@ export class DurableJobsPostgresApi implements ICredentialType {
 				'Whether to prepare the frequent statements once per connection (faster). Turn off when PgBouncer in transaction mode (without prepared-statement support) sits between n8n and PostgreSQL.',
 		},
 		{
+			displayName: 'Durable Leases',
+			name: 'durableLeases',
+			type: 'boolean',
+			default: false,
+			description:
+				'Whether every lease waits for the database to flush it to disk. Off (faster): if the database server itself crashes, leases from its last fraction of a second can be forgotten and those jobs run again, as after a worker crash; results, enqueues and heartbeats always wait for the flush.',
+		},
+		{
 			displayName: 'Auto-Migrate',
 			name: 'autoMigrate',
 			type: 'boolean',

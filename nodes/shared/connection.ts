@@ -23,6 +23,7 @@ export function credentialToConfig(credential: ICredentialDataDecryptedObject): 
 		schema: String(credential.schema || 'durable_jobs'),
 		autoMigrate: credential.autoMigrate !== false,
 		preparedStatements: credential.preparedStatements !== false,
+		durableLeases: credential.durableLeases === true,
 		connectionTimeoutMs: 10_000,
 	};
 }

@@ -13,6 +13,8 @@ export interface StoreConfig extends ConnectionConfig {
 	 * PgBouncer in transaction mode (before 1.21, or without max_prepared_statements).
 	 */
 	preparedStatements?: boolean;
+	/** StoreOptions.durableLeases (default false). */
+	durableLeases?: boolean;
 }
 
 /** Schemas known to be migrated, per pool; the check runs once per process and schema. */
@@ -49,6 +51,7 @@ export async function openStore(
 		...options,
 		schema,
 		preparedStatements: config.preparedStatements ?? options.preparedStatements,
+		durableLeases: config.durableLeases ?? options.durableLeases,
 	});
 }
 

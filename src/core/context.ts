@@ -8,4 +8,6 @@ export interface StoreContext {
 	readonly s: string;
 	readonly maxPayloadBytes: number;
 	readonly callbackQueue: string;
+	/** StoreOptions.durableLeases. */
+	readonly durableLeases: boolean;
 }

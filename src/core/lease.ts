@@ -52,9 +52,9 @@ export async function lease(ctx: StoreContext, input: LeaseInput): Promise<Lease
 		rows = await ctx.db.runRows<LeaseReturnRow, LeaseSlot>({
 			// Leases of one queue from concurrent calls share a statement (everything else a
 			// call sends is in its slots).
-			key: `lease:${ctx.s}:${queue}`,
+			key: `lease:${ctx.s}:${queue}:${ctx.durableLeases ? 'durable' : 'flush-later'}`,
 			rows: slots(limit),
-			build: (batch) => leaseQuery(ctx.s, queue, batch),
+			build: (batch) => leaseQuery(ctx.s, queue, batch, { waitForFlush: ctx.durableLeases }),
 			coalesce: true,
 		});
 	} else {
@@ -66,7 +66,9 @@ export async function lease(ctx: StoreContext, input: LeaseInput): Promise<Lease
 			const [{ running }] = await tx.run<{ running: number }>(runningCountQuery(ctx.s, queue));
 			const free = Math.min(limit, concurrencyLimit - running);
 			if (free <= 0) return [];
-			return await tx.run<LeaseReturnRow>(leaseQuery(ctx.s, queue, slots(free)));
+			return await tx.run<LeaseReturnRow>(
+				leaseQuery(ctx.s, queue, slots(free), { waitForFlush: ctx.durableLeases }),
+			);
 		});
 	}
 	return rows.map((row) => {

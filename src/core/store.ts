@@ -83,6 +83,18 @@ export interface StoreOptions {
 	 * commit (default true). Off: every call sends its own statement.
 	 */
 	coalesceCalls?: boolean;
+	/**
+	 * Make every lease wait for its WAL flush before it answers (default false). By default a
+	 * lease commits with synchronous_commit off for its own transaction: it answers without
+	 * waiting for the disk, which roughly halves the flushes a worker waits for, since a
+	 * completion must wait for its flush anyway. The trade: if the database server crashes
+	 * (a server or OS crash, not a stop or restart), leases from its last fraction of a second
+	 * (at most three times wal_writer_delay) can be forgotten. Those jobs are leased and run
+	 * again, as after a worker crash, and the forgotten attempt's Job Complete gets Lease Lost,
+	 * because its attempt id no longer exists. Enqueue, complete, extend lease (and its
+	 * checkpoint), claims and outbox writes always wait for their flush.
+	 */
+	durableLeases?: boolean;
 }
 
 /**
@@ -114,6 +126,7 @@ export class JobStore {
 			s: quoteIdentifier(this.schema),
 			maxPayloadBytes: this.maxPayloadBytes,
 			callbackQueue: this.callbackQueue,
+			durableLeases: options.durableLeases === true,
 		};
 	}
 

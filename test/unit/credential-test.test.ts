@@ -69,8 +69,10 @@ describe('credential test messages (no database needed)', () => {
 			schema: 'durable_jobs',
 			autoMigrate: true,
 			preparedStatements: true,
+			durableLeases: false,
 		});
 		expect(credentialToConfig({ preparedStatements: false }).preparedStatements).toBe(false);
+		expect(credentialToConfig({ durableLeases: true }).durableLeases).toBe(true);
 		expect(
 			credentialToConfig({
 				ssl: 'verify',

@@ -153,6 +153,7 @@ describe('test harness: parameters as n8n resolves them', () => {
 			maxConnections: 10,
 			autoMigrate: true,
 			preparedStatements: true,
+			durableLeases: false,
 		});
 		await expect(ctx.context.getCredentials('postgres')).rejects.toThrow(
 			/does not have any credentials of type "postgres"/,

@@ -1,5 +1,6 @@
 import { closeAttemptsSql } from './attempts';
 import { jsonRows } from './json';
+import { cachedText } from './textCache';
 import type { SqlQuery } from './types';
 
 export interface CompleteRow {
@@ -68,7 +69,9 @@ const NEW_STATUS = `CASE x.outcome
  */
 export function completeQuery(s: string, rows: CompleteRow[], callbackQueue: string): SqlQuery {
 	return {
-		text: `
+		text: cachedText(
+			`complete|${s}`,
+			() => `
 WITH input AS MATERIALIZED (
 	SELECT x.*, 'running'::text AS fence FROM jsonb_to_recordset($1::jsonb) AS x(
 		ord int, job_id uuid, attempt_id uuid, outcome text, result jsonb, error_code text,
@@ -152,6 +155,7 @@ LEFT JOIN LATERAL (
 	OFFSET 0
 ) cur ON true
 ORDER BY x.ord`,
+		),
 		values: [jsonRows(rows, ['result']), callbackQueue, rows.map((row) => row.job_id)],
 		prepare: true,
 	};

@@ -1,5 +1,6 @@
 import { closeAttemptsSql, recordCheckpointsSql } from './attempts';
 import { jsonRows } from './json';
+import { cachedText } from './textCache';
 import { JOB_COLUMNS, type SqlQuery } from './types';
 
 /**
@@ -56,11 +57,22 @@ export function lockingLimit(slots: number): number {
  * planned for the actual value, so PostgreSQL re-planned every lease of a prepared statement,
  * about as costly as running it. With the limit in the text the generic plan is as good as a
  * custom one, and is kept. `$2` is the number of slots, which may be below the locking limit.
+ *
+ * Without `waitForFlush`, the statement sets synchronous_commit off for its own transaction
+ * (set_config's third argument), so its commit does not wait for the WAL flush (see
+ * StoreOptions.durableLeases for what that trades). It is evaluated only when a job was leased.
  */
-export function leaseQuery(s: string, queue: string, slots: LeaseSlot[]): SqlQuery {
+export function leaseQuery(
+	s: string,
+	queue: string,
+	slots: LeaseSlot[],
+	options: { waitForFlush: boolean },
+): SqlQuery {
 	const limit = lockingLimit(slots.length);
 	return {
-		text: `
+		text: cachedText(
+			`lease|${s}|${limit}|${options.waitForFlush}`,
+			() => `
 WITH queued AS (
 	SELECT j.id, j.priority, j.run_at, j.seq, j.attempt_id AS previous_attempt_id, false AS expired
 	FROM ${s}.jobs j
@@ -133,8 +145,9 @@ WITH queued AS (
 	RETURNING 1
 )
 SELECT ${JOB_COLUMNS}, ord, expired
-FROM leased
+FROM leased${options.waitForFlush ? '' : `, (SELECT set_config('synchronous_commit', 'off', true)) AS commit_without_flush`}
 ORDER BY slot`,
+		),
 		values: [
 			queue,
 			slots.length,
@@ -177,7 +190,9 @@ export interface ExtendRow {
  */
 export function extendLeaseQuery(s: string, rows: ExtendRow[]): SqlQuery {
 	return {
-		text: `
+		text: cachedText(
+			`extend|${s}`,
+			() => `
 WITH input AS MATERIALIZED (
 	SELECT x.*, 'running'::text AS fence
 	FROM jsonb_to_recordset($1::jsonb) AS x(ord int, job_id uuid, attempt_id uuid, lease_ms bigint, checkpoint text,
@@ -204,6 +219,7 @@ LEFT JOIN LATERAL (
 	OFFSET 0
 ) cur ON true
 ORDER BY x.ord`,
+		),
 		values: [jsonRows(rows), rows.map((row) => row.job_id)],
 		prepare: true,
 	};
