@@ -58,6 +58,11 @@ export function lockingLimit(slots: number): number {
  * about as costly as running it. With the limit in the text the generic plan is as good as a
  * custom one, and is kept. `$2` is the number of slots, which may be below the locking limit.
  *
+ * The two UPDATEs find their jobs with `id = ANY(ARRAY(…))` besides the join: the join alone
+ * let the planner read the leased jobs by scanning the whole table (a hash join, chosen for a
+ * batch of 100 on a table of a few thousand rows, and kept as the prepared statement's plan as
+ * the table grew); an array of ids is read through the primary key, like completeQuery's.
+ *
  * Without `waitForFlush`, the statement sets synchronous_commit off for its own transaction
  * (set_config's third argument), so its commit does not wait for the WAL flush (see
  * StoreOptions.durableLeases for what that trades). It is evaluated only when a job was leased.
@@ -116,7 +121,7 @@ WITH queued AS (
 		error_message = 'The lease expired on the last allowed attempt (the worker died or ran longer than its lease)',
 		error_class = 'retryable'
 	FROM expired e
-	WHERE e.exhausted AND j.id = e.id
+	WHERE j.id = ANY(ARRAY(SELECT id FROM expired WHERE exhausted)) AND e.exhausted AND j.id = e.id
 	RETURNING j.id, j.attempts, e.previous_attempt_id
 ), leased AS (
 	UPDATE ${s}.jobs j
@@ -124,7 +129,7 @@ WITH queued AS (
 		lease_until = now() + a.lease_ms * interval '1 millisecond', started_at = coalesce(j.started_at, now()),
 		updated_at = now()
 	FROM assigned a
-	WHERE j.id = a.id
+	WHERE j.id = ANY(ARRAY(SELECT id FROM candidates)) AND j.id = a.id
 	RETURNING ${JOB_COLUMNS.split(',')
 		.map((column) => `j.${column.trim()}`)
 		.join(', ')},
