@@ -169,13 +169,11 @@ export class Coalescer {
 		/** For each merged row: which call it came from and its `ord` in that call. */
 		const owner: number[] = [];
 		const ownOrd: number[] = [];
-		const ownerById = new Map<string, number>();
 		calls.forEach((call, index) => {
 			for (const row of call.statement.rows) {
 				owner.push(index);
 				ownOrd.push(row.ord);
 				merged.push({ ...row, ord: merged.length });
-				if (first.returns === 'id') ownerById.set((row as { id?: string }).id ?? '', index);
 			}
 		});
 		let query: SqlQuery;
@@ -199,9 +197,13 @@ export class Coalescer {
 			}
 			return;
 		}
+		if (first.returns === 'shared') {
+			for (const call of calls) call.resolve(returned);
+			return;
+		}
 		const byCall: unknown[][] = calls.map(() => []);
-		for (const row of returned as Array<{ ord?: number; id?: string }>) {
-			const index = first.returns === 'id' ? ownerById.get(row.id ?? '') : owner[row.ord ?? -1];
+		for (const row of returned as Array<{ ord?: number }>) {
+			const index = owner[row.ord ?? -1];
 			if (index === undefined) {
 				// Committed, but a row names no input row: no caller can be told what it got.
 				const error = new DurableJobsError(
@@ -211,7 +213,7 @@ export class Coalescer {
 				for (const call of calls) call.reject(error);
 				return;
 			}
-			if (first.returns !== 'id') row.ord = ownOrd[row.ord!];
+			row.ord = ownOrd[row.ord!];
 			byCall[index].push(row);
 		}
 		calls.forEach((call, index) => call.resolve(byCall[index]));

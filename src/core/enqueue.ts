@@ -1,10 +1,9 @@
-import { v7 as uuidv7 } from 'uuid';
-
 import type { StoreContext } from './context';
 import { DELAY, MAX_ATTEMPTS, PRIORITY } from './defaults';
 import { DurableJobsError, IdempotencyConflictError } from './errors';
 import type { Session } from './executor';
 import { validateQueueName } from './identifiers';
+import { newJobId } from './ids';
 import {
 	runWithReread,
 	throwFirst,
@@ -16,9 +15,11 @@ import {
 	enqueueQuery,
 	enqueueWithoutKeysQuery,
 	findByKeysQuery,
+	runAtKey,
 	type EnqueueRow,
+	type RunAtRow,
 } from './sql/enqueue';
-import { statusToken, storedTokenHash, tokenSecret } from './tokens';
+import { statusTokenSigner, storedTokenHash, tokenSecret } from './tokens';
 import type { EnqueueInput, EnqueueResult, Job } from './types';
 import {
 	fingerprint,
@@ -64,16 +65,17 @@ export async function enqueue(
 	options: EnqueueOptions = {},
 ): Promise<ItemResults<EnqueueResult>> {
 	const secret = items.length > 0 ? await tokenSecret(ctx.db, ctx.schema) : Buffer.alloc(0);
-	/** The status token of each new job id, derived once. */
-	const tokens = new Map<string, string>();
+	const sign = statusTokenSigner(secret);
+	/** The status token of each item's new job id, by `ord`, derived once. */
+	const tokens = new Array<string>(items.length);
 	const { rows, results } = validateItems<EnqueueInput, EnqueueRow, EnqueueResult>(
 		items,
 		(item, ord) => {
 			const row = enqueueRow(ctx, item, ord);
 			// Ids and tokens only for valid items, after validation.
-			row.id = uuidv7();
-			const token = statusToken(secret, row.id);
-			tokens.set(row.id, token);
+			row.id = newJobId();
+			const token = sign(row.id);
+			tokens[ord] = token;
 			row.status_token_hash = storedTokenHash(token);
 			return row;
 		},
@@ -83,28 +85,29 @@ export async function enqueue(
 
 	if (!rows.some((row) => row.idempotency_key !== null)) {
 		// Nothing can conflict: one INSERT, atomic on its own, so no transaction either.
-		const byId = new Map(rows.map((row) => [row.id, row]));
-		const inserted = await ctx.db.runRows<
-			{ id: string; status: Job['status']; run_at: Date },
-			EnqueueRow
-		>({
+		const returned = await ctx.db.runRows<RunAtRow, EnqueueRow>({
 			key: `enqueue-without-keys:${ctx.s}`,
 			rows,
 			build: (batch) => enqueueWithoutKeysQuery(ctx.s, batch),
-			returns: 'id',
+			returns: 'shared',
 			coalesce: true,
 		});
-		for (const row of inserted) {
-			results[byId.get(row.id)!.ord] = {
-				jobId: row.id,
-				status: row.status,
-				runAt: row.run_at,
-				deduplicated: false,
-				conflict: false,
-				statusToken: tokens.get(row.id)!,
-			};
+		const runAts = new Map<string, unknown>();
+		for (const row of returned) runAts.set(row.key, row.run_at);
+		for (const row of rows) {
+			const runAt = runAts.get(runAtKey(row));
+			results[row.ord] =
+				runAt === undefined
+					? unresolved()
+					: {
+							jobId: row.id,
+							status: 'queued',
+							runAt: ownCopy(runAt),
+							deduplicated: false,
+							conflict: false,
+							statusToken: tokens[row.ord],
+						};
 		}
-		for (const row of rows) results[row.ord] ??= unresolved();
 		return results;
 	}
 
@@ -125,7 +128,7 @@ export async function enqueue(
 					runAt: row.run_at,
 					deduplicated: row.deduplicated,
 					conflict,
-					statusToken: conflict ? null : (tokens.get(row.id) ?? statusToken(secret, row.id)),
+					statusToken: conflict ? null : row.id === input.id ? tokens[row.ord] : sign(row.id),
 				};
 			}
 		}
@@ -144,6 +147,20 @@ export async function enqueue(
 	return results;
 }
 
+/**
+ * A returned run_at for one job: jobs that share a run_at share its row, and each job gets a
+ * Date of its own (a value from a result parser the application registered stays as it is).
+ */
+function ownCopy(runAt: unknown): Date {
+	return (
+		runAt instanceof Date && Object.getPrototypeOf(runAt) === Date.prototype
+			? new Date(runAt.getTime())
+			: runAt
+	) as Date;
+}
+
+const JOB_MAX_ATTEMPTS = { ...MAX_ATTEMPTS, default: MAX_ATTEMPTS.jobDefault } as const;
+
 function enqueueRow(ctx: StoreContext, item: EnqueueInput, ord: number): EnqueueRow {
 	const queue = validateQueueName(item.queue);
 	const payload = serializePayload(item.payload, 'payload', ctx.maxPayloadBytes);
@@ -160,10 +177,7 @@ function enqueueRow(ctx: StoreContext, item: EnqueueInput, ord: number): Enqueue
 		priority: inRange(item.priority, 'priority', PRIORITY),
 		run_at: runAt ? runAt.toISOString() : null,
 		delay_ms: inRange(item.delayMs, 'delayMs', DELAY),
-		max_attempts: inRange(item.maxAttempts, 'maxAttempts', {
-			...MAX_ATTEMPTS,
-			default: MAX_ATTEMPTS.jobDefault,
-		}),
+		max_attempts: inRange(item.maxAttempts, 'maxAttempts', JOB_MAX_ATTEMPTS),
 		ordering_key: optionalKey(item.orderingKey, 'orderingKey'),
 		callback_url: optionalUrl(item.callbackUrl, 'callbackUrl'),
 		correlation_id: optionalText(item.correlationId, 'correlationId', 255),

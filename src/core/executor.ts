@@ -60,16 +60,20 @@ export interface SqlResult<R> {
  * Statements with the same `key` build equivalent statements for any rows, so the executor
  * merges concurrent calls on the pool into one statement (see Coalescer): the rows are
  * renumbered, run in one round trip and one commit, and the returned rows are handed back to
- * each caller with its own `ord` (or matched by `id`, for statements that return the
- * client-generated job ids). Everything a statement depends on besides its rows (schema,
- * queue, callback queue) must be part of the key.
+ * each caller with its own `ord` (or, for statements whose rows describe the statement rather
+ * than single input rows, all of them to every caller). Everything a statement depends on
+ * besides its rows (schema, queue, callback queue) must be part of the key.
  */
 export interface RowStatement<Row extends { ord: number }> {
 	key: string;
 	rows: Row[];
 	build: (rows: Row[]) => SqlQuery;
-	/** How a returned row names the input row it belongs to (default `ord`). */
-	returns?: 'ord' | 'id';
+	/**
+	 * How returned rows are handed back: by the `ord` of the input row each names (default), or
+	 * `shared`: every caller gets every row, e.g. values keyed by something the callers can
+	 * look up themselves. Rows shared this way must not be changed by a caller.
+	 */
+	returns?: 'ord' | 'shared';
 	/**
 	 * Whether concurrent calls may share the statement. Only for statements whose rows of
 	 * different calls cannot make each other fail: an INSERT … ON CONFLICT DO UPDATE (the

@@ -22,7 +22,41 @@ export function storedTokenHash(token: string): string {
 
 /** The status token of a job: 256 bits, derived so it can be handed out again to an idempotent retry. */
 export function statusToken(secret: Buffer, jobId: string): string {
-	return createHmac('sha256', secret).update(jobId).digest('base64url');
+	return statusTokenSigner(secret)(jobId);
+}
+
+const HMAC_BLOCK = 64;
+/** Job ids up to this many UTF-16 units take the fast path (a UUID has 36). */
+const FAST_ID_LENGTH = 64;
+const signers = new WeakMap<Buffer, (jobId: string) => string>();
+
+/**
+ * `statusToken` for one secret, for many ids: HMAC-SHA256 as RFC 2104 defines it, with the
+ * padded keys prepared once. A batch of 1,000 jobs spent more on creating one Hmac object per
+ * job than on hashing; two one-shot hashes over reused buffers cost about half as much.
+ */
+export function statusTokenSigner(secret: Buffer): (jobId: string) => string {
+	let signer = signers.get(secret);
+	if (signer) return signer;
+	const key = Buffer.alloc(HMAC_BLOCK);
+	if (secret.length > HMAC_BLOCK) createHash('sha256').update(secret).digest().copy(key);
+	else secret.copy(key);
+	const inner = Buffer.alloc(HMAC_BLOCK + FAST_ID_LENGTH * 3);
+	const outer = Buffer.alloc(HMAC_BLOCK + 32);
+	for (let index = 0; index < HMAC_BLOCK; index++) {
+		inner[index] = key[index] ^ 0x36;
+		outer[index] = key[index] ^ 0x5c;
+	}
+	signer = (jobId: string): string => {
+		if (jobId.length > FAST_ID_LENGTH)
+			return createHmac('sha256', secret).update(jobId).digest('base64url');
+		const length = inner.write(jobId, HMAC_BLOCK, 'utf8');
+		// Hex, not a Buffer: `hash` is several times slower when it returns a Buffer.
+		outer.write(hash('sha256', inner.subarray(0, HMAC_BLOCK + length), 'hex'), HMAC_BLOCK, 'hex');
+		return hash('sha256', outer, 'base64url');
+	};
+	signers.set(secret, signer);
+	return signer;
 }
 
 /** Per pool and schema: the secret's read, shared by every store of the process. */

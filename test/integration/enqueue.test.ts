@@ -1,5 +1,15 @@
-import { DurableJobsError, IdempotencyConflictError, JobStore, hashToken } from '../../src/core';
-import { ok, useTestSchema } from '../helpers/db';
+import pg from 'pg';
+
+import {
+	DurableJobsError,
+	IdempotencyConflictError,
+	JobStore,
+	hashToken,
+	type EnqueueInput,
+	type EnqueueResult,
+} from '../../src/core';
+import { integerArray, textArray } from '../../src/core/sql/arrays';
+import { databaseUrl, ok, useTestSchema } from '../helpers/db';
 
 const { schema, pool, store } = useTestSchema(__filename, { poolSize: 80, migrate: true });
 
@@ -213,5 +223,215 @@ describe('enqueue', () => {
 			`SELECT count(*)::int AS n FROM ${schema}.jobs WHERE queue = 'big'`,
 		);
 		expect(rows[0].n).toBe(0);
+	});
+});
+
+/** Each job's stored run_at in Unix milliseconds (exact, not through a Date parser), by id. */
+async function storedRunAts(ids: string[]): Promise<Map<string, number>> {
+	const { rows } = await pool.query<{ id: string; ms: string }>(
+		`SELECT id, floor(extract(epoch FROM run_at) * 1000)::int8::text AS ms
+		FROM ${schema}.jobs WHERE id = ANY($1::uuid[])`,
+		[ids],
+	);
+	return new Map(rows.map((row) => [row.id, Number(row.ms)]));
+}
+
+async function expectStored(items: EnqueueInput[], results: EnqueueResult[]): Promise<void> {
+	const stored = await storedRunAts(results.map((result) => result.jobId));
+	const { rows } = await pool.query<{
+		id: string;
+		status: string;
+		payload: unknown;
+		status_token_hash: Buffer;
+	}>(
+		`SELECT id, status, payload, status_token_hash FROM ${schema}.jobs WHERE id = ANY($1::uuid[])`,
+		[results.map((result) => result.jobId)],
+	);
+	const byId = new Map(rows.map((row) => [row.id, row]));
+	results.forEach((result, index) => {
+		const row = byId.get(result.jobId);
+		expect(row, `job ${index} stored`).toBeDefined();
+		expect(result.runAt, `job ${index}`).toBeInstanceOf(Date);
+		expect(result.runAt.getTime(), `job ${index} run_at`).toBe(stored.get(result.jobId));
+		expect(result.status).toBe(row!.status);
+		expect(row!.payload, `job ${index} payload`).toEqual(items[index].payload);
+		expect(Buffer.compare(row!.status_token_hash, hashToken(result.statusToken!))).toBe(0);
+	});
+}
+
+describe('enqueue: what a job gets back is what was stored', () => {
+	const runAtItems = (queue: string): EnqueueInput[] => [
+		{ queue, payload: { n: 0 } },
+		{ queue, payload: { n: 1 } },
+		{ queue, payload: { n: 2 }, delayMs: 0 },
+		{ queue, payload: { n: 3 }, delayMs: 1 },
+		{ queue, payload: { n: 4 }, delayMs: 999 },
+		{ queue, payload: { n: 5 }, delayMs: 1 },
+		{ queue, payload: { n: 6 }, delayMs: 61_001 },
+		{ queue, payload: { n: 7 }, delayMs: 365 * 24 * 3600_000 },
+		{ queue, payload: { n: 8 }, runAt: new Date(Date.now() + 1234) },
+		{ queue, payload: { n: 9 }, runAt: '2030-01-31T12:00:00.123Z' },
+		{ queue, payload: { n: 10 }, runAt: new Date('1900-06-15T10:20:30.456Z') },
+		{ queue, payload: { n: 11 }, runAt: new Date('1969-12-31T23:59:59.999Z') },
+		{ queue, payload: { n: 12 }, runAt: '2030-01-31T12:00:00.123Z', delayMs: 5000 },
+		{ queue, payload: null },
+		{ queue, payload: 'text "quoted" \\ back\\slash {braces}, commas' },
+		{ queue, payload: [1, { nested: [null, true] }, 'ü€😀'] },
+	];
+
+	it.each([
+		['UTC', 'UTC'],
+		['a half-hour offset', 'America/St_Johns'],
+		['an offset with seconds in 1900 (+00:19:32)', 'Europe/Amsterdam'],
+	])(
+		'runAt equals the stored run_at to the millisecond for default, delayMs and runAt, in a session at %s',
+		async (_name, timeZone) => {
+			const zoned = new pg.Pool({
+				connectionString: databaseUrl(),
+				max: 2,
+				options: `-c TimeZone=${timeZone}`,
+			});
+			try {
+				const zonedStore = new JobStore(zoned, { schema });
+				for (const withKeys of [false, true]) {
+					const items = runAtItems(`run-at-${timeZone.replace('/', '.')}-${withKeys}`).map(
+						(item, n) => (withKeys ? { ...item, idempotencyKey: `key-${n}` } : item),
+					);
+					const results = (await zonedStore.enqueue(items)).map(ok);
+					await expectStored(items, results);
+					expect(results.map((result) => result.status)).toEqual(items.map(() => 'queued'));
+					// Items with the same delay have the same run_at, each in a Date of its own.
+					expect(results[1].runAt.getTime()).toBe(results[0].runAt.getTime());
+					expect(results[1].runAt).not.toBe(results[0].runAt);
+					expect(results[5].runAt.getTime()).toBe(results[3].runAt.getTime());
+					expect(results[3].runAt.getTime()).toBe(results[0].runAt.getTime() + 1);
+					expect(results[12].runAt.getTime()).toBe(Date.parse('2030-01-31T12:00:00.123Z'));
+				}
+			} finally {
+				await zoned.end();
+			}
+		},
+	);
+
+	it('a batch of 1,000 jobs without keys: ids, tokens, payloads and runAt as stored, in input order', async () => {
+		const queue = 'thousand';
+		const items: EnqueueInput[] = Array.from({ length: 1000 }, (_, n) => ({
+			queue,
+			payload: { n },
+			delayMs: n % 3 === 0 ? undefined : n,
+			priority: n % 7,
+			orderingKey: n % 5 === 0 ? `o-${n % 2}` : undefined,
+			correlationId: n % 11 === 0 ? `c"${n}\\` : undefined,
+		}));
+		const results = (await store.enqueue(items)).map(ok);
+		expect(new Set(results.map((result) => result.jobId)).size).toBe(1000);
+		expect(new Set(results.map((result) => result.statusToken)).size).toBe(1000);
+		await expectStored(items, results);
+		const { rows } = await pool.query<{
+			id: string;
+			priority: number;
+			ordering_key: string | null;
+			correlation_id: string | null;
+		}>(
+			`SELECT id, priority, ordering_key, correlation_id FROM ${schema}.jobs WHERE queue = $1 ORDER BY seq`,
+			[queue],
+		);
+		expect(rows.map((row) => row.id)).toEqual(results.map((result) => result.jobId));
+		expect(rows.map((row) => row.priority)).toEqual(items.map((item) => item.priority));
+		expect(rows.map((row) => row.ordering_key)).toEqual(
+			items.map((item) => item.orderingKey ?? null),
+		);
+		expect(rows.map((row) => row.correlation_id)).toEqual(
+			items.map((item) => item.correlationId ?? null),
+		);
+	});
+
+	it('concurrent single-job enqueues merged into one statement each get their own job, token and runAt', async () => {
+		const queue = 'merged-singles';
+		const before = store.coalescingStats()!;
+		const items: EnqueueInput[] = Array.from({ length: 40 }, (_, n) => ({
+			queue,
+			payload: { n },
+			...(n % 4 === 1 ? { delayMs: n * 10 } : {}),
+			...(n % 4 === 2 ? { runAt: new Date(Date.now() + n * 1000 + 7) } : {}),
+			...(n % 4 === 3 ? { correlationId: `caller-${n}` } : {}),
+		}));
+		const perCaller = await Promise.all(items.map(async (item) => await store.enqueue([item])));
+		const after = store.coalescingStats()!;
+		expect(after.mergedFlushes - before.mergedFlushes).toBeGreaterThanOrEqual(1);
+		expect(after.flushes - before.flushes).toBeLessThan(items.length);
+		const results = perCaller.map((own) => {
+			expect(own).toHaveLength(1);
+			return ok(own[0]);
+		});
+		expect(new Set(results.map((result) => result.jobId)).size).toBe(items.length);
+		await expectStored(items, results);
+		const { rows } = await pool.query<{ id: string; correlation_id: string | null }>(
+			`SELECT id, correlation_id FROM ${schema}.jobs WHERE queue = $1`,
+			[queue],
+		);
+		const correlation = new Map(rows.map((row) => [row.id, row.correlation_id]));
+		results.forEach((result, n) =>
+			expect(correlation.get(result.jobId)).toBe(items[n].correlationId ?? null),
+		);
+	});
+
+	it("runAt goes through a pool's own timestamptz parser, as every stored timestamp does", async () => {
+		class PoolDate extends Date {}
+		const custom = new pg.Pool({
+			connectionString: databaseUrl(),
+			max: 2,
+			types: {
+				getTypeParser: ((oid: number, format?: 'text' | 'binary') =>
+					oid === 1184
+						? (text: string) => new PoolDate(text)
+						: pg.types.getTypeParser(oid, format)) as pg.CustomTypesConfig['getTypeParser'],
+			},
+		});
+		try {
+			const own = new JobStore(custom, { schema });
+			const results = (
+				await own.enqueue([
+					{ queue: 'own-parser', payload: {} },
+					{ queue: 'own-parser', payload: {}, delayMs: 5 },
+				])
+			).map(ok);
+			for (const result of results) expect(result.runAt).toBeInstanceOf(PoolDate);
+			const stored = await storedRunAts(results.map((result) => result.jobId));
+			for (const result of results) expect(result.runAt.getTime()).toBe(stored.get(result.jobId));
+		} finally {
+			await custom.end();
+		}
+	});
+});
+
+describe('array parameters', () => {
+	it('text and integers reach PostgreSQL unchanged, nulls included', async () => {
+		const texts = [
+			'plain',
+			'NULL',
+			'null',
+			'',
+			' spaced ',
+			'"quoted"',
+			'back\\slash\\',
+			'{braces},commas',
+			'ü€😀',
+			null,
+			'\\"',
+		];
+		const { rows } = await pool.query<{ value: string | null }>(
+			'SELECT value FROM unnest($1::text[]) WITH ORDINALITY AS x(value, ord) ORDER BY ord',
+			[textArray(texts)],
+		);
+		expect(rows.map((row) => row.value)).toEqual(texts);
+		const numbers = [0, -1, 2_147_483_647, null, 365 * 24 * 3600_000];
+		const { rows: integers } = await pool.query<{ value: string | null }>(
+			'SELECT value::text FROM unnest($1::bigint[]) WITH ORDINALITY AS x(value, ord) ORDER BY ord',
+			[integerArray(numbers)],
+		);
+		expect(integers.map((row) => (row.value === null ? null : Number(row.value)))).toEqual(numbers);
+		expect(textArray([null, null])).toBe('{}');
+		expect(() => integerArray([1.5])).toThrow(TypeError);
 	});
 });

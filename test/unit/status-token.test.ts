@@ -1,6 +1,6 @@
 import { createHmac, randomBytes } from 'node:crypto';
 
-import { statusToken } from '../../src/core/tokens';
+import { statusToken, statusTokenSigner } from '../../src/core/tokens';
 
 describe('statusToken', () => {
 	it.each([0, 1, 16, 32, 63, 64, 65, 200])(
@@ -22,5 +22,27 @@ describe('statusToken', () => {
 		const jobId = '01a23b26-bf35-723e-889b-1e664226c894';
 		expect(statusToken(first, jobId)).toBe(statusToken(first, jobId));
 		expect(statusToken(first, jobId)).not.toBe(statusToken(second, jobId));
+	});
+});
+
+describe('statusTokenSigner', () => {
+	it('is statusToken for one secret, for ids of any length, and is made once per secret', () => {
+		const secret = randomBytes(32);
+		const sign = statusTokenSigner(secret);
+		expect(statusTokenSigner(secret)).toBe(sign);
+		for (const jobId of [
+			'',
+			'a',
+			'€'.repeat(64),
+			'x'.repeat(64),
+			'x'.repeat(65),
+			'é'.repeat(500),
+		]) {
+			expect(sign(jobId)).toBe(createHmac('sha256', secret).update(jobId).digest('base64url'));
+		}
+		// The signer reuses its buffers: a short id after a longer one hashes only its own bytes.
+		const long = '01a23b26-bf35-723e-889b-1e664226c894';
+		sign(long);
+		expect(sign('abc')).toBe(createHmac('sha256', secret).update('abc').digest('base64url'));
 	});
 });
