@@ -175,3 +175,20 @@ export function ok<T>(result: T | DurableJobsError): T {
 	if (result instanceof DurableJobsError) throw result;
 	return result;
 }
+
+/** The Date subclass `poolWithOwnTimestampParser` parses timestamptz values into. */
+export class PoolDate extends Date {}
+
+/** A pool created with a timestamptz parser of its own, as an application may configure one. */
+export function poolWithOwnTimestampParser(max = 2): pg.Pool {
+	return new pg.Pool({
+		connectionString: databaseUrl(),
+		max,
+		types: {
+			getTypeParser: ((oid: number, format?: 'text' | 'binary') =>
+				oid === 1184
+					? (text: string) => new PoolDate(text)
+					: pg.types.getTypeParser(oid, format)) as pg.CustomTypesConfig['getTypeParser'],
+		},
+	});
+}

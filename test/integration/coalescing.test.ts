@@ -7,9 +7,16 @@ import {
 	type EnqueueResult,
 	type LeasedJob,
 } from '../../src/core';
-import pg from 'pg';
 
-import { databaseUrl, newPool, ok, sleep, useTestSchema, waitFor } from '../helpers/db';
+import {
+	PoolDate,
+	newPool,
+	ok,
+	poolWithOwnTimestampParser,
+	sleep,
+	useTestSchema,
+	waitFor,
+} from '../helpers/db';
 
 /**
  * Call coalescing on a real PostgreSQL: concurrent calls of one process share statements, and
@@ -532,17 +539,7 @@ describe('call coalescing', () => {
 
 describe('result parsers', () => {
 	it("a pool created with parsers of its own keeps them (the core's faster timestamptz parser applies only to pools without)", async () => {
-		class PoolDate extends Date {}
-		const custom = new pg.Pool({
-			connectionString: databaseUrl(),
-			max: 2,
-			types: {
-				getTypeParser: ((oid: number, format?: 'text' | 'binary') =>
-					oid === 1184
-						? (text: string) => new PoolDate(text)
-						: pg.types.getTypeParser(oid, format)) as pg.CustomTypesConfig['getTypeParser'],
-			},
-		});
+		const custom = poolWithOwnTimestampParser();
 		try {
 			const own = new JobStore(custom, { schema });
 			const queue = 'own-parsers';

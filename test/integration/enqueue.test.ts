@@ -9,7 +9,13 @@ import {
 	type EnqueueResult,
 } from '../../src/core';
 import { integerArray, textArray } from '../../src/core/sql/arrays';
-import { databaseUrl, ok, useTestSchema } from '../helpers/db';
+import {
+	PoolDate,
+	databaseUrl,
+	ok,
+	poolWithOwnTimestampParser,
+	useTestSchema,
+} from '../helpers/db';
 
 const { schema, pool, store } = useTestSchema(__filename, { poolSize: 80, migrate: true });
 
@@ -377,17 +383,7 @@ describe('enqueue: what a job gets back is what was stored', () => {
 	});
 
 	it("runAt goes through a pool's own timestamptz parser, as every stored timestamp does", async () => {
-		class PoolDate extends Date {}
-		const custom = new pg.Pool({
-			connectionString: databaseUrl(),
-			max: 2,
-			types: {
-				getTypeParser: ((oid: number, format?: 'text' | 'binary') =>
-					oid === 1184
-						? (text: string) => new PoolDate(text)
-						: pg.types.getTypeParser(oid, format)) as pg.CustomTypesConfig['getTypeParser'],
-			},
-		});
+		const custom = poolWithOwnTimestampParser();
 		try {
 			const own = new JobStore(custom, { schema });
 			const results = (
