@@ -7,9 +7,10 @@
  *
  *   1. SIGKILLs n8n `--kills` times while jobs are in flight, with a CRM that honours
  *      Idempotency-Key and/or one that ignores it (`--honour-keys true|false|both`);
- *   2. restarts the job database's PostgreSQL mid-run, down for 8 s (`--outage cut`: cuts it
- *      with a TCP proxy instead, for a server that must not be restarted); n8n's own database
- *      stays up;
+ *   2. restarts the job database's PostgreSQL mid-run, down for 8 s (`--outage crash`: an
+ *      immediate shutdown instead, which loses the WAL not yet flushed, as a crash does;
+ *      `--outage cut`: cuts it with a TCP proxy, for a server that must not be restarted);
+ *      n8n's own database stays up;
  *   3. lets one worker outlive its lease past the checkpoint (late CRM answer) and one before
  *      it (late AI answer).
  *
@@ -20,7 +21,7 @@
  *   DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres npm run rehearsal -- --kills 20 --honour-keys false
  *
  * Options: --kills N (per CRM mode, default 100), --honour-keys true|false|both (default both),
- * --lease-seconds S (default 15), --in-flight N (default 24), --seed N, --outage restart|cut
+ * --lease-seconds S (default 15), --in-flight N (default 24), --seed N, --outage restart|crash|cut
  * (default restart), --no-outage, --no-slow-worker, --doc PATH (default docs/RELIABILITY.md),
  * --no-doc, --quiet,
  * --schema NAME (job schema, default dj_rehearsal; it is dropped at start, so two runs on one
@@ -66,7 +67,7 @@ interface Args {
 
 function usage(message: string): never {
 	process.stderr.write(
-		`${message}\nusage: npm run rehearsal -- [--kills N] [--honour-keys true|false|both] [--lease-seconds S] [--in-flight N] [--seed N] [--outage restart|cut] [--no-outage] [--no-slow-worker] [--doc PATH | --no-doc] [--quiet] [--schema NAME]\n`,
+		`${message}\nusage: npm run rehearsal -- [--kills N] [--honour-keys true|false|both] [--lease-seconds S] [--in-flight N] [--seed N] [--outage restart|crash|cut] [--no-outage] [--no-slow-worker] [--doc PATH | --no-doc] [--quiet] [--schema NAME]\n`,
 	);
 	process.exit(2);
 }
@@ -120,7 +121,8 @@ function parseArgs(argv: string[]): Args {
 				break;
 			case '--outage': {
 				const v = value();
-				if (v !== 'restart' && v !== 'cut') usage('--outage must be restart or cut');
+				if (v !== 'restart' && v !== 'crash' && v !== 'cut')
+					usage('--outage must be restart, crash or cut');
 				args.outageKind = v;
 				break;
 			}
@@ -251,7 +253,7 @@ async function main(): Promise<void> {
 		if (args.outage) {
 			log(
 				env.jobsServer
-					? "outage: restarting the job database's PostgreSQL mid-run"
+					? `outage: ${env.outageKind === 'crash' ? 'crashing' : 'restarting'} the job database's PostgreSQL mid-run`
 					: 'outage: cutting the job database mid-run with the TCP proxy',
 			);
 			const result = await runOutageScenario(env, {
@@ -262,7 +264,12 @@ async function main(): Promise<void> {
 			failures += result.violations.length;
 			const section = renderOutageSection(result, info());
 			process.stdout.write(`\n${section}\n`);
-			if (args.doc) updateReliabilityDoc(args.doc, 'outage', section);
+			if (args.doc)
+				updateReliabilityDoc(
+					args.doc,
+					args.outageKind === 'crash' ? 'outage-crash' : 'outage',
+					section,
+				);
 		}
 		if (args.slowWorker) {
 			log('slow worker: a CRM answer, then an AI answer, outlasts the lease');

@@ -257,6 +257,19 @@ export class LocalServer {
 		this.process = undefined;
 	}
 
+	/**
+	 * Immediate shutdown, as in a crash: no checkpoint, WAL that was not yet flushed is lost
+	 * (transactions committed with synchronous_commit off among it), and the next start runs
+	 * crash recovery. The data folder stays.
+	 */
+	async crash(): Promise<void> {
+		const child = this.process;
+		if (!child) return;
+		if (child.exitCode === null && child.signalCode === null) child.kill('SIGQUIT');
+		await this.closed;
+		this.process = undefined;
+	}
+
 	async destroy(): Promise<void> {
 		this.unregister();
 		const initdb = this.initdb;

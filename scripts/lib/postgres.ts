@@ -37,6 +37,8 @@ export interface EmbeddedServer {
 	dir: string;
 	/** Shuts the server down (fast: open connections are terminated); the data stays. */
 	stop(): Promise<void>;
+	/** Stops it as a crash would (immediate shutdown: unflushed WAL is lost); the data stays. */
+	crash(): Promise<void>;
 	/** Starts it again on the same port and data. */
 	start(): Promise<void>;
 	/** Stops it if it runs and deletes its folder. */
@@ -79,6 +81,7 @@ export async function startEmbeddedPostgres(
 		password,
 		dir: server.baseDir,
 		stop: () => server.stop(),
+		crash: () => server.crash(),
 		start: () => server.start(),
 		destroy: () => server.destroy(),
 	};

@@ -14,6 +14,7 @@ import {
 	getPool,
 	openStore,
 	type JobStore,
+	type LeasedJob,
 	type StoreConfig,
 } from '../../src/core';
 import { startEmbeddedPostgres, type EmbeddedServer } from '../../scripts/lib/postgres';
@@ -118,5 +119,87 @@ describe('PostgreSQL restart under a running store', () => {
 		const [stats] = await store.stats(queue);
 		expect(stats).toMatchObject({ queued: 0, running: 0, done: enqueued.length + 1 });
 		expect(added.deduplicated).toBe(false);
+	});
+
+	it('a crash forgets at most the leases after the last flushed commit: each such job is back as before and its attempt gets Lease Lost; nothing else is lost', async () => {
+		const queue = 'crash';
+		await store.enqueue(Array.from({ length: 30 }, (_, n) => ({ queue, payload: { n } })));
+		// Ten jobs done before the crash: their completions waited for their flush.
+		const first = await store.lease({ queue, limit: 10 });
+		const done = (
+			await store.complete(
+				first.map((job) => ({
+					jobId: job.id,
+					attemptId: job.attempt_id,
+					outcome: 'succeeded' as const,
+				})),
+			)
+		).map(ok);
+		expect(done.every((result) => result.applied)).toBe(true);
+		// Ten leases after the last synchronous commit, one statement each, then the crash.
+		const leased: LeasedJob[] = [];
+		for (let i = 0; i < 10; i++) leased.push(...(await store.lease({ queue, limit: 1 })));
+		expect(leased).toHaveLength(10);
+		await server.crash();
+		await server.start();
+
+		const { rows } = await getPool(config).query<{
+			id: string;
+			status: string;
+			attempt_id: string | null;
+		}>(`SELECT id, status, attempt_id FROM "${config.schema}".jobs WHERE queue = $1`, [queue]);
+		expect(rows).toHaveLength(30);
+		const byId = new Map(rows.map((row) => [row.id, row]));
+		for (const job of first) expect(byId.get(job.id)?.status).toBe('done');
+		const kept = leased.filter((job) => byId.get(job.id)?.attempt_id === job.attempt_id);
+		const forgotten = leased.filter((job) => byId.get(job.id)?.attempt_id !== job.attempt_id);
+		for (const job of kept) expect(byId.get(job.id)?.status).toBe('running');
+		for (const job of forgotten)
+			expect(byId.get(job.id)).toMatchObject({ status: 'queued', attempt_id: null });
+		process.stdout.write(
+			`[crash] ${kept.length} of 10 leases after the last flush survived the crash, ${forgotten.length} were forgotten\n`,
+		);
+
+		// Every attempt's completion is applied if its lease survived and Lease Lost if not.
+		const results = (
+			await store.complete(
+				leased.map((job) => ({
+					jobId: job.id,
+					attemptId: job.attempt_id,
+					outcome: 'succeeded' as const,
+				})),
+			)
+		).map(ok);
+		results.forEach((result, index) => expect(result.applied).toBe(kept.includes(leased[index])));
+		// And the rest of the queue, the forgotten jobs included, runs to the end.
+		for (;;) {
+			const next = await store.lease({ queue, limit: 5 });
+			if (next.length === 0) break;
+			await store.complete(
+				next.map((job) => ({
+					jobId: job.id,
+					attemptId: job.attempt_id,
+					outcome: 'succeeded' as const,
+				})),
+			);
+		}
+		const [stats] = await store.stats(queue);
+		expect(stats).toMatchObject({ queued: 0, running: 0, done: 30 });
+
+		// With Durable Leases every lease waits for its flush, and a crash keeps them all.
+		const durable = await openStore({ ...config, durableLeases: true });
+		await durable.enqueue(
+			Array.from({ length: 5 }, (_, n) => ({ queue: 'durable', payload: { n } })),
+		);
+		const durableLeases: LeasedJob[] = [];
+		for (let i = 0; i < 5; i++) durableLeases.push(...(await durable.lease({ queue: 'durable' })));
+		await server.crash();
+		await server.start();
+		const after = await getPool(config).query<{ attempt_id: string }>(
+			`SELECT attempt_id FROM "${config.schema}".jobs WHERE queue = 'durable' AND status = 'running'`,
+		);
+		expect(after.rows.map((row) => row.attempt_id).sort()).toEqual(
+			durableLeases.map((job) => job.attempt_id).sort(),
+		);
 	});
 });

@@ -17,8 +17,12 @@ import {
 
 // environment
 
-/** How the outage takes the job database away: a restart of its own server, or a TCP proxy cut. */
-export type OutageKind = 'restart' | 'cut';
+/**
+ * How the outage takes the job database away: a restart of its own server (fast shutdown), a
+ * crash of it (immediate shutdown: WAL not yet flushed is lost, crash recovery at the start),
+ * or a TCP proxy cut.
+ */
+export type OutageKind = 'restart' | 'crash' | 'cut';
 
 export interface RehearsalEnvironmentOptions {
 	/** n8n's own database; with the outage `cut` also the job database. */
@@ -38,8 +42,9 @@ export interface RehearsalEnvironmentOptions {
 }
 
 export interface RehearsalEnvironment extends Environment {
-	/** The job database's private server when the outage restarts it; stop() destroys it. */
+	/** The job database's private server when the outage restarts or crashes it; stop() destroys it. */
 	jobsServer: EmbeddedServer | undefined;
+	outageKind: OutageKind;
 }
 
 /**
@@ -51,7 +56,8 @@ export async function startRehearsalEnvironment(
 ): Promise<RehearsalEnvironment> {
 	const log = options.log ?? (() => undefined);
 	let jobsServer: EmbeddedServer | undefined;
-	if ((options.outage ?? 'restart') === 'restart') {
+	const outageKind = options.outage ?? 'restart';
+	if (outageKind !== 'cut') {
 		jobsServer = await startEmbeddedPostgres((line) => log(`job database: ${line.trimEnd()}`));
 		log(
 			`job database: private embedded PostgreSQL on 127.0.0.1:${jobsServer.port} (n8n's own database stays on its server)`,
@@ -67,6 +73,7 @@ export async function startRehearsalEnvironment(
 	return {
 		...env,
 		jobsServer,
+		outageKind,
 		stop: async () => {
 			try {
 				await env.stop();

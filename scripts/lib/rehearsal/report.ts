@@ -108,13 +108,17 @@ export function renderKillSection(result: KillRehearsalResult, info: RunInfo): s
 }
 
 export function renderOutageSection(result: OutageResult, info: RunInfo): string {
-	const restart = result.kind === 'restart';
+	const restart = result.kind !== 'cut';
+	const shutdown =
+		result.kind === 'crash'
+			? 'crashed (immediate shutdown: no checkpoint, WAL not yet flushed lost, crash recovery at the start'
+			: 'shut down (fast shutdown: open sessions terminated';
 	const outage = restart
-		? `the job database's own PostgreSQL was shut down (fast shutdown: open sessions terminated; ${seconds(result.shutdownMs ?? 0)}), kept down ${seconds(result.cutMs)} and started again on the same data and port (${seconds(result.startupMs ?? 0)} until it accepted connections); the job credential goes through a TCP proxy that stayed up, so n8n's new connections were accepted and dropped at once instead of refused; n8n's own database is on another server and stayed up.`
+		? `the job database's own PostgreSQL was ${shutdown}; ${seconds(result.shutdownMs ?? 0)}), kept down ${seconds(result.cutMs)} and started again on the same data and port (${seconds(result.startupMs ?? 0)} until it accepted connections); the job credential goes through a TCP proxy that stayed up, so n8n's new connections were accepted and dropped at once instead of refused; n8n's own database is on another server and stayed up.`
 		: `the TCP proxy in front of the job database dropped every connection and refused new ones for ${seconds(result.cutMs)} (the job database shares its server with n8n's own database, which stayed up).`;
 	return [
 		restart
-			? `### Job database restarted mid-run (${seconds(result.downMs)} down)`
+			? `### Job database ${result.kind === 'crash' ? 'crashed' : 'restarted'} mid-run (${seconds(result.downMs)} down)`
 			: `### Job database unreachable for ${seconds(result.cutMs)} mid-run (TCP proxy cut)`,
 		'',
 		`- Command: \`${info.command}\`; date ${info.date.toISOString()}`,
