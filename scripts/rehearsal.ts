@@ -220,7 +220,7 @@ async function main(): Promise<void> {
 		const jobsVersion = (await env.jobsDb.query<{ server_version: string }>('SHOW server_version'))
 			.rows[0].server_version;
 		const postgresText = env.jobsServer
-			? `${n8nPostgres} for n8n; PostgreSQL ${jobsVersion.split(' ')[0]} (embedded, from npm, private: the outage restarts it) for the job database`
+			? `${n8nPostgres} for n8n; PostgreSQL ${jobsVersion.split(' ')[0]} (embedded, from npm, private: the outage ${args.outageKind === 'crash' ? 'crashes' : 'restarts'} it) for the job database`
 			: `${n8nPostgres} for both n8n and the job database`;
 		const info = (): RunInfo => ({
 			command,
