@@ -6,7 +6,9 @@ import {
 	JobStore,
 	closeAllPools,
 	migrate,
+	type CompleteResult,
 	type ConnectionConfig,
+	type LeasedJob,
 } from '../../src/core';
 import { parseDatabaseUrl } from '../../scripts/lib/database-url';
 
@@ -191,4 +193,28 @@ export function poolWithOwnTimestampParser(max = 2): pg.Pool {
 					: pg.types.getTypeParser(oid, format)) as pg.CustomTypesConfig['getTypeParser'],
 		},
 	});
+}
+
+/** Completes every job as succeeded, in one call; each item's result (an error throws). */
+export async function succeedAll(store: JobStore, jobs: LeasedJob[]): Promise<CompleteResult[]> {
+	return (
+		await store.complete(
+			jobs.map((job) => ({
+				jobId: job.id,
+				attemptId: job.attempt_id,
+				outcome: 'succeeded' as const,
+			})),
+		)
+	).map(ok);
+}
+
+/** Leases and completes jobs of `queue`, `limit` at a time, until none is due. */
+export async function drainQueue(store: JobStore, queue: string, limit: number): Promise<void> {
+	for (;;) {
+		const leased = await store.lease({ queue, limit });
+		if (leased.length === 0) return;
+		const results = await succeedAll(store, leased);
+		if (!results.every((result) => result.applied))
+			throw new Error(`a completion of queue ${queue} was not applied`);
+	}
 }

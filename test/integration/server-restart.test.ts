@@ -18,7 +18,7 @@ import {
 	type StoreConfig,
 } from '../../src/core';
 import { startEmbeddedPostgres, type EmbeddedServer } from '../../scripts/lib/postgres';
-import { connectionConfig, ok, testSchema } from '../helpers/db';
+import { connectionConfig, drainQueue, ok, succeedAll, testSchema } from '../helpers/db';
 
 let server: EmbeddedServer;
 let config: StoreConfig;
@@ -102,20 +102,7 @@ describe('PostgreSQL restart under a running store', () => {
 		).map(ok);
 		expect(completedBefore.every((result) => result.applied)).toBe(true);
 		const added = ok((await store.enqueue([{ queue, payload: { n: 10 } }]))[0]);
-		for (;;) {
-			const leased = await store.lease({ queue, limit: 3 });
-			if (leased.length === 0) break;
-			const results = (
-				await store.complete(
-					leased.map((job) => ({
-						jobId: job.id,
-						attemptId: job.attempt_id,
-						outcome: 'succeeded' as const,
-					})),
-				)
-			).map(ok);
-			expect(results.every((result) => result.applied)).toBe(true);
-		}
+		await drainQueue(store, queue, 3);
 		const [stats] = await store.stats(queue);
 		expect(stats).toMatchObject({ queued: 0, running: 0, done: enqueued.length + 1 });
 		expect(added.deduplicated).toBe(false);
@@ -126,16 +113,7 @@ describe('PostgreSQL restart under a running store', () => {
 		await store.enqueue(Array.from({ length: 30 }, (_, n) => ({ queue, payload: { n } })));
 		// Ten jobs done before the crash: their completions waited for their flush.
 		const first = await store.lease({ queue, limit: 10 });
-		const done = (
-			await store.complete(
-				first.map((job) => ({
-					jobId: job.id,
-					attemptId: job.attempt_id,
-					outcome: 'succeeded' as const,
-				})),
-			)
-		).map(ok);
-		expect(done.every((result) => result.applied)).toBe(true);
+		expect((await succeedAll(store, first)).every((result) => result.applied)).toBe(true);
 		// Ten leases after the last synchronous commit, one statement each, then the crash.
 		const leased: LeasedJob[] = [];
 		for (let i = 0; i < 10; i++) leased.push(...(await store.lease({ queue, limit: 1 })));
@@ -161,28 +139,10 @@ describe('PostgreSQL restart under a running store', () => {
 		);
 
 		// Every attempt's completion is applied if its lease survived and Lease Lost if not.
-		const results = (
-			await store.complete(
-				leased.map((job) => ({
-					jobId: job.id,
-					attemptId: job.attempt_id,
-					outcome: 'succeeded' as const,
-				})),
-			)
-		).map(ok);
+		const results = await succeedAll(store, leased);
 		results.forEach((result, index) => expect(result.applied).toBe(kept.includes(leased[index])));
 		// And the rest of the queue, the forgotten jobs included, runs to the end.
-		for (;;) {
-			const next = await store.lease({ queue, limit: 5 });
-			if (next.length === 0) break;
-			await store.complete(
-				next.map((job) => ({
-					jobId: job.id,
-					attemptId: job.attempt_id,
-					outcome: 'succeeded' as const,
-				})),
-			);
-		}
+		await drainQueue(store, queue, 5);
 		const [stats] = await store.stats(queue);
 		expect(stats).toMatchObject({ queued: 0, running: 0, done: 30 });
 
