@@ -6,30 +6,28 @@
 -- job. It was about a sixth of a lease's server time. Attempt rows are written only by the lease
 -- statement, for the jobs it has locked, so a row cannot point at a missing job.
 --
--- The foreign key also deleted a job's attempts with the job (ON DELETE CASCADE). The statement
--- trigger on DELETE now does that, once per statement, for the package's purge and for an
--- operator's own DELETE alike. It runs through EXECUTE, so it is planned for the number of rows
--- deleted and the table's size at the time: a plan kept from a purge of a nearly empty table
--- would read every attempt row for each later purge.
+-- The foreign key also deleted a job's attempts with the job (ON DELETE CASCADE). A statement
+-- trigger of its own on DELETE now does that, once per statement, for the package's purge and
+-- for an operator's own DELETE alike; the counting trigger of 0004 stays as it is. The DELETE
+-- runs through EXECUTE, so it is planned for the number of rows deleted and the table's size at
+-- the time: a plan kept from a purge of a nearly empty table would read every attempt row for
+-- each later purge.
 --
 -- SECURITY DEFINER, as the schema's owner: the cascade of a foreign key ran with the owner's
 -- rights too, so a runtime role with DELETE on jobs but not on job_attempts (the tighter grant
--- set in docs/SECURITY.md) can still purge. Every name in the function is schema-qualified, and
--- its search_path holds only pg_catalog.
+-- set in docs/SECURITY.md) can still purge. The function only deletes the attempts of the rows
+-- its statement deleted, names its table with the trigger's own schema, and its search_path
+-- holds only pg_catalog.
 ALTER TABLE {{schema}}.job_attempts DROP CONSTRAINT IF EXISTS job_attempts_job_id_fkey;
 
-CREATE OR REPLACE FUNCTION {{schema}}.jobs_after_delete() RETURNS trigger LANGUAGE plpgsql
+CREATE FUNCTION {{schema}}.jobs_delete_attempts() RETURNS trigger LANGUAGE plpgsql
 SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-	INSERT INTO {{schema}}.job_counts AS c (queue, status, slot, n)
-	SELECT o.queue, o.status, (pg_backend_pid() % 16)::smallint, -count(*)
-	FROM old_rows o
-	WHERE o.status IN ('done', 'failed', 'cancelled')
-	GROUP BY o.queue, o.status
-	ON CONFLICT (queue, status, slot) DO UPDATE SET n = c.n + EXCLUDED.n;
-
 	EXECUTE format('DELETE FROM %I.job_attempts a USING old_rows o WHERE a.job_id = o.id', TG_TABLE_SCHEMA);
 	RETURN NULL;
 END;
 $$;
+
+CREATE TRIGGER jobs_delete_attempts AFTER DELETE ON {{schema}}.jobs
+	REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION {{schema}}.jobs_delete_attempts();
