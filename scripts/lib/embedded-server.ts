@@ -250,11 +250,7 @@ export class LocalServer {
 
 	/** Fast shutdown (open sessions are terminated); the data stays. */
 	async stop(): Promise<void> {
-		const child = this.process;
-		if (!child) return;
-		if (child.exitCode === null && child.signalCode === null) child.kill('SIGINT');
-		await this.closed;
-		this.process = undefined;
+		await this.shutDown('SIGINT');
 	}
 
 	/**
@@ -263,9 +259,14 @@ export class LocalServer {
 	 * crash recovery. The data folder stays.
 	 */
 	async crash(): Promise<void> {
+		await this.shutDown('SIGQUIT');
+	}
+
+	/** Sends the postmaster the signal of a shutdown mode and waits until it has exited. */
+	private async shutDown(signal: 'SIGINT' | 'SIGQUIT'): Promise<void> {
 		const child = this.process;
 		if (!child) return;
-		if (child.exitCode === null && child.signalCode === null) child.kill('SIGQUIT');
+		if (child.exitCode === null && child.signalCode === null) child.kill(signal);
 		await this.closed;
 		this.process = undefined;
 	}

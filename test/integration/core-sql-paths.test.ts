@@ -8,7 +8,7 @@ import pg from 'pg';
 
 import { JobStore, type QueueStats } from '../../src/core';
 import { loggedPlans } from '../../scripts/lib/explain';
-import { databaseUrl, dropSchema, freshStore, ok, useTestSchema } from '../helpers/db';
+import { databaseUrl, dropSchema, freshStore, ok, succeedAll, useTestSchema } from '../helpers/db';
 
 const { schema, pool, store } = useTestSchema(__filename, { poolSize: 20, migrate: true });
 let spy: jest.SpyInstance | undefined;
@@ -139,15 +139,7 @@ describe('job_counts stay exact on every status change path', () => {
 				for (;;) {
 					const jobs = await s.lease({ queue, limit: 5 });
 					if (jobs.length === 0) return;
-					(
-						await s.complete(
-							jobs.map((job) => ({
-								jobId: job.id,
-								attemptId: job.attempt_id,
-								outcome: 'succeeded' as const,
-							})),
-						)
-					).map(ok);
+					await succeedAll(s, jobs);
 				}
 			}),
 		);

@@ -48,7 +48,7 @@ export async function runOutageScenario(
 	const log = options.log ?? (() => undefined);
 	const cutMs = options.cutMs ?? 8_000;
 	const server = env.jobsServer;
-	const kind: OutageKind = server ? env.outageKind : 'cut';
+	const kind = env.outageKind;
 	const prefix = `${options.runId}-`;
 	const violations: string[] = [];
 	env.standins.crm.honourKeys = true;
@@ -79,13 +79,13 @@ export async function runOutageScenario(
 	const cutAt = new Date();
 	let shutdownMs: number | null = null;
 	let startupMs: number | null = null;
-	if (server && kind === 'crash') {
-		log(`crashing the job database's PostgreSQL (immediate shutdown, down for ${cutMs / 1000} s)`);
-		await server.crash();
-		shutdownMs = Date.now() - cutAt.getTime();
-	} else if (server) {
-		log(`restarting the job database's PostgreSQL (fast shutdown, down for ${cutMs / 1000} s)`);
-		await server.stop();
+	if (server) {
+		log(
+			kind === 'crash'
+				? `crashing the job database's PostgreSQL (immediate shutdown, down for ${cutMs / 1000} s)`
+				: `restarting the job database's PostgreSQL (fast shutdown, down for ${cutMs / 1000} s)`,
+		);
+		await (kind === 'crash' ? server.crash() : server.stop());
 		shutdownMs = Date.now() - cutAt.getTime();
 	} else {
 		log(`cutting the job database for ${cutMs / 1000} s`);
