@@ -25,7 +25,7 @@ import {
 /** Second key of the per-queue advisory lock taken when a concurrency limit is enforced. */
 const QUEUE_LOCK_NAMESPACE = 0x44_4a_51; // "DJQ"
 
-type LeaseReturnRow = Job & { ord: number; expired: boolean };
+type LeaseReturnRow = Omit<LeasedJob, 'recovered'> & { ord: number; expired: boolean };
 
 /** Claims up to `limit` due jobs of one queue (or jobs whose lease expired) in one statement. */
 export async function lease(ctx: StoreContext, input: LeaseInput): Promise<LeasedJob[]> {
@@ -71,10 +71,21 @@ export async function lease(ctx: StoreContext, input: LeaseInput): Promise<Lease
 			);
 		});
 	}
-	return rows.map((row) => {
-		const { ord: _ord, expired, ...job } = row;
-		return { ...job, recovered: expired } as LeasedJob;
-	});
+	return rows.map((row) => ({
+		id: row.id,
+		queue: row.queue,
+		payload: row.payload,
+		idempotency_key: row.idempotency_key,
+		priority: row.priority,
+		attempts: row.attempts,
+		max_attempts: row.max_attempts,
+		attempt_id: row.attempt_id,
+		lease_until: row.lease_until,
+		ordering_key: row.ordering_key,
+		correlation_id: row.correlation_id,
+		created_at: row.created_at,
+		recovered: row.expired,
+	}));
 }
 
 /**

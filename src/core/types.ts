@@ -94,9 +94,25 @@ export interface LeaseInput {
 	executionId?: string | null;
 }
 
-export interface LeasedJob extends Job {
+/**
+ * A job as a lease returns it: what a worker needs to run the attempt, and no more (every column
+ * returned is one more value to send and parse per job; Job Status reads the whole row).
+ */
+export interface LeasedJob {
+	id: string;
+	queue: string;
+	payload: unknown;
+	/** The key the job was enqueued with (Job Lease outputs it as enqueue_idempotency_key). */
+	idempotency_key: string | null;
+	priority: number;
+	/** This attempt's number. */
+	attempts: number;
+	max_attempts: number;
 	attempt_id: string;
 	lease_until: Date;
+	ordering_key: string | null;
+	correlation_id: string | null;
+	created_at: Date;
 	/** True when this lease took over a job whose previous lease had expired. */
 	recovered: boolean;
 }

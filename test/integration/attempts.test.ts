@@ -1,9 +1,40 @@
 import type pg from 'pg';
 
-import { ok, useTestSchema } from '../helpers/db';
+import { JobStore, loadMigrations, migrate } from '../../src/core';
+import { renderMigration } from '../../src/core/migrate';
+import { createMigrationsTableQuery, recordMigrationQuery } from '../../src/core/sql/migrations';
+import { ok, testSchema, useTestSchema } from '../helpers/db';
 
+const upgradeSchema = testSchema(__filename, 'upgrade');
+const upgradeReader = `${upgradeSchema}_reader`;
 // One connection, so every statement runs on the backend whose prepared plans are checked.
-const { schema, pool, store } = useTestSchema(__filename, { poolSize: 1, migrate: true });
+const { schema, pool, store } = useTestSchema(__filename, {
+	poolSize: 1,
+	migrate: true,
+	otherSchemas: [upgradeSchema],
+	cleanUp: async (db) => {
+		await db.query(`DROP OWNED BY "${upgradeReader}"`).catch(() => undefined);
+		await db.query(`DROP ROLE IF EXISTS "${upgradeReader}"`);
+	},
+});
+
+async function recordsOf(jobId: string, db: pg.Pool = pool, inSchema = schema) {
+	const { rows } = await db.query(
+		`SELECT attempt, outcome, workflow_id, execution_id, started_at, lease_until, finished_at, checkpoint
+		FROM "${inSchema}".job_attempt_records WHERE job_id = $1 ORDER BY attempt`,
+		[jobId],
+	);
+	return rows;
+}
+
+async function attemptsOf(jobId: string, db: pg.Pool = pool, inSchema = schema) {
+	const { rows } = await db.query(
+		`SELECT attempt_id, attempt, outcome, workflow_id, execution_id, started_at, lease_until, finished_at, checkpoint
+		FROM "${inSchema}".job_attempts WHERE job_id = $1 ORDER BY attempt`,
+		[jobId],
+	);
+	return rows;
+}
 
 async function attemptRows(jobIds: string[]): Promise<number> {
 	const { rows } = await pool.query<{ n: number }>(
@@ -13,13 +44,13 @@ async function attemptRows(jobIds: string[]): Promise<number> {
 	return rows[0].n;
 }
 
-/** Sequential scans of job_attempts so far, with this backend's pending counters flushed first. */
+/** Sequential scans of job_attempt_records so far, with this backend's pending counters flushed first. */
 async function attemptSeqScans(db: pg.Pool): Promise<number> {
 	await db.query('SELECT pg_stat_force_next_flush()');
 	// The flush happens when the backend goes idle after that statement; this one reads it.
 	await db.query('SELECT pg_stat_clear_snapshot()');
 	const { rows } = await db.query<{ seq_scan: string }>(
-		`SELECT seq_scan FROM pg_stat_user_tables WHERE schemaname = $1 AND relname = 'job_attempts'`,
+		`SELECT seq_scan FROM pg_stat_user_tables WHERE schemaname = $1 AND relname = 'job_attempt_records'`,
 		[schema],
 	);
 	return Number(rows[0].seq_scan);
@@ -45,6 +76,214 @@ async function cycle(queue: string): Promise<void> {
 }
 
 describe('attempt rows', () => {
+	it('are written when the attempt ends; job_attempts shows the running attempt from its job row', async () => {
+		const jobId = ok(
+			(await store.enqueue([{ queue: 'timeline', payload: {}, maxAttempts: 3 }]))[0],
+		).jobId;
+		const [first] = await store.lease({
+			queue: 'timeline',
+			leaseMs: 60_000,
+			workflowId: 'wf-1',
+			executionId: 'ex-1',
+		});
+		expect(await recordsOf(jobId)).toEqual([]);
+		const [running] = await attemptsOf(jobId);
+		expect(running).toMatchObject({
+			attempt_id: first.attempt_id,
+			attempt: 1,
+			outcome: null,
+			workflow_id: 'wf-1',
+			execution_id: 'ex-1',
+			finished_at: null,
+			checkpoint: null,
+		});
+		expect(running.lease_until.getTime() - running.started_at.getTime()).toBe(60_000);
+
+		ok(
+			(
+				await store.complete([{ jobId, attemptId: first.attempt_id, outcome: 'retry', delayMs: 0 }])
+			)[0],
+		);
+		expect(await recordsOf(jobId)).toEqual([
+			expect.objectContaining({
+				attempt: 1,
+				outcome: 'retry',
+				workflow_id: 'wf-1',
+				execution_id: 'ex-1',
+			}),
+		]);
+		const [ended] = await attemptsOf(jobId);
+		expect(ended).toMatchObject({ attempt: 1, outcome: 'retry' });
+		expect(ended.started_at).toEqual(running.started_at);
+		expect(ended.lease_until).toEqual(running.lease_until);
+
+		// A lease without n8n ids (a Job Trigger's): the heartbeats' ids and checkpoint go to the
+		// job row; the completion writes the record with them.
+		const [second] = await store.lease({ queue: 'timeline' });
+		ok(
+			(
+				await store.extendLease([
+					{ jobId, attemptId: second.attempt_id, workflowId: 'wf-2', executionId: 'ex-2' },
+				])
+			)[0],
+		);
+		expect(await recordsOf(jobId)).toHaveLength(1);
+		expect((await attemptsOf(jobId))[1]).toMatchObject({
+			workflow_id: 'wf-2',
+			execution_id: 'ex-2',
+		});
+		ok(
+			(
+				await store.extendLease([
+					{ jobId, attemptId: second.attempt_id, checkpoint: 'crm_request' },
+				])
+			)[0],
+		);
+		expect(await recordsOf(jobId)).toHaveLength(1);
+		const beforeEnd = await attemptsOf(jobId);
+		expect(beforeEnd).toHaveLength(2);
+		expect(beforeEnd[1]).toMatchObject({
+			outcome: null,
+			checkpoint: 'crm_request',
+			execution_id: 'ex-2',
+		});
+
+		ok((await store.complete([{ jobId, attemptId: second.attempt_id, outcome: 'succeeded' }]))[0]);
+		const finished = await attemptsOf(jobId);
+		expect(finished.map((row) => [row.attempt, row.outcome, row.checkpoint])).toEqual([
+			[1, 'retry', null],
+			[2, 'succeeded', 'crm_request'],
+		]);
+		expect(finished[1].started_at).toEqual(beforeEnd[1].started_at);
+		expect((await recordsOf(jobId))[1]).toMatchObject({
+			attempt: 2,
+			outcome: 'succeeded',
+			checkpoint: 'crm_request',
+			workflow_id: 'wf-2',
+			execution_id: 'ex-2',
+		});
+	});
+
+	it('of an expired lease are written by the lease that takes the job over, with the old attempt as it was', async () => {
+		const jobId = ok(
+			(await store.enqueue([{ queue: 'expiry', payload: {}, maxAttempts: 2 }]))[0],
+		).jobId;
+		const [first] = await store.lease({ queue: 'expiry', leaseMs: 1_000, workflowId: 'wf-dead' });
+		await pool.query(
+			`UPDATE "${schema}".jobs SET lease_until = now() - interval '1 second' WHERE id = $1`,
+			[jobId],
+		);
+		const [second] = await store.lease({ queue: 'expiry', workflowId: 'wf-next' });
+		expect(second.recovered).toBe(true);
+		const afterTakeOver = await attemptsOf(jobId);
+		expect(afterTakeOver).toEqual([
+			expect.objectContaining({
+				attempt_id: first.attempt_id,
+				outcome: 'lease_expired',
+				workflow_id: 'wf-dead',
+			}),
+			expect.objectContaining({
+				attempt_id: second.attempt_id,
+				outcome: null,
+				workflow_id: 'wf-next',
+			}),
+		]);
+		expect(afterTakeOver[0].lease_until.getTime() - afterTakeOver[0].started_at.getTime()).toBe(
+			1_000,
+		);
+
+		// The last allowed attempt expires too: the lease fails the job and ends that attempt.
+		await pool.query(
+			`UPDATE "${schema}".jobs SET lease_until = now() - interval '1 second' WHERE id = $1`,
+			[jobId],
+		);
+		expect(await store.lease({ queue: 'expiry' })).toEqual([]);
+		expect(
+			(await attemptsOf(jobId)).map((row) => [row.attempt, row.outcome, row.workflow_id]),
+		).toEqual([
+			[1, 'lease_expired', 'wf-dead'],
+			[2, 'lease_expired', 'wf-next'],
+		]);
+		const cancelledId = ok((await store.enqueue([{ queue: 'expiry', payload: {} }]))[0]).jobId;
+		await store.lease({ queue: 'expiry', executionId: 'ex-cancelled' });
+		await store.cancel([cancelledId]);
+		expect(await recordsOf(cancelledId)).toEqual([
+			expect.objectContaining({ attempt: 1, outcome: 'cancelled', execution_id: 'ex-cancelled' }),
+		]);
+	});
+
+	it('of attempts an older version started are ended by the new statements after the upgrade', async () => {
+		const s = `"${upgradeSchema}"`;
+		await pool.query(`CREATE SCHEMA ${s}`);
+		await pool.query(createMigrationsTableQuery(s));
+		for (const migration of loadMigrations().filter((m) => m.id <= 8)) {
+			await pool.query(renderMigration(migration, upgradeSchema));
+			await pool.query(recordMigrationQuery(s, migration.id, migration.name));
+		}
+		await pool.query(`CREATE ROLE "${upgradeReader}"`);
+		await pool.query(`GRANT USAGE ON SCHEMA ${s} TO "${upgradeReader}"`);
+		await pool.query(`GRANT SELECT, INSERT, UPDATE ON ${s}.job_attempts TO "${upgradeReader}"`);
+		// What version 0008 left: a running job whose lease inserted its attempt row (with a
+		// checkpoint since), and a finished one.
+		const running = '00000000-0000-7000-8000-000000000001';
+		const finished = '00000000-0000-7000-8000-000000000002';
+		await pool.query(
+			`INSERT INTO ${s}.jobs (id, queue, status, payload, attempts, attempt_id, lease_until, started_at)
+			VALUES ($1, 'old', 'running', '{}', 1, $3, now() + interval '1 hour', now() - interval '5 minutes'),
+				($2, 'old', 'done', '{}', 1, $4, NULL, now() - interval '9 minutes')`,
+			[
+				running,
+				finished,
+				'00000000-0000-7000-8000-0000000000a1',
+				'00000000-0000-7000-8000-0000000000a2',
+			],
+		);
+		await pool.query(
+			`INSERT INTO ${s}.job_attempts (attempt_id, job_id, attempt, workflow_id, started_at, lease_until, checkpoint, checkpoint_at, outcome, finished_at)
+			VALUES ($1, $3, 1, 'wf-old', now() - interval '5 minutes', now() + interval '1 hour', 'crm_request', now(), NULL, NULL),
+				($2, $4, 1, 'wf-old', now() - interval '9 minutes', now() - interval '8 minutes', NULL, NULL, 'succeeded', now() - interval '8 minutes')`,
+			[
+				'00000000-0000-7000-8000-0000000000a1',
+				'00000000-0000-7000-8000-0000000000a2',
+				running,
+				finished,
+			],
+		);
+		const before = await attemptsOf(running, pool, upgradeSchema);
+
+		expect((await migrate(pool, upgradeSchema)).applied).toEqual(['0009_attempt_rows_at_end.sql']);
+		const upgraded = new JobStore(pool, { schema: upgradeSchema });
+		expect(await attemptsOf(running, pool, upgradeSchema)).toEqual(before);
+		expect(await recordsOf(running, pool, upgradeSchema)).toEqual([]);
+		expect(await attemptsOf(finished, pool, upgradeSchema)).toEqual([
+			expect.objectContaining({ attempt: 1, outcome: 'succeeded', workflow_id: 'wf-old' }),
+		]);
+		ok(
+			(
+				await upgraded.complete([
+					{
+						jobId: running,
+						attemptId: '00000000-0000-7000-8000-0000000000a1',
+						outcome: 'succeeded',
+					},
+				])
+			)[0],
+		);
+		const after = await attemptsOf(running, pool, upgradeSchema);
+		expect(after).toEqual([{ ...before[0], outcome: 'succeeded', finished_at: expect.any(Date) }]);
+		expect(before[0]).toMatchObject({
+			checkpoint: 'crm_request',
+			workflow_id: 'wf-old',
+			outcome: null,
+		});
+		const { rows: privileges } = await pool.query(
+			`SELECT has_table_privilege($1, '${s}.job_attempts', 'SELECT') AS view_select,
+				has_table_privilege($1, '${s}.job_attempt_records', 'INSERT') AS records_insert`,
+			[upgradeReader],
+		);
+		expect(privileges[0]).toEqual({ view_select: true, records_insert: true });
+	});
+
 	it('are deleted with their jobs, by the purge and by a plain DELETE, and only theirs', async () => {
 		const ids: string[] = [];
 		for (let i = 0; i < 3; i++) {
@@ -68,16 +307,16 @@ describe('attempt rows', () => {
 
 	it('are found through their primary key after the table has grown under kept plans', async () => {
 		await pool.query(
-			`ALTER TABLE "${schema}".job_attempts SET (autovacuum_enabled = false, toast.autovacuum_enabled = false)`,
+			`ALTER TABLE "${schema}".job_attempt_records SET (autovacuum_enabled = false, toast.autovacuum_enabled = false)`,
 		);
-		await pool.query(`TRUNCATE "${schema}".job_attempts`);
-		await pool.query(`VACUUM ANALYZE "${schema}".job_attempts`);
+		await pool.query(`TRUNCATE "${schema}".job_attempt_records`);
+		await pool.query(`VACUUM ANALYZE "${schema}".job_attempt_records`);
 		// More runs than PostgreSQL needs before it keeps a generic plan for a prepared statement.
 		for (let i = 0; i < 8; i++) await cycle('plans');
 
 		await pool.query(
-			`INSERT INTO "${schema}".job_attempts (attempt_id, job_id, attempt)
-			SELECT gen_random_uuid(), gen_random_uuid(), 1 FROM generate_series(1, 20000)`,
+			`INSERT INTO "${schema}".job_attempt_records (attempt_id, job_id, attempt, outcome)
+			SELECT gen_random_uuid(), gen_random_uuid(), 1, 'succeeded' FROM generate_series(1, 20000)`,
 		);
 		const before = await attemptSeqScans(pool);
 		for (let i = 0; i < 4; i++) await cycle('plans');

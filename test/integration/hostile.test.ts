@@ -75,7 +75,7 @@ describe('hostile text is data', () => {
 		expect(tables.rows.map((row) => row.tablename)).toEqual([
 			'entity_versions',
 			'idempotency_keys',
-			'job_attempts',
+			'job_attempt_records',
 			'job_counts',
 			'jobs',
 			'migrations',

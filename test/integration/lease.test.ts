@@ -81,7 +81,7 @@ describe('lease and complete', () => {
 			executionId: 'exec-9',
 		});
 		expect(job.id).toBe(jobId);
-		expect(job.status).toBe('running');
+		expect((await store.getJobs([jobId]))[0]?.job.status).toBe('running');
 		expect(job.attempts).toBe(1);
 		expect(job.attempt_id).toMatch(/^[0-9a-f-]{36}$/);
 		expect(job.lease_until.getTime()).toBeGreaterThan(Date.now() + 20_000);

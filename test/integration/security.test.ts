@@ -420,10 +420,10 @@ describe('database privileges: a migration role and a least-privilege runtime ro
 			`GRANT SELECT, INSERT, UPDATE, DELETE ON "${privSchema}".jobs, "${privSchema}".idempotency_keys TO "${tight}"`,
 		);
 		await owner.query(
-			`GRANT SELECT, INSERT, UPDATE ON "${privSchema}".job_attempts, "${privSchema}".job_counts, "${privSchema}".entity_versions TO "${tight}"`,
+			`GRANT SELECT, INSERT, UPDATE ON "${privSchema}".job_attempt_records, "${privSchema}".job_counts, "${privSchema}".entity_versions TO "${tight}"`,
 		);
 		await owner.query(
-			`GRANT SELECT ON "${privSchema}".settings, "${privSchema}".migrations TO "${tight}"`,
+			`GRANT SELECT ON "${privSchema}".settings, "${privSchema}".migrations, "${privSchema}".job_attempts TO "${tight}"`,
 		);
 		// A business table the runtime roles may write together with outbox events.
 		await owner.query(`CREATE SCHEMA "${bizSchema}"`);

@@ -1,4 +1,4 @@
-import { closeAttemptsSql } from './attempts';
+import { closeAttemptsSql, runningAttemptColumns } from './attempts';
 import { jsonRows } from './json';
 import { cachedText } from './textCache';
 import type { SqlQuery } from './types';
@@ -59,9 +59,10 @@ const NEW_STATUS = `CASE x.outcome
  *   them), so a batch of completions reads no other job; likewise only items whose job has a
  *   callback URL look for their callback event.
  *
- * The attempt's workflow and execution id are filled from the completing execution when the
- * lease did not know them: a Job Trigger leases before n8n has created the execution that runs
- * the job. An id the lease recorded (Job Lease inside a workflow) is kept.
+ * The attempt's record is written here, from the job row (see closeAttemptsSql). Its workflow
+ * and execution id are filled from the completing execution when neither the lease nor a
+ * heartbeat knew them: a Job Trigger leases before n8n has created the execution that runs the
+ * job. An id the lease recorded (Job Lease inside a workflow) is kept.
  *
  * The event id is stable for one finish (job id, status, attempt number), so redelivery keeps it.
  * When the job has a callback URL and reaches done or failed, the job-finished event is
@@ -107,16 +108,18 @@ WITH input AS MATERIALIZED (
 	RETURNING x.ord, x.outcome, ('job_' || j.id || '_' || j.status || '_' || j.attempts) AS callback_event_id, j.id, j.queue, j.status, j.attempts, j.max_attempts,
 		j.attempt_id, j.run_at, j.result, j.error_code, j.error_message, j.error_class,
 		j.callback_url, j.correlation_id, j.finished_at,
-		x.error_workflow AS caller_workflow, x.error_execution AS caller_execution
+		${runningAttemptColumns('j')}, x.error_workflow AS caller_workflow, x.error_execution AS caller_execution,
+		CASE WHEN x.outcome = 'release' THEN j.attempts + 1 ELSE j.attempts END AS attempt_number
 ), attempt_log AS (
 	${closeAttemptsSql(
 		s,
-		`SELECT u.attempt_id, u.id, u.attempts, u.caller_workflow, u.caller_execution,
+		`SELECT u.attempt_id, u.id, u.attempt_number, coalesce(u.attempt_workflow_id, u.caller_workflow),
+		coalesce(u.attempt_execution_id, u.caller_execution), u.attempt_started_at, u.attempt_lease_until,
+		u.attempt_checkpoint, u.attempt_checkpoint_at,
 		CASE u.outcome WHEN 'release' THEN 'released' ELSE u.outcome END,
 		CASE WHEN u.outcome IN ('failed', 'retry') THEN u.error_code END,
 		CASE WHEN u.outcome IN ('failed', 'retry') THEN left(u.error_message, 1000) END
 	FROM updated u`,
-		{ onlyOpen: false },
 	)}
 ), callbacks AS (
 	INSERT INTO ${s}.jobs (id, queue, payload, idempotency_key, payload_fingerprint, max_attempts, correlation_id)

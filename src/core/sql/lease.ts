@@ -1,7 +1,7 @@
-import { closeAttemptsSql, recordCheckpointsSql } from './attempts';
+import { closeAttemptsSql, runningAttemptColumns } from './attempts';
 import { jsonRows } from './json';
 import { cachedText } from './textCache';
-import { JOB_COLUMNS, type SqlQuery } from './types';
+import type { SqlQuery } from './types';
 
 /**
  * One job a lease may take: the attempt id it gets, and the lease length and n8n ids of the
@@ -19,18 +19,41 @@ export interface LeaseSlot {
 
 /**
  * The limit written into the locking branches for a number of slots: the number itself up to
- * 16, then the next of 24, 32, 48, 64, … (at most 1.5 times the slots, and a few dozen texts in
- * all, so every size merged calls can make has a prepared statement with a kept plan).
+ * 16, then the next of a series of round numbers that grows by at most a quarter per step (20,
+ * 25, 32, 40, 50, 64, 80, 100, 125, 160, …, 10,000), so every size merged calls can make has a
+ * prepared statement with a kept plan (a few dozen texts in all), and the sizes callers
+ * usually ask for are exact. Every row the queued branch locks beyond the slots is locked for
+ * nothing: it costs a WAL record and keeps the job from other leasers until the commit (a
+ * lease of 100 used to lock 128).
  */
 export function lockingLimit(slots: number): number {
 	if (slots <= 16) return Math.max(1, slots);
-	let size = 16;
-	for (;;) {
-		if (slots <= size * 1.5) return size * 1.5;
-		if (slots <= size * 2) return size * 2;
-		size *= 2;
+	for (let decade = 10; ; decade *= 10) {
+		for (const percent of ROUND_STEPS) {
+			const size = (percent * decade) / 100;
+			if (slots <= size) return size;
+		}
 	}
 }
+
+/** One decade of the series lockingLimit rounds up to, in percent (R10 preferred numbers). */
+const ROUND_STEPS = [125, 160, 200, 250, 320, 400, 500, 640, 800, 1000];
+
+/** The columns a lease returns per job (LeasedJob without `recovered`). */
+export const LEASED_COLUMNS = [
+	'id',
+	'queue',
+	'payload',
+	'idempotency_key',
+	'priority',
+	'attempts',
+	'max_attempts',
+	'attempt_id',
+	'lease_until',
+	'ordering_key',
+	'correlation_id',
+	'created_at',
+] as const;
 
 /**
  * Claims up to one job per slot of one queue in one statement.
@@ -91,7 +114,7 @@ WITH queued AS (
 	FOR NO KEY UPDATE SKIP LOCKED
 ), expired AS (
 	SELECT j.id, j.priority, j.run_at, j.seq, j.attempt_id AS previous_attempt_id, true AS expired,
-		j.attempts >= j.max_attempts AS exhausted
+		j.attempts >= j.max_attempts AS exhausted, ${runningAttemptColumns('j')}
 	FROM ${s}.jobs j
 	WHERE j.queue = $1 AND j.status = 'running' AND j.lease_until < now()
 	ORDER BY j.seq
@@ -122,34 +145,31 @@ WITH queued AS (
 		error_class = 'retryable'
 	FROM expired e
 	WHERE j.id = ANY(ARRAY(SELECT id FROM expired WHERE exhausted)) AND e.exhausted AND j.id = e.id
-	RETURNING j.id, j.attempts, e.previous_attempt_id
+	RETURNING j.id, j.attempts, e.previous_attempt_id, ${runningAttemptColumns('j')}
 ), leased AS (
 	UPDATE ${s}.jobs j
 	SET status = 'running', attempts = j.attempts + 1, attempt_id = a.new_attempt_id,
 		lease_until = now() + a.lease_ms * interval '1 millisecond', started_at = coalesce(j.started_at, now()),
-		updated_at = now()
+		updated_at = now(), attempt_started_at = now(),
+		attempt_lease_until = now() + a.lease_ms * interval '1 millisecond',
+		attempt_workflow_id = a.workflow_id, attempt_execution_id = a.execution_id, attempt_checkpoint = NULL,
+		attempt_checkpoint_at = NULL
 	FROM assigned a
 	WHERE j.id = ANY(ARRAY(SELECT id FROM candidates)) AND j.id = a.id
-	RETURNING ${JOB_COLUMNS.split(',')
-		.map((column) => `j.${column.trim()}`)
-		.join(', ')},
-		a.previous_attempt_id, a.expired, a.slot, a.ord, a.workflow_id AS lease_workflow_id,
-		a.execution_id AS lease_execution_id
+	RETURNING ${LEASED_COLUMNS.map((column) => `j.${column}`).join(', ')},
+		a.previous_attempt_id, a.expired, a.slot, a.ord
 ), closed_attempts AS (
 	${closeAttemptsSql(
 		s,
-		`SELECT previous_attempt_id, id, attempts - 1, NULL::text, NULL::text, 'lease_expired', NULL::text, NULL::text
-		FROM leased WHERE expired
+		`SELECT l.previous_attempt_id, l.id, l.attempts - 1, ${runningAttemptColumns('e')}, 'lease_expired',
+			NULL::text, NULL::text
+		FROM leased l JOIN expired e ON e.id = l.id WHERE l.expired
 		UNION ALL
-		SELECT previous_attempt_id, id, attempts, NULL, NULL, 'lease_expired', NULL, NULL FROM exhausted_jobs`,
-		{ onlyOpen: true },
+		SELECT x.previous_attempt_id, x.id, x.attempts, ${runningAttemptColumns('x')}, 'lease_expired', NULL, NULL
+		FROM exhausted_jobs x`,
 	)}
-), new_attempts AS (
-	INSERT INTO ${s}.job_attempts (attempt_id, job_id, attempt, workflow_id, execution_id, started_at, lease_until)
-	SELECT attempt_id, id, attempts, lease_workflow_id, lease_execution_id, now(), lease_until FROM leased
-	RETURNING 1
 )
-SELECT ${JOB_COLUMNS}, ord, expired
+SELECT ${LEASED_COLUMNS.join(', ')}, ord, expired
 FROM leased${options.waitForFlush ? '' : `, (SELECT set_config('synchronous_commit', 'off', true)) AS commit_without_flush`}
 ORDER BY slot`,
 		),
@@ -191,7 +211,9 @@ export interface ExtendRow {
  * An item with a checkpoint records it on its attempt, only when its lease was extended: an
  * attempt that lost its lease is not the one whose progress the job's history should show.
  * The first heartbeat of an attempt whose lease did not know its n8n execution (a Job Trigger
- * leases before the execution exists) records the workflow and execution id too.
+ * leases before the execution exists) records the workflow and execution id too. Both go to
+ * the job row, where the running attempt lives (see attempts.ts), so a heartbeat stays one
+ * HOT update of one row.
  */
 export function extendLeaseQuery(s: string, rows: ExtendRow[]): SqlQuery {
 	return {
@@ -204,15 +226,14 @@ WITH input AS MATERIALIZED (
 		workflow_id text, execution_id text)
 ), extended AS (
 	UPDATE ${s}.jobs j
-	SET lease_until = now() + x.lease_ms * interval '1 millisecond', updated_at = now()
+	SET lease_until = now() + x.lease_ms * interval '1 millisecond', updated_at = now(),
+		attempt_workflow_id = coalesce(j.attempt_workflow_id, x.workflow_id),
+		attempt_execution_id = coalesce(j.attempt_execution_id, x.execution_id),
+		attempt_checkpoint = coalesce(x.checkpoint, j.attempt_checkpoint),
+		attempt_checkpoint_at = CASE WHEN x.checkpoint IS NOT NULL THEN now() ELSE j.attempt_checkpoint_at END
 	FROM input x
 	WHERE j.id = ANY($2::uuid[]) AND j.id = x.job_id AND j.attempt_id = x.attempt_id AND j.status = x.fence
-	RETURNING x.ord, j.id, j.attempt_id, j.attempts, j.lease_until, x.checkpoint, x.workflow_id, x.execution_id
-), checkpoints AS (
-	${recordCheckpointsSql(
-		s,
-		'SELECT e.attempt_id, e.id, e.attempts, e.checkpoint, e.workflow_id, e.execution_id FROM extended e',
-	)}
+	RETURNING x.ord, j.id, j.lease_until
 )
 SELECT x.ord, e.id IS NOT NULL AS extended, e.lease_until,
 	cur.status AS current_status, cur.attempt_id AS current_attempt_id

@@ -1,4 +1,4 @@
-import { closeAttemptsSql } from './attempts';
+import { closeAttemptsSql, runningAttemptColumns } from './attempts';
 import { JOB_COLUMNS, type SqlQuery } from './types';
 
 /**
@@ -125,20 +125,29 @@ export function cancelledJobSet(reason: string): string {
 		error_code = 'cancelled', error_message = ${reason}, error_class = 'discarded'`;
 }
 
-/** Cancels queued or running jobs; a running job's worker then gets Lease Lost. */
+/**
+ * Cancels queued or running jobs; a running job's worker then gets Lease Lost. The jobs are
+ * locked first, so the statement knows which were running: only their attempts end here (a
+ * queued job's last attempt already has its record).
+ */
 export function cancelQuery(s: string, jobIds: string[], reason: string | null): SqlQuery {
 	return {
 		text: `
-WITH cancelled AS (
+WITH target AS MATERIALIZED (
+	SELECT j.id, j.status AS previous_status FROM ${s}.jobs j
+	WHERE j.id = ANY($1::uuid[]) AND j.status IN ('queued', 'running')
+	FOR NO KEY UPDATE
+), cancelled AS (
 	UPDATE ${s}.jobs j
 	SET ${cancelledJobSet('$2')}
-	WHERE j.id = ANY($1::uuid[]) AND j.status IN ('queued', 'running')
-	RETURNING j.id, j.attempt_id, j.attempts, j.status
+	FROM target t
+	WHERE j.id = ANY($1::uuid[]) AND j.id = t.id AND j.status = t.previous_status
+	RETURNING j.id, j.attempt_id, j.attempts, j.status, t.previous_status, ${runningAttemptColumns('j')}
 ), closed AS (
 	${closeAttemptsSql(
 		s,
-		`SELECT attempt_id, id, attempts, NULL::text, NULL::text, 'cancelled', NULL::text, NULL::text FROM cancelled`,
-		{ onlyOpen: true },
+		`SELECT attempt_id, id, attempts, ${runningAttemptColumns('c')}, 'cancelled', NULL::text, NULL::text
+		FROM cancelled c WHERE c.previous_status = 'running'`,
 	)}
 )
 SELECT x.id, c.id IS NOT NULL AS cancelled, coalesce(c.status, cur.status) AS status
@@ -199,7 +208,7 @@ export function unknownOutcomeQuery(s: string, queue: string | null, limit: numb
 		text: `
 SELECT a.job_id, j.queue, j.status, a.attempt, a.attempt_id, a.workflow_id, a.execution_id, a.started_at,
 	a.finished_at, a.outcome, a.checkpoint, a.checkpoint_at, j.id AS stable_key, j.correlation_id
-FROM ${s}.job_attempts a
+FROM ${s}.job_attempt_records a
 JOIN ${s}.jobs j ON j.id = a.job_id
 WHERE a.outcome = 'lease_expired' AND ($1::text IS NULL OR j.queue = $1)
 ORDER BY a.started_at DESC
