@@ -93,12 +93,20 @@ function completeRow(ctx: StoreContext, item: CompleteInput, ord: number): Compl
 		error_workflow: optionalText(item.errorWorkflow, 'errorWorkflow', 255),
 		error_execution: optionalText(item.errorExecution, 'errorExecution', 255),
 		delay_ms: optionalInRange(item.delayMs, 'delayMs', DELAY),
-		backoff_base_ms: inRange(item.backoffBaseMs, 'backoffBaseMs', BACKOFF_BASE),
-		backoff_max_ms: inRange(item.backoffMaxMs, 'backoffMaxMs', BACKOFF_MAX),
+		backoff_base_ms: null,
+		backoff_max_ms: null,
 		jitter: null,
 	};
-	// The equal jitter of the retry backoff, drawn here so the statement has no random().
-	if (row.outcome === 'retry' && row.delay_ms === null) row.jitter = Math.random();
+	// Validated for every outcome (a bad value is an error whichever the outcome), sent only
+	// with a retry, the one outcome whose statement branch reads them.
+	const backoffBaseMs = inRange(item.backoffBaseMs, 'backoffBaseMs', BACKOFF_BASE);
+	const backoffMaxMs = inRange(item.backoffMaxMs, 'backoffMaxMs', BACKOFF_MAX);
+	if (row.outcome === 'retry') {
+		row.backoff_base_ms = backoffBaseMs;
+		row.backoff_max_ms = backoffMaxMs;
+		// The equal jitter of the backoff, drawn here so the statement has no random().
+		if (row.delay_ms === null) row.jitter = Math.random();
+	}
 	return row;
 }
 

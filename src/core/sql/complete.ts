@@ -18,8 +18,9 @@ export interface CompleteRow {
 	error_execution: string | null;
 	/** Retry: explicit delay (e.g. from Retry-After); release: delay before the job is due again. */
 	delay_ms: number | null;
-	backoff_base_ms: number;
-	backoff_max_ms: number;
+	/** Retry only (the other outcomes leave it out of the statement's input). */
+	backoff_base_ms: number | null;
+	backoff_max_ms: number | null;
 	/** Retry without an explicit delay: a uniform random number in [0, 1) for the backoff jitter. */
 	jitter: number | null;
 }
