@@ -143,7 +143,7 @@ async function load(pool: pg.Pool, store: JobStore, retained: number): Promise<n
 		log(`  ${to.toLocaleString('en-US')} / ${retained.toLocaleString('en-US')} finished jobs`);
 	}
 	await pool.query(
-		`INSERT INTO ${s}.job_attempts (attempt_id, job_id, attempt, workflow_id, execution_id, started_at,
+		`INSERT INTO ${s}.job_attempt_records (attempt_id, job_id, attempt, workflow_id, execution_id, started_at,
 			lease_until, finished_at, outcome, error_code, error_message)
 		 SELECT j.attempt_id, j.id, 1, 'DjDispatcher0001', (j.seq % 100000)::text, j.started_at,
 			j.started_at + interval '5 minutes', j.finished_at,

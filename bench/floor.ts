@@ -110,7 +110,7 @@ WITH picked AS (
 	RETURNING j.id, j.attempt_id, j.attempts, j.lease_until, j.payload
 )`;
 	const leaseHistory = `${pickAndLease}, attempts AS (
-	INSERT INTO ${s}.job_attempts (attempt_id, job_id, attempt, started_at, lease_until)
+	INSERT INTO ${s}.job_attempt_records (attempt_id, job_id, attempt, started_at, lease_until)
 	SELECT attempt_id, id, attempts, now(), lease_until FROM leased
 )
 SELECT id, attempt_id, payload FROM leased`;
@@ -124,7 +124,7 @@ WITH done AS (
 	WHERE j.id = x.id AND j.attempt_id = x.attempt_id AND j.status = 'running'
 	RETURNING j.id, j.attempt_id
 ), closed AS (
-	UPDATE ${s}.job_attempts a SET finished_at = now(), outcome = 'succeeded'
+	UPDATE ${s}.job_attempt_records a SET finished_at = now(), outcome = 'succeeded'
 	FROM done WHERE a.attempt_id = done.attempt_id
 )
 SELECT id FROM done`;
@@ -136,7 +136,7 @@ WITH done AS (
 	WHERE j.id = x.id AND j.attempt_id = x.attempt_id AND j.status = 'running'
 	RETURNING j.id, j.attempt_id, j.attempts, j.updated_at
 ), closed AS (
-	INSERT INTO ${s}.job_attempts AS a (attempt_id, job_id, attempt, started_at, finished_at, outcome)
+	INSERT INTO ${s}.job_attempt_records AS a (attempt_id, job_id, attempt, started_at, finished_at, outcome)
 	SELECT attempt_id, id, attempts, updated_at, now(), 'succeeded' FROM done
 	ON CONFLICT (attempt_id) DO UPDATE SET finished_at = now(), outcome = EXCLUDED.outcome
 )

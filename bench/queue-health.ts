@@ -255,7 +255,7 @@ async function relationSizes(pool: pg.Pool, schema: string): Promise<Record<stri
 		`SELECT c.relname AS name, pg_relation_size(c.oid) AS bytes
 		   FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 		  WHERE n.nspname = $1 AND c.relkind IN ('r', 'i')
-		    AND (c.relname LIKE 'jobs%' OR c.relname LIKE 'job_attempts%')
+		    AND (c.relname LIKE 'jobs%' OR c.relname LIKE 'job_attempt%')
 		  ORDER BY c.relname`,
 		[schema],
 	);
@@ -298,7 +298,7 @@ async function sample(pool: pg.Pool, schema: string, t: number, phase: string): 
 			autovac: string;
 		}>(
 			`SELECT relname, n_live_tup AS live, n_dead_tup AS dead, n_tup_hot_upd AS hot, n_tup_upd AS upd, vacuum_count AS vac, autovacuum_count AS autovac
-			   FROM pg_stat_user_tables WHERE schemaname = $1 AND relname IN ('jobs', 'job_attempts')`,
+			   FROM pg_stat_user_tables WHERE schemaname = $1 AND relname IN ('jobs', 'job_attempt_records')`,
 			[schema],
 		),
 		pool.query<{ age: number | null }>(
@@ -455,12 +455,12 @@ async function partLongTransaction(
 				await sleep(vacuumAt * 1000 - (now() - t0));
 				const v = now();
 				await admin.query(
-					`VACUUM ${quoteIdent(engine.schema)}.jobs, ${quoteIdent(engine.schema)}.job_attempts`,
+					`VACUUM ${quoteIdent(engine.schema)}.jobs, ${quoteIdent(engine.schema)}.job_attempt_records`,
 				);
 				events.push({
 					t: round(elapsed(), 1),
 					event:
-						'manual VACUUM of jobs and job_attempts finished (autovacuum is off on this server)',
+						'manual VACUUM of jobs and job_attempt_records finished (autovacuum is off on this server)',
 					ms: round(now() - v, 0),
 				});
 				log(`  ${round(elapsed(), 0)} s: VACUUM took ${round(now() - v, 0)} ms`);
@@ -536,7 +536,7 @@ async function partLongTransaction(
 				jobsBytes: last?.sizes.jobs ?? null,
 				queuedIndexBytes: last?.sizes.jobs_queued_claim ?? null,
 				runningIndexBytes: last?.sizes.jobs_running ?? null,
-				attemptsDeadTuples: last?.tuples.job_attempts?.dead ?? null,
+				attemptsDeadTuples: last?.tuples.job_attempt_records?.dead ?? null,
 			});
 		}
 		return {

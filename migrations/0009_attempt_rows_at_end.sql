@@ -24,8 +24,13 @@ ALTER TABLE {{schema}}.jobs
 	ADD COLUMN attempt_lease_until timestamptz,
 	ADD COLUMN attempt_workflow_id text,
 	ADD COLUMN attempt_execution_id text,
-	ADD COLUMN attempt_checkpoint text CHECK (char_length(attempt_checkpoint) <= 100),
+	ADD COLUMN attempt_checkpoint text,
 	ADD COLUMN attempt_checkpoint_at timestamptz;
+
+-- NOT VALID: every existing row holds NULL there, and validating would read the whole table
+-- under the lock this ALTER takes; new and updated rows are checked all the same.
+ALTER TABLE {{schema}}.jobs ADD CONSTRAINT jobs_attempt_checkpoint_length
+	CHECK (char_length(attempt_checkpoint) <= 100) NOT VALID;
 
 ALTER TABLE {{schema}}.job_attempts RENAME TO job_attempt_records;
 
@@ -39,6 +44,11 @@ WITH running AS (
 	RETURNING r.attempt_id
 )
 DELETE FROM {{schema}}.job_attempt_records r USING running WHERE r.attempt_id = running.attempt_id;
+
+-- A record without an outcome whose job is not running on it cannot be ended by anyone any
+-- more; how it ended is unknown, as after an expired lease.
+UPDATE {{schema}}.job_attempt_records SET outcome = 'lease_expired', finished_at = now()
+WHERE outcome IS NULL;
 
 -- Records are written once and never updated.
 ALTER TABLE {{schema}}.job_attempt_records SET (fillfactor = 100);
@@ -54,19 +64,25 @@ SELECT j.attempt_id, j.id, j.attempts, j.attempt_workflow_id, j.attempt_executio
 FROM {{schema}}.jobs j
 WHERE j.status = 'running';
 
--- Whoever could read the attempts before can read the view (a role granted privileges on
--- job_attempts keeps them on the renamed table, where the package's statements write).
+-- The view belongs to the table's owner, and whoever could read the attempts before can read
+-- it (a role granted privileges on job_attempts keeps them on the renamed table, where the
+-- package's statements write). Renaming the table required owning it (or being a member of
+-- its owner, or a superuser), so the migrating role may give the view to that owner.
 DO $$
 DECLARE
 	grantee_name text;
 BEGIN
+	EXECUTE format('ALTER VIEW {{schema}}.job_attempts OWNER TO %s',
+		(SELECT c.relowner::regrole::text FROM pg_class c WHERE c.oid = '{{schema}}.job_attempt_records'::regclass));
 	FOR grantee_name IN
-		SELECT DISTINCT r.rolname
-		FROM pg_class c, aclexplode(c.relacl) a JOIN pg_roles r ON r.oid = a.grantee
+		SELECT DISTINCT CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(r.rolname) END
+		FROM pg_class c
+		CROSS JOIN LATERAL aclexplode(c.relacl) a
+		LEFT JOIN pg_roles r ON r.oid = a.grantee
 		WHERE c.oid = '{{schema}}.job_attempt_records'::regclass AND a.privilege_type = 'SELECT'
 			AND a.grantee <> c.relowner
 	LOOP
-		EXECUTE format('GRANT SELECT ON {{schema}}.job_attempts TO %I', grantee_name);
+		EXECUTE format('GRANT SELECT ON {{schema}}.job_attempts TO %s', grantee_name);
 	END LOOP;
 END;
 $$;

@@ -3,7 +3,7 @@ import type pg from 'pg';
 import { JobStore, loadMigrations, migrate } from '../../src/core';
 import { renderMigration } from '../../src/core/migrate';
 import { createMigrationsTableQuery, recordMigrationQuery } from '../../src/core/sql/migrations';
-import { ok, testSchema, useTestSchema } from '../helpers/db';
+import { newPool, ok, sleep, testSchema, useTestSchema } from '../helpers/db';
 
 const upgradeSchema = testSchema(__filename, 'upgrade');
 const upgradeReader = `${upgradeSchema}_reader`;
@@ -212,6 +212,46 @@ describe('attempt rows', () => {
 		]);
 	});
 
+	it('of a job a lease takes while a cancel waits for it: the cancel ends the new attempt', async () => {
+		const jobId = ok((await store.enqueue([{ queue: 'race', payload: {} }]))[0]).jobId;
+		const other = newPool(2);
+		const leasing = await other.connect();
+		try {
+			// A lease that has updated the job and not committed yet, as the lease statement does.
+			await leasing.query('BEGIN');
+			await leasing.query(
+				`UPDATE "${schema}".jobs SET status = 'running', attempts = 1, attempt_id = $2,
+					lease_until = now() + interval '1 minute', attempt_started_at = now(),
+					attempt_lease_until = now() + interval '1 minute', attempt_execution_id = 'ex-race'
+				WHERE id = $1`,
+				[jobId, '00000000-0000-7000-8000-0000000000c1'],
+			);
+			const cancelling = store.cancel([jobId]);
+			// The cancel is blocked on the job's lock until the lease commits.
+			const cancelsWaiting = async () =>
+				(
+					await other.query<{ n: number }>(
+						`SELECT count(*)::int AS n FROM pg_stat_activity
+						WHERE wait_event_type = 'Lock' AND query LIKE '%WITH target AS MATERIALIZED%'`,
+					)
+				).rows[0].n;
+			for (let i = 0; i < 100 && (await cancelsWaiting()) === 0; i++) await sleep(20);
+			expect(await cancelsWaiting()).toBe(1);
+			await leasing.query('COMMIT');
+			expect(await cancelling).toEqual([{ id: jobId, cancelled: true, status: 'cancelled' }]);
+		} finally {
+			leasing.release();
+			await other.end();
+		}
+		expect(await attemptsOf(jobId)).toEqual([
+			expect.objectContaining({
+				attempt_id: '00000000-0000-7000-8000-0000000000c1',
+				outcome: 'cancelled',
+				execution_id: 'ex-race',
+			}),
+		]);
+	});
+
 	it('of attempts an older version started are ended by the new statements after the upgrade', async () => {
 		const s = `"${upgradeSchema}"`;
 		await pool.query(`CREATE SCHEMA ${s}`);
@@ -241,12 +281,15 @@ describe('attempt rows', () => {
 		await pool.query(
 			`INSERT INTO ${s}.job_attempts (attempt_id, job_id, attempt, workflow_id, started_at, lease_until, checkpoint, checkpoint_at, outcome, finished_at)
 			VALUES ($1, $3, 1, 'wf-old', now() - interval '5 minutes', now() + interval '1 hour', 'crm_request', now(), NULL, NULL),
-				($2, $4, 1, 'wf-old', now() - interval '9 minutes', now() - interval '8 minutes', NULL, NULL, 'succeeded', now() - interval '8 minutes')`,
+				($2, $4, 1, 'wf-old', now() - interval '9 minutes', now() - interval '8 minutes', NULL, NULL, 'succeeded', now() - interval '8 minutes'),
+				($5, $4, 2, 'wf-orphan', now() - interval '7 minutes', now() - interval '6 minutes', NULL, NULL, NULL, NULL)`,
 			[
 				'00000000-0000-7000-8000-0000000000a1',
 				'00000000-0000-7000-8000-0000000000a2',
 				running,
 				finished,
+				// Inconsistent older data: an open record whose job is not running on it.
+				'00000000-0000-7000-8000-0000000000a3',
 			],
 		);
 		const before = await attemptsOf(running, pool, upgradeSchema);
@@ -257,6 +300,12 @@ describe('attempt rows', () => {
 		expect(await recordsOf(running, pool, upgradeSchema)).toEqual([]);
 		expect(await attemptsOf(finished, pool, upgradeSchema)).toEqual([
 			expect.objectContaining({ attempt: 1, outcome: 'succeeded', workflow_id: 'wf-old' }),
+			expect.objectContaining({
+				attempt: 2,
+				outcome: 'lease_expired',
+				workflow_id: 'wf-orphan',
+				finished_at: expect.any(Date),
+			}),
 		]);
 		ok(
 			(
@@ -282,6 +331,11 @@ describe('attempt rows', () => {
 			[upgradeReader],
 		);
 		expect(privileges[0]).toEqual({ view_select: true, records_insert: true });
+		const { rows: owners } = await pool.query(
+			`SELECT (SELECT relowner FROM pg_class WHERE oid = '${s}.job_attempts'::regclass) =
+				(SELECT relowner FROM pg_class WHERE oid = '${s}.job_attempt_records'::regclass) AS same`,
+		);
+		expect(owners[0].same).toBe(true);
 	});
 
 	it('are deleted with their jobs, by the purge and by a plain DELETE, and only theirs', async () => {

@@ -420,8 +420,10 @@ describe('database privileges: a migration role and a least-privilege runtime ro
 			`GRANT SELECT, INSERT, UPDATE, DELETE ON "${privSchema}".jobs, "${privSchema}".idempotency_keys TO "${tight}"`,
 		);
 		await owner.query(
-			`GRANT SELECT, INSERT, UPDATE ON "${privSchema}".job_attempt_records, "${privSchema}".job_counts, "${privSchema}".entity_versions TO "${tight}"`,
+			`GRANT SELECT, INSERT, UPDATE ON "${privSchema}".job_counts, "${privSchema}".entity_versions TO "${tight}"`,
 		);
+		// Attempt records are written once and never updated (migration 0009).
+		await owner.query(`GRANT SELECT, INSERT ON "${privSchema}".job_attempt_records TO "${tight}"`);
 		await owner.query(
 			`GRANT SELECT ON "${privSchema}".settings, "${privSchema}".migrations, "${privSchema}".job_attempts TO "${tight}"`,
 		);

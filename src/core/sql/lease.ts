@@ -19,7 +19,7 @@ export interface LeaseSlot {
 
 /**
  * The limit written into the locking branches for a number of slots: the number itself up to
- * 16, then the next of a series of round numbers that grows by at most a quarter per step (20,
+ * 16, then the next of a series of round numbers that grows by at most 28% per step (20,
  * 25, 32, 40, 50, 64, 80, 100, 125, 160, …, 10,000), so every size merged calls can make has a
  * prepared statement with a kept plan (a few dozen texts in all), and the sizes callers
  * usually ask for are exact. Every row the queued branch locks beyond the slots is locked for

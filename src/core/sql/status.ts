@@ -128,7 +128,11 @@ export function cancelledJobSet(reason: string): string {
 /**
  * Cancels queued or running jobs; a running job's worker then gets Lease Lost. The jobs are
  * locked first, so the statement knows which were running: only their attempts end here (a
- * queued job's last attempt already has its record).
+ * queued job's last attempt already has its record). `target` reads the newest version of each
+ * job once its lock is granted, while the UPDATE scans the statement's snapshot and re-checks
+ * its WHERE on the newest version only when the row changed since; so the UPDATE must not
+ * compare the status with `target`'s (a lease that committed while the cancel waited would make
+ * them differ, and the job would not be cancelled), and takes the previous status from `target`.
  */
 export function cancelQuery(s: string, jobIds: string[], reason: string | null): SqlQuery {
 	return {
@@ -141,7 +145,7 @@ WITH target AS MATERIALIZED (
 	UPDATE ${s}.jobs j
 	SET ${cancelledJobSet('$2')}
 	FROM target t
-	WHERE j.id = ANY($1::uuid[]) AND j.id = t.id AND j.status = t.previous_status
+	WHERE j.id = ANY($1::uuid[]) AND j.id = t.id AND j.status IN ('queued', 'running')
 	RETURNING j.id, j.attempt_id, j.attempts, j.status, t.previous_status, ${runningAttemptColumns('j')}
 ), closed AS (
 	${closeAttemptsSql(
