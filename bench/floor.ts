@@ -116,12 +116,14 @@ WITH picked AS (
 SELECT id, attempt_id, payload FROM leased`;
 	const leasePlain = `${pickAndLease}
 SELECT id, attempt_id, payload FROM leased`;
+	// The fenced update of a completion, the same in every variant.
+	const completeJobs = `
+UPDATE ${s}.jobs j
+SET status = 'done', result = '{}'::jsonb, lease_until = NULL, finished_at = now(), updated_at = now()
+FROM unnest($1::uuid[], $2::uuid[]) AS x(id, attempt_id)
+WHERE j.id = x.id AND j.attempt_id = x.attempt_id AND j.status = 'running'`;
 	const completeHistory = `
-WITH done AS (
-	UPDATE ${s}.jobs j
-	SET status = 'done', result = '{}'::jsonb, lease_until = NULL, finished_at = now(), updated_at = now()
-	FROM unnest($1::uuid[], $2::uuid[]) AS x(id, attempt_id)
-	WHERE j.id = x.id AND j.attempt_id = x.attempt_id AND j.status = 'running'
+WITH done AS (${completeJobs}
 	RETURNING j.id, j.attempt_id
 ), closed AS (
 	UPDATE ${s}.job_attempt_records a SET finished_at = now(), outcome = 'succeeded'
@@ -129,11 +131,7 @@ WITH done AS (
 )
 SELECT id FROM done`;
 	const completeAtClose = `
-WITH done AS (
-	UPDATE ${s}.jobs j
-	SET status = 'done', result = '{}'::jsonb, lease_until = NULL, finished_at = now(), updated_at = now()
-	FROM unnest($1::uuid[], $2::uuid[]) AS x(id, attempt_id)
-	WHERE j.id = x.id AND j.attempt_id = x.attempt_id AND j.status = 'running'
+WITH done AS (${completeJobs}
 	RETURNING j.id, j.attempt_id, j.attempts, j.updated_at
 ), closed AS (
 	INSERT INTO ${s}.job_attempt_records AS a (attempt_id, job_id, attempt, started_at, finished_at, outcome)
@@ -141,11 +139,7 @@ WITH done AS (
 	ON CONFLICT (attempt_id) DO UPDATE SET finished_at = now(), outcome = EXCLUDED.outcome
 )
 SELECT id FROM done`;
-	const completePlain = `
-UPDATE ${s}.jobs j
-SET status = 'done', result = '{}'::jsonb, lease_until = NULL, finished_at = now(), updated_at = now()
-FROM unnest($1::uuid[], $2::uuid[]) AS x(id, attempt_id)
-WHERE j.id = x.id AND j.attempt_id = x.attempt_id AND j.status = 'running'
+	const completePlain = `${completeJobs}
 RETURNING j.id`;
 	if (variant === 'history') return { lease: leaseHistory, complete: completeHistory };
 	if (variant === 'history-at-close') return { lease: leasePlain, complete: completeAtClose };
