@@ -7,7 +7,8 @@
  *   resort that still works inside `process.on('exit')` (SIGKILL a process group, rmSync a
  *   folder). The returned function unregisters it (call it once `stop` ran by other means).
  * - `exitCleanly(...)` for entry points (demo, rehearsal): SIGINT, SIGTERM and SIGHUP run every
- *   graceful cleanup, newest first, then exit with 128 + the signal number; a second signal
+ *   graceful cleanup, newest first, then exit with 128 + the signal number (output into a pipe
+ *   that closed meanwhile is dropped); a second signal
  *   (2 s or more after the first: npm and the terminal both deliver the first Ctrl-C)
  *   skips to the synchronous ones. `runCleanups()` is the same for the error path.
  * - Without `exitCleanly` (a library inside a test runner), a signal runs the synchronous
@@ -152,6 +153,14 @@ export async function runCleanups(options: { timeoutMs?: number; log?: Log } = {
 export function exitCleanly(options: { log: Log; onExit?: (code: number) => void }): void {
 	installHooks();
 	graceful = options;
+	// Output piped into another program (`npm run demo | tee demo.log`): the same Ctrl-C ends
+	// that program too, and the next line written into the closed pipe raises EPIPE. Unhandled,
+	// that error ended the process in the middle of its cleanup.
+	for (const stream of [process.stdout, process.stderr]) stream.on('error', ignoreClosedPipe);
+}
+
+function ignoreClosedPipe(error: NodeJS.ErrnoException): void {
+	if (error.code !== 'EPIPE') throw error;
 }
 
 /** True once a signal started the graceful stop (errors it causes are not news). */

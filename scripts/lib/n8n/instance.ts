@@ -392,9 +392,11 @@ export class N8nInstance {
 	async stop(): Promise<void> {
 		if (this.stopped) return;
 		this.stopped = true;
-		this.unregister();
+		// Unregistered only at the end: if the process dies while n8n is stopping (up to 20 s),
+		// the synchronous cleanup on exit still removes the folder.
 		await this.stopProcesses();
 		if (this.keep) {
+			this.unregister();
 			this.log(`kept n8n instance folder ${this.dir} and database ${this.databaseName}`);
 			return;
 		}
@@ -402,6 +404,7 @@ export class N8nInstance {
 			this.log(`could not drop ${this.databaseName}: ${String(e)}`),
 		);
 		rmSync(this.dir, { recursive: true, force: true });
+		this.unregister();
 	}
 
 	/** Sends `signal` (default SIGKILL) to the main process group and waits for it to exit. */
