@@ -21,16 +21,16 @@ interface ProfileNode {
 
 function selfTimes(profile: {
 	nodes: ProfileNode[];
-	samples: number[];
-	timeDeltas: number[];
+	samples?: number[];
+	timeDeltas?: number[];
 }): Array<{ function: string; ms: number; share: number }> {
 	const byId = new Map(profile.nodes.map((node) => [node.id, node]));
 	const totals = new Map<string, number>();
 	let all = 0;
-	profile.samples.forEach((id, index) => {
+	(profile.samples ?? []).forEach((id, index) => {
 		const frame = byId.get(id)!.callFrame;
 		const name = `${frame.functionName || '(anonymous)'} ${frame.url.split('/').pop() ?? ''}:${frame.lineNumber}`;
-		const micros = profile.timeDeltas[index] ?? 0;
+		const micros = profile.timeDeltas?.[index] ?? 0;
 		totals.set(name, (totals.get(name) ?? 0) + micros);
 		all += micros;
 	});
