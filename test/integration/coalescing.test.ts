@@ -14,6 +14,7 @@ import {
 	ok,
 	poolWithOwnTimestampParser,
 	sleep,
+	succeedAll,
 	useTestSchema,
 	waitFor,
 } from '../helpers/db';
@@ -399,14 +400,8 @@ describe('call coalescing', () => {
 			expect(open[0].count).toBe(8);
 
 			// The store works again on the pool's other connections.
-			const retried = await store.complete(
-				jobs.map((job) => ({
-					jobId: job.id,
-					attemptId: job.attempt_id,
-					outcome: 'succeeded' as const,
-				})),
-			);
-			expect(retried.every((result) => ok(result).applied)).toBe(true);
+			const retried = await succeedAll(store, jobs);
+			expect(retried.every((result) => result.applied)).toBe(true);
 		} finally {
 			await held.end();
 		}

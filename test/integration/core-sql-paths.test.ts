@@ -8,7 +8,15 @@ import pg from 'pg';
 
 import { JobStore, type QueueStats } from '../../src/core';
 import { loggedPlans } from '../../scripts/lib/explain';
-import { databaseUrl, dropSchema, freshStore, ok, succeedAll, useTestSchema } from '../helpers/db';
+import {
+	databaseUrl,
+	drainQueue,
+	dropSchema,
+	freshStore,
+	ok,
+	succeedAll,
+	useTestSchema,
+} from '../helpers/db';
 
 const { schema, pool, store } = useTestSchema(__filename, { poolSize: 20, migrate: true });
 let spy: jest.SpyInstance | undefined;
@@ -223,19 +231,7 @@ describe('queue stats', () => {
 		try {
 			await enqueue(queue, 3000);
 			await pool.query(`ANALYZE "${schema}".jobs`);
-			for (;;) {
-				const leased = await store.lease({ queue, limit: 500 });
-				if (leased.length === 0) break;
-				(
-					await store.complete(
-						leased.map((job) => ({
-							jobId: job.id,
-							attemptId: job.attempt_id,
-							outcome: 'succeeded' as const,
-						})),
-					)
-				).forEach((result) => ok(result));
-			}
+			await drainQueue(store, queue, 500);
 			// The same statistics make a plain count of the queued rows scan the whole table...
 			const { rows: plainPlan } = await pool.query<{ 'QUERY PLAN': string }>(
 				`EXPLAIN SELECT count(*) FROM "${schema}".jobs WHERE queue = '${queue}' AND status = 'queued'`,
@@ -278,15 +274,7 @@ describe('prepared statements', () => {
 		(await s.extendLease(leased.map((job) => ({ jobId: job.id, attemptId: job.attempt_id })))).map(
 			ok,
 		);
-		(
-			await s.complete(
-				leased.map((job) => ({
-					jobId: job.id,
-					attemptId: job.attempt_id,
-					outcome: 'succeeded' as const,
-				})),
-			)
-		).map(ok);
+		await succeedAll(s, leased);
 		const [stats] = await s.stats(queue);
 		expect(stats.done).toBe(2);
 	}
@@ -332,15 +320,7 @@ describe('prepared statements', () => {
 			const jobs = await store.lease({ queue, limit });
 			expect(jobs).toHaveLength(limit);
 			leasedTotal += jobs.length;
-			(
-				await store.complete(
-					jobs.map((job) => ({
-						jobId: job.id,
-						attemptId: job.attempt_id,
-						outcome: 'succeeded' as const,
-					})),
-				)
-			).map(ok);
+			await succeedAll(store, jobs);
 		}
 		expect((await expectCountsExact(queue)).done).toBe(leasedTotal);
 	});
@@ -428,15 +408,7 @@ describe('complete and heartbeat rewrites', () => {
 		const queue = 'many-callbacks';
 		await enqueue(queue, 300, { callbackUrl: 'https://example.com/hook' });
 		const leased = await store.lease({ queue, limit: 300 });
-		const results = (
-			await store.complete(
-				leased.map((job) => ({
-					jobId: job.id,
-					attemptId: job.attempt_id,
-					outcome: 'succeeded' as const,
-				})),
-			)
-		).map(ok);
+		const results = await succeedAll(store, leased);
 		expect(
 			results.every(
 				(result) =>

@@ -1,5 +1,5 @@
-import { DurableJobsError, JobStore, type CompleteResult, type LeasedJob } from '../../src/core';
-import { ok, sleep, useTestSchema } from '../helpers/db';
+import { DurableJobsError, JobStore, type LeasedJob } from '../../src/core';
+import { ok, sleep, succeedAll, useTestSchema } from '../helpers/db';
 
 const { schema, pool, store } = useTestSchema(__filename, { poolSize: 40, migrate: true });
 
@@ -456,14 +456,8 @@ describe('lease and complete', () => {
 					running.delete(job.ordering_key!);
 					finished[job.ordering_key!].push(order.get(job.id)!);
 				}
-				const results = await s.complete(
-					jobs.map((job) => ({
-						jobId: job.id,
-						attemptId: job.attempt_id,
-						outcome: 'succeeded' as const,
-					})),
-				);
-				expect(results.every((result) => ok(result).applied)).toBe(true);
+				const results = await succeedAll(s, jobs);
+				expect(results.every((result) => result.applied)).toBe(true);
 			}
 		};
 		await Promise.all([worker(), worker(), worker(), worker()]);
@@ -520,14 +514,8 @@ describe('lease and complete', () => {
 				dbMax = Math.max(dbMax, rows[0].n);
 				await sleep(3);
 				running -= jobs.length;
-				const results: Array<CompleteResult | DurableJobsError> = await s.complete(
-					jobs.map((job) => ({
-						jobId: job.id,
-						attemptId: job.attempt_id,
-						outcome: 'succeeded' as const,
-					})),
-				);
-				expect(results.every((result) => ok(result).applied)).toBe(true);
+				const results = await succeedAll(s, jobs);
+				expect(results.every((result) => result.applied)).toBe(true);
 			}
 		};
 		await Promise.all(Array.from({ length: 8 }, () => worker()));
