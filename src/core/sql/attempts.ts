@@ -8,7 +8,7 @@
  */
 
 /** The running attempt's columns on the job row, in the order closeAttemptsSql reads them. */
-export const RUNNING_ATTEMPT_COLUMNS = [
+const RUNNING_ATTEMPT_COLUMNS = [
 	'attempt_workflow_id',
 	'attempt_execution_id',
 	'attempt_started_at',

@@ -40,7 +40,7 @@ export function lockingLimit(slots: number): number {
 const ROUND_STEPS = [125, 160, 200, 250, 320, 400, 500, 640, 800, 1000];
 
 /** The columns a lease returns per job (LeasedJob without `recovered`). */
-export const LEASED_COLUMNS = [
+const LEASED_COLUMNS = [
 	'id',
 	'queue',
 	'payload',
