@@ -21,7 +21,6 @@ interface CompleteReturnRow {
 	run_at: Date | null;
 	error_code: string | null;
 	error_class: Job['error_class'];
-	finished_at: Date | null;
 	callback_event_id: string | null;
 	current_status: Job['status'] | null;
 	current_attempt_id: string | null;

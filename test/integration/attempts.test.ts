@@ -294,7 +294,10 @@ describe('attempt rows', () => {
 		);
 		const before = await attemptsOf(running, pool, upgradeSchema);
 
-		expect((await migrate(pool, upgradeSchema)).applied).toEqual(['0009_attempt_rows_at_end.sql']);
+		expect((await migrate(pool, upgradeSchema)).applied).toEqual([
+			'0009_attempt_rows_at_end.sql',
+			'0010_finished_event_function.sql',
+		]);
 		const upgraded = new JobStore(pool, { schema: upgradeSchema });
 		expect(await attemptsOf(running, pool, upgradeSchema)).toEqual(before);
 		expect(await recordsOf(running, pool, upgradeSchema)).toEqual([]);

@@ -418,6 +418,38 @@ describe('complete and heartbeat rewrites', () => {
 		expect(new Set(results.map((result) => result.callbackEventId)).size).toBe(300);
 	});
 
+	it('callback URLs on a few jobs of a batch, the last among them: each of those gets its event, the others none', async () => {
+		const queue = 'sparse-callbacks';
+		const withCallback = new Set([3, 17, 18, 40, 63]);
+		const results = await store.enqueue(
+			Array.from({ length: 64 }, (_, n) => ({
+				queue,
+				payload: { n },
+				...(withCallback.has(n) ? { callbackUrl: `https://example.com/hook/${n}` } : {}),
+			})),
+		);
+		const ids = results.map((result) => ok(result).jobId);
+		const leased = await store.lease({ queue, limit: 64 });
+		// Completed in reverse order of enqueue, so the events are not the first rows read.
+		const completed = await succeedAll(store, [...leased].reverse());
+		const eventByJob = new Map(
+			[...leased].reverse().map((job, index) => [job.id, completed[index].callbackEventId]),
+		);
+		ids.forEach((id, n) =>
+			expect(eventByJob.get(id)).toBe(withCallback.has(n) ? `job_${id}_done_1` : null),
+		);
+		const events = await pool.query(
+			`SELECT payload->'payload'->>'job_id' AS job_id, payload->>'destination' AS destination
+			 FROM "${schema}".jobs WHERE queue = 'callbacks' AND payload->'payload'->>'queue' = $1`,
+			[queue],
+		);
+		expect(events.rows.map((row) => row.destination).sort()).toEqual(
+			[...withCallback].map((n) => `https://example.com/hook/${n}`).sort(),
+		);
+		expect(events.rows.map((row) => row.job_id).sort()).toEqual(
+			[...withCallback].map((n) => ids[n]).sort(),
+		);
+	});
 	it('heartbeat extends only the current attempt of a running job', async () => {
 		const queue = 'heartbeat';
 		const [id] = await enqueue(queue, 1);

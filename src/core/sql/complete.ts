@@ -57,8 +57,7 @@ const NEW_STATUS = `CASE x.outcome
  * - the fence is still checked against the locked row: READ COMMITTED re-checks the whole
  *   WHERE clause, join clauses included, on a row updated concurrently;
  * - items that were not applied look their job up by primary key (the LATERAL runs only for
- *   them), so a batch of completions reads no other job; likewise only items whose job has a
- *   callback URL look for their callback event.
+ *   them), so a batch of completions reads no other job.
  *
  * The attempt's record is written here, from the job row (see closeAttemptsSql). Its workflow
  * and execution id are filled from the completing execution when neither the lease nor a
@@ -67,7 +66,11 @@ const NEW_STATUS = `CASE x.outcome
  *
  * The event id is stable for one finish (job id, status, attempt number), so redelivery keeps it.
  * When the job has a callback URL and reaches done or failed, the job-finished event is
- * inserted into the callback queue by the same statement, so it commits with the result.
+ * inserted into the callback queue by the same statement, so it commits with the result. The
+ * function job_finished_event (migration 0010) inserts it, called only for those jobs: an
+ * INSERT in the statement itself would run, and fire the insert trigger, for every completion.
+ * `callbacks` is a SELECT, so it runs only as far as the statement reads it; the final join
+ * reads all of it (every row is needed to match its `ord`), so every event is inserted.
  */
 export function completeQuery(s: string, rows: CompleteRow[], callbackQueue: string): SqlQuery {
 	return {
@@ -122,37 +125,19 @@ WITH input AS MATERIALIZED (
 		CASE WHEN u.outcome IN ('failed', 'retry') THEN left(u.error_message, 1000) END
 	FROM updated u`,
 	)}
-), callbacks AS (
-	INSERT INTO ${s}.jobs (id, queue, payload, idempotency_key, payload_fingerprint, max_attempts, correlation_id)
-	SELECT gen_random_uuid(), $2, jsonb_build_object(
-			'event_id', u.callback_event_id,
-			'event_type', CASE u.status WHEN 'done' THEN 'job.succeeded' ELSE 'job.failed' END,
-			'event_version', 1,
-			'occurred_at', u.finished_at,
-			'source', 'n8n-nodes-durable-jobs',
-			'correlation_id', u.correlation_id,
-			'destination', u.callback_url,
-			'payload', jsonb_build_object(
-				'job_id', u.id, 'queue', u.queue, 'status', u.status, 'attempts', u.attempts,
-				'result', CASE WHEN u.status = 'done' THEN u.result END,
-				'error', CASE WHEN u.status = 'failed' THEN jsonb_build_object(
-					'code', u.error_code, 'message', u.error_message, 'class', u.error_class) END)),
-		u.callback_event_id, u.callback_event_id, 10, u.correlation_id
+), callbacks AS MATERIALIZED (
+	SELECT u.ord, ${s}.job_finished_event($2, u.callback_event_id, u.id, u.queue, u.status, u.attempts,
+		u.finished_at, u.correlation_id, u.callback_url, u.result, u.error_code, u.error_message,
+		u.error_class) AS callback_event_id
 	FROM updated u
 	WHERE u.callback_url IS NOT NULL AND u.status IN ('done', 'failed')
-	ON CONFLICT (queue, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
-	RETURNING idempotency_key
 )
 SELECT x.ord, u.id IS NOT NULL AS applied, u.status, u.attempts, u.max_attempts, u.run_at, u.error_code,
-	u.error_class, u.finished_at, c.idempotency_key AS callback_event_id,
+	u.error_class, c.callback_event_id,
 	cur.status AS current_status, cur.attempt_id AS current_attempt_id, cur.id IS NOT NULL AS job_exists
 FROM input x
 LEFT JOIN updated u ON u.ord = x.ord
-LEFT JOIN LATERAL (
-	SELECT c.idempotency_key FROM callbacks c
-	WHERE u.callback_url IS NOT NULL AND u.status IN ('done', 'failed') AND c.idempotency_key = u.callback_event_id
-	OFFSET 0
-) c ON true
+LEFT JOIN callbacks c ON c.ord = x.ord
 LEFT JOIN LATERAL (
 	SELECT cur.id, cur.status, cur.attempt_id FROM ${s}.jobs cur
 	WHERE u.ord IS NULL AND cur.id = x.job_id
