@@ -43,7 +43,7 @@ export async function complete(
 		{
 			toRow: (item, ord) => completeRow(ctx, item, ord),
 			key: `complete:${ctx.s}:${ctx.callbackQueue}`,
-			build: (batch) => completeQuery(ctx.s, batch, ctx.callbackQueue),
+			build: (batch) => completeQuery(ctx.schema, ctx.s, batch, ctx.callbackQueue),
 			coalesce: true,
 			toResult: (row) => ({
 				applied: row.applied,

@@ -54,7 +54,8 @@ export async function lease(ctx: StoreContext, input: LeaseInput): Promise<Lease
 			// call sends is in its slots).
 			key: `lease:${ctx.s}:${queue}:${ctx.durableLeases ? 'durable' : 'flush-later'}`,
 			rows: slots(limit),
-			build: (batch) => leaseQuery(ctx.s, queue, batch, { waitForFlush: ctx.durableLeases }),
+			build: (batch) =>
+				leaseQuery(ctx.schema, ctx.s, queue, batch, { waitForFlush: ctx.durableLeases }),
 			coalesce: true,
 		});
 	} else {
@@ -67,7 +68,7 @@ export async function lease(ctx: StoreContext, input: LeaseInput): Promise<Lease
 			const free = Math.min(limit, concurrencyLimit - running);
 			if (free <= 0) return [];
 			return await tx.run<LeaseReturnRow>(
-				leaseQuery(ctx.s, queue, slots(free), { waitForFlush: ctx.durableLeases }),
+				leaseQuery(ctx.schema, ctx.s, queue, slots(free), { waitForFlush: ctx.durableLeases }),
 			);
 		});
 	}
@@ -118,7 +119,7 @@ export async function extendLease(
 			execution_id: optionalText(item.executionId, 'executionId', 255),
 		}),
 		key: `extend:${ctx.s}`,
-		build: (batch) => extendLeaseQuery(ctx.s, batch),
+		build: (batch) => extendLeaseQuery(ctx.schema, ctx.s, batch),
 		coalesce: true,
 		toResult: (row) => ({
 			extended: row.extended,

@@ -297,6 +297,7 @@ describe('attempt rows', () => {
 		expect((await migrate(pool, upgradeSchema)).applied).toEqual([
 			'0009_attempt_rows_at_end.sql',
 			'0010_finished_event_function.sql',
+			'0011_statements_count_their_own_rows.sql',
 		]);
 		const upgraded = new JobStore(pool, { schema: upgradeSchema });
 		expect(await attemptsOf(running, pool, upgradeSchema)).toEqual(before);

@@ -4,9 +4,13 @@
  * change path, stats equal to a full count, prepared statements on and off, fencing, callback
  * events and notifications.
  */
+import { randomUUID } from 'node:crypto';
+
 import pg from 'pg';
 
 import { JobStore, type QueueStats } from '../../src/core';
+import { completeQuery } from '../../src/core/sql/complete';
+import { leaseQuery } from '../../src/core/sql/lease';
 import { loggedPlans } from '../../scripts/lib/explain';
 import {
 	databaseUrl,
@@ -136,6 +140,82 @@ describe('job_counts stay exact on every status change path', () => {
 		);
 		await expectCountsExact(queue);
 		await expectCountsExact(`${queue}-renamed`);
+	});
+
+	it('the lease and the completion count their own rows; an UPDATE after them in their transaction is counted by the trigger', async () => {
+		const queue = 'counts-same-transaction';
+		const [, , thirdId] = await enqueue(queue, 3);
+		const s = `"${schema}"`;
+		const client = await pool.connect();
+		const markOf = async () =>
+			(
+				await client.query<{ mark: string | null }>(
+					`SELECT current_setting('durable_jobs.counted_update', true) AS mark`,
+				)
+			).rows[0].mark;
+		try {
+			await client.query('BEGIN');
+			const slots = [0, 1].map((ord) => ({
+				ord,
+				attempt_id: randomUUID(),
+				lease_ms: 60_000,
+				workflow_id: null,
+				execution_id: null,
+			}));
+			const leased = (
+				await client.query<{ id: string; attempt_id: string }>(
+					leaseQuery(schema, s, queue, slots, { waitForFlush: true }),
+				)
+			).rows;
+			expect(leased).toHaveLength(2);
+			// The statement's trigger cleared the mark the statement set.
+			expect(await markOf()).toBe('');
+			const completed = await client.query<{ applied: boolean; status: string }>(
+				completeQuery(
+					schema,
+					s,
+					leased.map((job, ord) => ({
+						ord,
+						job_id: job.id,
+						attempt_id: job.attempt_id,
+						outcome: ord === 0 ? 'succeeded' : 'failed',
+						result: null,
+						error_code: null,
+						error_message: null,
+						error_class: null,
+						error_node: null,
+						error_workflow: null,
+						error_execution: null,
+						delay_ms: null,
+						backoff_base_ms: null,
+						backoff_max_ms: null,
+						jitter: null,
+					})),
+					'callbacks',
+				),
+			);
+			expect(completed.rows.map((row) => [row.applied, row.status])).toEqual([
+				[true, 'done'],
+				[true, 'failed'],
+			]);
+			expect(await markOf()).toBe('');
+			// An operator's statements in the same transaction: a queued job failed by hand, a done
+			// job cancelled. Only the trigger counts them.
+			await client.query(
+				`UPDATE ${s}.jobs SET status = 'failed', finished_at = now() WHERE id = $1`,
+				[thirdId],
+			);
+			await client.query(`UPDATE ${s}.jobs SET status = 'cancelled' WHERE id = $1`, [leased[0].id]);
+			await client.query('COMMIT');
+		} finally {
+			client.release();
+		}
+		const stats = await expectCountsExact(queue);
+		expect({ done: stats.done, failed: stats.failed, cancelled: stats.cancelled }).toEqual({
+			done: 0,
+			failed: 2,
+			cancelled: 1,
+		});
 	});
 
 	it('concurrent completions from many connections add up, spread over at most 16 slots per (queue, status)', async () => {

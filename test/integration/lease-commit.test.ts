@@ -17,7 +17,9 @@ async function commitSettingOfLease(waitForFlush: boolean, queue: string): Promi
 	const client = await pool.connect();
 	try {
 		await client.query('BEGIN');
-		const leased = await client.query(leaseQuery(`"${schema}"`, queue, [slot()], { waitForFlush }));
+		const leased = await client.query(
+			leaseQuery(schema, `"${schema}"`, queue, [slot()], { waitForFlush }),
+		);
 		expect(leased.rows).toHaveLength(1);
 		const { rows } = await client.query<{ synchronous_commit: string }>('SHOW synchronous_commit');
 		await client.query('COMMIT');
@@ -71,7 +73,7 @@ describe('lease commit', () => {
 
 			texts.length = 0;
 			const [second] = await durable.lease({ queue: 'wiring' });
-			expect(texts.some((text) => text.includes('set_config'))).toBe(false);
+			expect(texts.some((text) => text.includes("set_config('synchronous_commit'"))).toBe(false);
 
 			// Both leases are real and complete as usual.
 			for (const job of [first, second])

@@ -1,4 +1,5 @@
 import { closeAttemptsSql, runningAttemptColumns } from './attempts';
+import { countTerminalSql, countedMark, queuedNotice } from './counting';
 import { jsonRows } from './json';
 import { cachedText } from './textCache';
 import type { SqlQuery } from './types';
@@ -72,7 +73,12 @@ const NEW_STATUS = `CASE x.outcome
  * `callbacks` is a SELECT, so it runs only as far as the statement reads it; the final join
  * reads all of it (every row is needed to match its `ord`), so every event is inserted.
  */
-export function completeQuery(s: string, rows: CompleteRow[], callbackQueue: string): SqlQuery {
+export function completeQuery(
+	schema: string,
+	s: string,
+	rows: CompleteRow[],
+	callbackQueue: string,
+): SqlQuery {
 	return {
 		text: cachedText(
 			`complete|${s}`,
@@ -113,7 +119,10 @@ WITH input AS MATERIALIZED (
 		j.attempt_id, j.run_at, j.result, j.error_code, j.error_message, j.error_class,
 		j.callback_url, j.correlation_id, j.finished_at,
 		${runningAttemptColumns('j')}, x.error_workflow AS caller_workflow, x.error_execution AS caller_execution,
-		CASE WHEN x.outcome = 'release' THEN j.attempts + 1 ELSE j.attempts END AS attempt_number
+		CASE WHEN x.outcome = 'release' THEN j.attempts + 1 ELSE j.attempts END AS attempt_number,
+		${queuedNotice(schema, 'j')}, ${countedMark(schema)}
+), counted AS (
+	${countTerminalSql(s, 'SELECT u.queue, u.status FROM updated u')}
 ), attempt_log AS (
 	${closeAttemptsSql(
 		s,

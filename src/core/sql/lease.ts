@@ -1,4 +1,5 @@
 import { closeAttemptsSql, runningAttemptColumns } from './attempts';
+import { countTerminalSql, countedMark } from './counting';
 import { jsonRows } from './json';
 import { cachedText } from './textCache';
 import type { SqlQuery } from './types';
@@ -91,6 +92,7 @@ const LEASED_COLUMNS = [
  * StoreOptions.durableLeases for what that trades). It is evaluated only when a job was leased.
  */
 export function leaseQuery(
+	schema: string,
 	s: string,
 	queue: string,
 	slots: LeaseSlot[],
@@ -145,7 +147,9 @@ WITH queued AS (
 		error_class = 'retryable'
 	FROM expired e
 	WHERE j.id = ANY(ARRAY(SELECT id FROM expired WHERE exhausted)) AND e.exhausted AND j.id = e.id
-	RETURNING j.id, j.attempts, e.previous_attempt_id, ${runningAttemptColumns('j')}
+	RETURNING j.id, j.attempts, e.previous_attempt_id, ${runningAttemptColumns('j')}, ${countedMark(schema)}
+), counted AS (
+	${countTerminalSql(s, `SELECT $1::text, 'failed'::text FROM exhausted_jobs`)}
 ), leased AS (
 	UPDATE ${s}.jobs j
 	SET status = 'running', attempts = j.attempts + 1, attempt_id = a.new_attempt_id,
@@ -157,7 +161,7 @@ WITH queued AS (
 	FROM assigned a
 	WHERE j.id = ANY(ARRAY(SELECT id FROM candidates)) AND j.id = a.id
 	RETURNING ${LEASED_COLUMNS.map((column) => `j.${column}`).join(', ')},
-		a.previous_attempt_id, a.expired, a.slot, a.ord
+		a.previous_attempt_id, a.expired, a.slot, a.ord, ${countedMark(schema)}
 ), closed_attempts AS (
 	${closeAttemptsSql(
 		s,
@@ -215,7 +219,7 @@ export interface ExtendRow {
  * the job row, where the running attempt lives (see attempts.ts), so a heartbeat stays one
  * HOT update of one row.
  */
-export function extendLeaseQuery(s: string, rows: ExtendRow[]): SqlQuery {
+export function extendLeaseQuery(schema: string, s: string, rows: ExtendRow[]): SqlQuery {
 	return {
 		text: cachedText(
 			`extend|${s}`,
@@ -233,7 +237,7 @@ WITH input AS MATERIALIZED (
 		attempt_checkpoint_at = CASE WHEN x.checkpoint IS NOT NULL THEN now() ELSE j.attempt_checkpoint_at END
 	FROM input x
 	WHERE j.id = ANY($2::uuid[]) AND j.id = x.job_id AND j.attempt_id = x.attempt_id AND j.status = x.fence
-	RETURNING x.ord, j.id, j.lease_until
+	RETURNING x.ord, j.id, j.lease_until, ${countedMark(schema)}
 )
 SELECT x.ord, e.id IS NOT NULL AS extended, e.lease_until,
 	cur.status AS current_status, cur.attempt_id AS current_attempt_id

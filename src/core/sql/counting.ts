@@ -1,0 +1,43 @@
+import { notifyChannel } from '../identifiers';
+
+/**
+ * How the lease and the completion keep job_counts themselves (migration 0011). Each upserts
+ * the terminal counts of the rows it updated in a CTE of its own statement, sends the wake-up
+ * notice of each row it leaves queued from its RETURNING list, and marks the statement as
+ * counted; the update trigger jobs_after_update then clears the mark and does nothing else.
+ * Any UPDATE that does not mark itself is counted by the trigger.
+ *
+ * The mark must be set whenever the statement counted a row, and only then may the trigger
+ * skip: `countedMark` goes into the RETURNING list of every UPDATE of the statement, so it is
+ * set as soon as one row is updated (an uncorrelated subquery: evaluated once, at the first
+ * row). A statement that updated nothing counted nothing, and leaves the (empty) work to the
+ * trigger.
+ */
+const COUNTED_SETTING = 'durable_jobs.counted_update';
+
+function literal(text: string): string {
+	return `'${text.replace(/'/g, "''")}'`;
+}
+
+/** A RETURNING item that marks the statement as counted, for the schema's update trigger. */
+export function countedMark(schema: string): string {
+	return `(SELECT set_config('${COUNTED_SETTING}', ${literal(schema)}, true)) AS counted_mark`;
+}
+
+/** A RETURNING item that sends the queue's wake-up notice when the row is left queued. */
+export function queuedNotice(schema: string, alias: string): string {
+	return `CASE WHEN ${alias}.status = 'queued' THEN pg_notify(${literal(notifyChannel(schema))}, ${alias}.queue) END AS queued_notice`;
+}
+
+/**
+ * A data-modifying CTE body adding the terminal rows of `source` (columns queue, status; one
+ * row per job that became terminal) to job_counts, in the backend's slot as the trigger does.
+ */
+export function countTerminalSql(s: string, source: string): string {
+	return `INSERT INTO ${s}.job_counts AS c (queue, status, slot, n)
+	SELECT t.queue, t.status, (pg_backend_pid() % 16)::smallint, count(*)
+	FROM (${source}) AS t (queue, status)
+	WHERE t.status IN ('done', 'failed', 'cancelled')
+	GROUP BY t.queue, t.status
+	ON CONFLICT (queue, status, slot) DO UPDATE SET n = c.n + EXCLUDED.n`;
+}
