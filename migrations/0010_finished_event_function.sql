@@ -3,7 +3,7 @@
 --
 -- The completion used to insert these events with an INSERT … ON CONFLICT in its own statement.
 -- That INSERT ran for every completion, with or without rows: it opened the indexes of jobs and
--- fired the statement trigger jobs_after_insert, about a sixth of a single completion's server
+-- fired the statement trigger jobs_after_insert, about a ninth of a single completion's server
 -- time although almost no job has a callback URL. The completion now calls this function from
 -- a plain SELECT over the jobs it finished that have one; a completion without such jobs runs
 -- no INSERT at all. The event and its id are the same as before, and it still commits with the

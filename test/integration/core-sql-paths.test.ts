@@ -218,6 +218,48 @@ describe('job_counts stay exact on every status change path', () => {
 		});
 	});
 
+	it('an UPDATE of jobs that a trigger of your own runs inside a completion is counted once, and so is the completion', async () => {
+		const other = `${schema}_nested`;
+		const nested = await freshStore(pool, other);
+		try {
+			// When a job of queue "parent" finishes, its trigger cancels one queued job of queue "child".
+			await pool.query(`
+				CREATE FUNCTION "${other}".cancel_a_child() RETURNS trigger LANGUAGE plpgsql AS $$
+				BEGIN
+					UPDATE "${other}".jobs SET status = 'cancelled', finished_at = now()
+					WHERE id = (SELECT id FROM "${other}".jobs WHERE queue = 'child' AND status = 'queued' LIMIT 1);
+					RETURN NULL;
+				END $$`);
+			await pool.query(`
+				CREATE TRIGGER cancel_a_child AFTER UPDATE ON "${other}".jobs FOR EACH ROW
+				WHEN (NEW.queue = 'parent' AND NEW.status = 'done' AND OLD.status = 'running')
+				EXECUTE FUNCTION "${other}".cancel_a_child()`);
+			await nested.enqueue([
+				{ queue: 'parent', payload: {} },
+				{ queue: 'parent', payload: {} },
+				...Array.from({ length: 3 }, () => ({ queue: 'child', payload: {} })),
+			]);
+			const leased = await nested.lease({ queue: 'parent', limit: 2 });
+			expect(leased).toHaveLength(2);
+			await succeedAll(nested, leased);
+			const truth = await pool.query<{ queue: string; status: string; n: number }>(
+				`SELECT queue, status, count(*)::int AS n FROM "${other}".jobs
+				 WHERE status IN ('done', 'failed', 'cancelled') GROUP BY 1, 2 ORDER BY 1, 2`,
+			);
+			expect(truth.rows).toEqual([
+				{ queue: 'child', status: 'cancelled', n: 2 },
+				{ queue: 'parent', status: 'done', n: 2 },
+			]);
+			const counted = await pool.query<{ queue: string; status: string; n: number }>(
+				`SELECT queue, status, sum(n)::int AS n FROM "${other}".job_counts
+				 GROUP BY 1, 2 HAVING sum(n) <> 0 ORDER BY 1, 2`,
+			);
+			expect(counted.rows).toEqual(truth.rows);
+		} finally {
+			await dropSchema(pool, other);
+		}
+	});
+
 	it('concurrent completions from many connections add up, spread over at most 16 slots per (queue, status)', async () => {
 		const queue = 'counts-concurrent';
 		await enqueue(queue, 400);

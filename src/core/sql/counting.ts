@@ -1,17 +1,24 @@
 import { notifyChannel } from '../identifiers';
 
 /**
- * How the lease and the completion keep job_counts themselves (migration 0011). Each upserts
- * the terminal counts of the rows it updated in a CTE of its own statement, sends the wake-up
- * notice of each row it leaves queued from its RETURNING list, and marks the statement as
- * counted; the update trigger jobs_after_update then clears the mark and does nothing else.
- * Any UPDATE that does not mark itself is counted by the trigger.
+ * How the lease, the completion and the heartbeat keep job_counts themselves (migration 0011).
+ * Each upserts the terminal counts of the rows it updated in a CTE of its own statement (the
+ * heartbeat changes no status and has none), sends the wake-up notice of each row it leaves
+ * queued from its RETURNING list, and marks the statement as counted; the update trigger
+ * jobs_after_update then clears the mark and does nothing else. Any UPDATE that does not mark
+ * itself is counted by the trigger.
  *
  * The mark must be set whenever the statement counted a row, and only then may the trigger
  * skip: `countedMark` goes into the RETURNING list of every UPDATE of the statement, so it is
  * set as soon as one row is updated (an uncorrelated subquery: evaluated once, at the first
  * row). A statement that updated nothing counted nothing, and leaves the (empty) work to the
  * trigger.
+ *
+ * The mark names the schema, the trigger depth of the statement and the statement's start
+ * (statement_timestamp(), the same inside its triggers), and the trigger compares all three
+ * with its own: an UPDATE run by a trigger inside the statement (one level deeper), or a later
+ * statement of the transaction whose trigger the mark outlived (with triggers disabled, say),
+ * never matches it.
  */
 const COUNTED_SETTING = 'durable_jobs.counted_update';
 
@@ -21,7 +28,7 @@ function literal(text: string): string {
 
 /** A RETURNING item that marks the statement as counted, for the schema's update trigger. */
 export function countedMark(schema: string): string {
-	return `(SELECT set_config('${COUNTED_SETTING}', ${literal(schema)}, true)) AS counted_mark`;
+	return `(SELECT set_config('${COUNTED_SETTING}', ${literal(`${schema}:`)} || pg_trigger_depth() || ':' || statement_timestamp(), true)) AS counted_mark`;
 }
 
 /** A RETURNING item that sends the queue's wake-up notice when the row is left queued. */
