@@ -12,13 +12,12 @@
  * Sizes are those of `npm run bench -- --quick`. Database: DATABASE_URL, else an embedded
  * PostgreSQL.
  */
-import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync, symlinkSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import pg from 'pg';
 
 import { startPostgres } from '../scripts/lib/postgres';
+import { exportRef } from './lib/ref';
 import {
 	checkpoint,
 	log,
@@ -63,22 +62,6 @@ function parse(argv: string[]): Options {
 	for (const scenario of options.scenarios)
 		if (!SCENARIOS.includes(scenario)) throw new Error(`unknown scenario ${scenario}`);
 	return options;
-}
-
-function exportRef(ref: string): { dir: string; commit: string } {
-	const root = join(__dirname, '..');
-	const dir = mkdtempSync(join(tmpdir(), 'durable-jobs-compare-'));
-	const commit = execFileSync('git', ['rev-parse', '--short', ref], {
-		cwd: root,
-		encoding: 'utf8',
-	}).trim();
-	const archive = execFileSync('git', ['archive', commit, 'src', 'migrations'], {
-		cwd: root,
-		maxBuffer: 64 * 1024 * 1024,
-	});
-	execFileSync('tar', ['-x', '-C', dir], { input: archive });
-	symlinkSync(join(root, 'node_modules'), join(dir, 'node_modules'));
-	return { dir, commit };
 }
 
 class Subject {

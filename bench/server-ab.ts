@@ -1,0 +1,148 @@
+/**
+ * Server time per statement of two versions of the core, measured in one run: the core of a git
+ * ref (default HEAD) and the working tree's, each with its own database on one private
+ * PostgreSQL with pg_stat_statements (see bench/profile.ts). Both are filled alike, then one
+ * worker leases and completes `--batch` jobs at a time, alternating between the two versions
+ * call by call, so a noisy machine slows both alike. Prints, as JSON on stdout, the mean
+ * execution time of each top-level statement per version and their ratio.
+ *
+ *   npx tsx bench/server-ab.ts [--ref HEAD] [--jobs 3000] [--batch 1] [--heartbeat on]
+ *
+ * Separate databases, not schemas: pg_stat_statements may count statements of the same shape
+ * on tables of the same name in two schemas as one. Separate runs of bench/profile.ts varied by
+ * more than a fifth on a shared machine, for the same code.
+ */
+import { rmSync } from 'node:fs';
+import { join } from 'node:path';
+import pg from 'pg';
+
+import { startProfilingPostgres } from './lib/profiling';
+import { exportRef } from './lib/ref';
+import { log, readFlags, round, vacuumAnalyzeSchema } from './lib/util';
+
+type Core = typeof import('../src/core');
+
+interface Side {
+	name: 'before' | 'after';
+	core: Core;
+	pool: pg.Pool;
+	store: InstanceType<Core['JobStore']>;
+}
+
+const SCHEMA = 'bench_ab';
+const QUEUE = 'bench';
+
+function statementKind(query: string): string {
+	if (query.includes('jsonb_to_recordset') && query.includes('outcome')) return 'complete';
+	if (query.includes('WITH queued AS')) return 'lease';
+	if (query.includes('extended AS')) return 'heartbeat';
+	return query.replace(/\s+/g, ' ').slice(0, 60);
+}
+
+async function main(): Promise<void> {
+	const { flags, int } = readFlags(process.argv.slice(2), ['ref', 'jobs', 'batch', 'heartbeat']);
+	const ref = flags.get('ref') ?? 'HEAD';
+	const jobs = int('jobs', 3000, 1);
+	const batch = int('batch', 1, 1);
+	const heartbeat = flags.get('heartbeat') === 'on';
+	const exported = exportRef(ref);
+	log(`before: ${exported.commit}; after: the working tree`);
+	const server = await startProfilingPostgres(null);
+	const admin = new pg.Pool({ connectionString: server.url, max: 2 });
+	const sides: Side[] = [];
+	try {
+		await admin.query('CREATE EXTENSION IF NOT EXISTS pg_stat_statements');
+		const cores: Array<[Side['name'], Core]> = [
+			['before', (await import(join(exported.dir, 'src', 'core'))) as Core],
+			['after', (await import('../src/core')) as Core],
+		];
+		for (const [name, core] of cores) {
+			await admin.query(`CREATE DATABASE ab_${name}`);
+			const pool = new pg.Pool({
+				connectionString: server.url.replace(/\/postgres$/, `/ab_${name}`),
+				max: 4,
+			});
+			await core.migrate(pool, SCHEMA);
+			const store = new core.JobStore(pool, { schema: SCHEMA });
+			for (let start = 0; start < jobs; start += 1000) {
+				const size = Math.min(1000, jobs - start);
+				await store.enqueue(
+					Array.from({ length: size }, (_, n) => ({ queue: QUEUE, payload: { n: start + n } })),
+				);
+			}
+			await vacuumAnalyzeSchema(pool, SCHEMA);
+			sides.push({ name, core, pool, store });
+		}
+		await admin.query('CHECKPOINT');
+		await admin.query('SELECT pg_stat_statements_reset()');
+		log(`draining ${jobs} jobs per side, ${batch} per call, alternating`);
+		for (let done = 0; done < jobs; done += batch) {
+			for (const side of sides) {
+				const leased = await side.store.lease({ queue: QUEUE, limit: batch });
+				if (heartbeat)
+					await side.store.extendLease(
+						leased.map((job) => ({ jobId: job.id, attemptId: job.attempt_id })),
+					);
+				const results = await side.store.complete(
+					leased.map((job) => ({
+						jobId: job.id,
+						attemptId: job.attempt_id,
+						outcome: 'succeeded' as const,
+					})),
+				);
+				for (const result of results)
+					if (!('applied' in result) || !result.applied)
+						throw new Error(`${side.name}: a completion was not applied`);
+			}
+		}
+		const { rows } = await admin.query<{
+			side: Side['name'];
+			query: string;
+			calls: string;
+			total_exec_time: number;
+		}>(
+			`SELECT substr(d.datname, 4) AS side, s.query, s.calls, s.total_exec_time
+			 FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid
+			 WHERE s.toplevel AND d.datname IN ('ab_before', 'ab_after') AND s.calls >= $1`,
+			[Math.floor(jobs / batch)],
+		);
+		const meanMs: Record<string, Record<string, number>> = { before: {}, after: {} };
+		for (const row of rows)
+			meanMs[row.side][statementKind(row.query)] = round(
+				row.total_exec_time / Number(row.calls),
+				4,
+			);
+		const ratio: Record<string, number> = {};
+		for (const kind of Object.keys(meanMs.after))
+			if (meanMs.before[kind]) ratio[kind] = round(meanMs.after[kind] / meanMs.before[kind], 3);
+		const postgres = (await admin.query<{ v: string }>(`SELECT version() AS v`)).rows[0].v;
+		console.log(
+			JSON.stringify(
+				{
+					before: exported.commit,
+					after: 'working tree',
+					jobs,
+					batch,
+					heartbeat,
+					postgres,
+					meanExecMs: meanMs,
+					afterOverBefore: ratio,
+				},
+				null,
+				2,
+			),
+		);
+	} finally {
+		for (const side of sides) await side.pool.end();
+		await admin.end();
+		await server.stop();
+		rmSync(exported.dir, { recursive: true, force: true });
+	}
+}
+
+main().catch((error: unknown) => {
+	process.stderr.write(
+		`${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`,
+	);
+	process.exit(1);
+});
