@@ -5,7 +5,11 @@
  * - `registerCleanup(name, stop, stopNow)`: `stop` is the graceful, asynchronous way (stop n8n,
  *   shut PostgreSQL down, drop a database, remove a folder); `stopNow` the synchronous last
  *   resort that still works inside `process.on('exit')` (SIGKILL a process group, rmSync a
- *   folder). The returned function unregisters it (call it once `stop` ran by other means).
+ *   folder). The returned handle's `run()` is the one way to call `stop`: however many callers
+ *   (the owner's own stop, a signal's cleanup) ask at once, `stop` runs once, every caller
+ *   waits for that same run, and the entry stays registered until it has finished, so a
+ *   process that ends meanwhile still gets `stopNow`. `unregister()` drops the entry once the
+ *   thing is gone by other means (a child that exited by itself).
  * - `exitCleanly(...)` for entry points (demo, rehearsal): SIGINT, SIGTERM and SIGHUP run every
  *   graceful cleanup, newest first, then exit with 128 + the signal number (output into a pipe
  *   that closed meanwhile is dropped); a second signal
@@ -19,8 +23,15 @@ type Log = (line: string) => void;
 
 interface Entry {
 	name: string;
-	stop: () => Promise<void>;
+	run: () => Promise<void>;
 	stopNow?: () => void;
+}
+
+export interface CleanupHandle {
+	/** Runs the graceful stop (once, whoever asks first); the entry is dropped when it has finished. */
+	run(): Promise<void>;
+	/** Drops the entry without running anything. */
+	unregister(): void;
 }
 
 const entries: Entry[] = [];
@@ -96,12 +107,22 @@ export function registerCleanup(
 	name: string,
 	stop: () => Promise<void>,
 	stopNow?: () => void,
-): () => void {
+): CleanupHandle {
 	installHooks();
-	const entry: Entry = { name, stop, stopNow };
+	let running: Promise<void> | undefined;
+	const run = () =>
+		(running ??= stop().then(() => {
+			// Dropped only now: a stop that fails or never ends leaves the entry to its
+			// synchronous fallback.
+			remove(entry);
+		}));
+	const entry: Entry = { name, run, stopNow };
 	entries.push(entry);
-	return () => {
-		remove(entry);
+	return {
+		run,
+		unregister: () => {
+			remove(entry);
+		},
 	};
 }
 
@@ -117,7 +138,7 @@ export async function runCleanups(options: { timeoutMs?: number; log?: Log } = {
 		for (let entry = entries.at(-1); entry; entry = entries.at(-1)) {
 			let timer: NodeJS.Timeout | undefined;
 			const outcome = await Promise.race([
-				entry.stop().then(
+				entry.run().then(
 					() => 'done' as const,
 					(error: unknown) => error,
 				),
@@ -126,9 +147,8 @@ export async function runCleanups(options: { timeoutMs?: number; log?: Log } = {
 				}),
 			]);
 			clearTimeout(timer);
-			// Removed only now: a forced stop meanwhile still reaches its synchronous fallback.
-			if (!remove(entry)) continue;
-			if (outcome === 'done') continue;
+			// A finished run has dropped its entry; one that failed or timed out is forced.
+			if (outcome === 'done' || !remove(entry)) continue;
 			log(
 				`could not stop ${entry.name} cleanly (${outcome === 'timeout' ? `no end after ${timeoutMs / 1000} s` : String((outcome as Error)?.message ?? outcome).split('\n')[0]}); forcing it`,
 			);

@@ -28,7 +28,7 @@ import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { dirname, join, parse } from 'node:path';
 
-import { registerCleanup } from './cleanup';
+import { registerCleanup, type CleanupHandle } from './cleanup';
 import { processGone, sleepSync } from './processes';
 
 type Log = (line: string) => void;
@@ -154,16 +154,16 @@ export class LocalServer {
 	private closed: Promise<void> = Promise.resolve();
 	/** initdb while it runs (a stop during initialise() must wait for it). */
 	private initdb: ChildProcess | undefined;
-	private readonly unregister: () => void;
+	private readonly cleanup: CleanupHandle;
 
 	constructor(private readonly options: ServerOptions) {
 		this.user = runAs();
 		this.baseDir = mkdtempSync(join(tmpdir(), 'durable-jobs-pg-'));
 		this.dataDir = join(this.baseDir, 'data');
 		this.logFile = join(this.baseDir, 'postgres.log');
-		this.unregister = registerCleanup(
+		this.cleanup = registerCleanup(
 			`embedded PostgreSQL on port ${options.port}`,
-			() => this.destroy(),
+			() => this.tearDown(),
 			() => this.destroyNow(),
 		);
 		if (this.user) chownSync(this.baseDir, this.user.uid, this.user.gid);
@@ -271,8 +271,15 @@ export class LocalServer {
 		this.process = undefined;
 	}
 
+	/**
+	 * Stops the server and deletes its folder. Callers at the same time (the caller's own stop
+	 * and a Ctrl-C's cleanup) share one run, and the process does not exit before it is done.
+	 */
 	async destroy(): Promise<void> {
-		this.unregister();
+		await this.cleanup.run();
+	}
+
+	private async tearDown(): Promise<void> {
 		const initdb = this.initdb;
 		if (initdb && initdb.exitCode === null && initdb.signalCode === null) {
 			const exited = new Promise<void>((resolve) => initdb.once('exit', () => resolve()));

@@ -228,7 +228,7 @@ export async function startEnvironment(options: EnvironmentOptions): Promise<Env
 
 	const packDir = mkdtempSync(join(tmpdir(), 'durable-jobs-pack-'));
 	const removePackDir = () => rmSync(packDir, { recursive: true, force: true });
-	const unregisterPackDir = registerCleanup(
+	const packDirCleanup = registerCleanup(
 		'package tarball folder',
 		async () => removePackDir(),
 		removePackDir,
@@ -238,7 +238,7 @@ export async function startEnvironment(options: EnvironmentOptions): Promise<Env
 		await ensureN8n({ log });
 		tarball = await packPackage(REPO_DIR, { log, outDir: packDir });
 	} catch (error) {
-		unregisterPackDir();
+		packDirCleanup.unregister();
 		removePackDir();
 		await Promise.allSettled([standins.close(), proxy.close(), jobsDb.end()]);
 		throw error;
@@ -278,7 +278,7 @@ export async function startEnvironment(options: EnvironmentOptions): Promise<Env
 		await Promise.allSettled([standins.close(), proxy.close(), jobsDb.end()]);
 		throw error;
 	} finally {
-		unregisterPackDir();
+		packDirCleanup.unregister();
 		removePackDir();
 	}
 
@@ -308,18 +308,14 @@ export async function startEnvironment(options: EnvironmentOptions): Promise<Env
 		return { status: response.status, headers: response.headers, body, text, ms };
 	};
 
-	let stopped = false;
-	const stop = async () => {
-		if (stopped) return;
-		stopped = true;
-		unregister();
+	// Registered after n8n, so it runs first: n8n stops before the schema is dropped.
+	const cleanup = registerCleanup(`environment (schema ${options.schema})`, async () => {
 		await n8n.stop().catch(() => undefined);
 		await Promise.allSettled([standins.close(), proxy.close()]);
 		await jobsDb.query(`DROP SCHEMA IF EXISTS "${options.schema}" CASCADE`).catch(() => undefined);
 		await jobsDb.end();
-	};
-	// Registered after n8n, so it runs first: n8n stops before the schema is dropped.
-	const unregister = registerCleanup(`environment (schema ${options.schema})`, stop);
+	});
+	const stop = () => cleanup.run();
 	return {
 		n8n,
 		standins,

@@ -44,7 +44,7 @@ export function killGroup(pid: number, signal: NodeJS.Signals): void {
 
 /** A short-lived child (an n8n CLI run, npm): SIGKILLed if this process ends first. */
 export function trackChild(child: ChildProcess, name = 'child process'): void {
-	const unregister = registerCleanup(
+	const cleanup = registerCleanup(
 		`${name} ${child.pid ?? ''}`.trim(),
 		async () => {
 			if (child.exitCode !== null || child.signalCode !== null) return;
@@ -56,7 +56,7 @@ export function trackChild(child: ChildProcess, name = 'child process'): void {
 			child.kill('SIGKILL');
 		},
 	);
-	child.once('exit', unregister);
+	child.once('exit', cleanup.unregister);
 }
 
 export interface GroupProcess {
@@ -93,7 +93,7 @@ export function spawnGroup(
 			});
 		}),
 	};
-	const unregister = registerCleanup(
+	const cleanup = registerCleanup(
 		`${name} (process group ${pid})`,
 		() => stopGroup(proc, 'SIGTERM', 20_000),
 		() => killGroup(pid, 'SIGKILL'),
@@ -101,7 +101,7 @@ export function spawnGroup(
 	// Also reap the rest of the group (a task runner) once the leader is gone.
 	void proc.exited.then(() => {
 		killGroup(pid, 'SIGKILL');
-		unregister();
+		cleanup.unregister();
 	});
 	return proc;
 }

@@ -156,12 +156,15 @@ export async function startRedis(plan: RedisPlan): Promise<RunningRedis> {
 		'redis-server',
 	);
 	const remove = () => rmSync(dir, { recursive: true, force: true });
-	const stop = async () => {
-		unregister();
-		await stopGroup(proc, 'SIGTERM', 10_000);
-		remove();
-	};
-	const unregister = registerCleanup(`redis-server on port ${port}`, stop, remove);
+	const cleanup = registerCleanup(
+		`redis-server on port ${port}`,
+		async () => {
+			await stopGroup(proc, 'SIGTERM', 10_000);
+			remove();
+		},
+		remove,
+	);
+	const stop = () => cleanup.run();
 	try {
 		await waitForPing('127.0.0.1', port, () => proc.done);
 	} catch (error) {

@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 import { run, tail, type RunResult } from '../cache';
-import { registerCleanup } from '../cleanup';
+import { registerCleanup, type CleanupHandle } from '../cleanup';
 import { freePort } from '../postgres';
 import { spawnGroup, stopGroup, trackChild, type GroupProcess } from '../processes';
 import * as cliOps from './cli';
@@ -58,7 +58,7 @@ export class N8nInstance {
 	private readonly workerEnvs: Array<Record<string, string>> = [];
 	private readonly published = new Set<string>();
 	private stopped = false;
-	private readonly unregister: () => void;
+	private readonly cleanup: CleanupHandle;
 	private readonly log: Log;
 
 	private constructor(
@@ -100,9 +100,9 @@ export class N8nInstance {
 				await this.startWorker(i);
 			},
 		};
-		this.unregister = registerCleanup(
+		this.cleanup = registerCleanup(
 			`n8n at ${this.baseUrl}`,
-			() => this.stop(),
+			() => this.tearDown(),
 			() => {
 				if (!this.keep) rmSync(dir, { recursive: true, force: true });
 			},
@@ -390,13 +390,16 @@ export class N8nInstance {
 
 	/** Ends n8n (and workers); then drops the database and removes the folder unless `keep`. */
 	async stop(): Promise<void> {
-		if (this.stopped) return;
 		this.stopped = true;
-		// Unregistered only at the end: if the process dies while n8n is stopping (up to 20 s),
-		// the synchronous cleanup on exit still removes the folder.
+		// One run for every caller; registered until it ends, so if the process dies while n8n
+		// is stopping (up to 20 s), the synchronous cleanup on exit still removes the folder.
+		await this.cleanup.run();
+	}
+
+	private async tearDown(): Promise<void> {
+		this.stopped = true;
 		await this.stopProcesses();
 		if (this.keep) {
-			this.unregister();
 			this.log(`kept n8n instance folder ${this.dir} and database ${this.databaseName}`);
 			return;
 		}
@@ -404,7 +407,6 @@ export class N8nInstance {
 			this.log(`could not drop ${this.databaseName}: ${String(e)}`),
 		);
 		rmSync(this.dir, { recursive: true, force: true });
-		this.unregister();
 	}
 
 	/** Sends `signal` (default SIGKILL) to the main process group and waits for it to exit. */
