@@ -155,13 +155,105 @@ describe('attempt rows', () => {
 			[2, 'succeeded', 'crm_request'],
 		]);
 		expect(finished[1].started_at).toEqual(beforeEnd[1].started_at);
-		expect((await recordsOf(jobId))[1]).toMatchObject({
+		expect(finished[1].lease_until).toEqual(beforeEnd[1].lease_until);
+		expect(finished[1]).toMatchObject({
+			attempt_id: second.attempt_id,
 			attempt: 2,
 			outcome: 'succeeded',
 			checkpoint: 'crm_request',
 			workflow_id: 'wf-2',
 			execution_id: 'ex-2',
+			finished_at: expect.any(Date),
 		});
+		// A success writes no record (migration 0012): the done job's row keeps its last attempt.
+		expect(await recordsOf(jobId)).toEqual([
+			expect.objectContaining({ attempt: 1, outcome: 'retry' }),
+		]);
+		const { rows: jobRow } = await pool.query(
+			`SELECT finished_at FROM "${schema}".jobs WHERE id = $1`,
+			[jobId],
+		);
+		expect(finished[1].finished_at).toEqual(jobRow[0].finished_at);
+	});
+
+	it('of a success: the completing execution fills the ids the lease did not know; a record an older version wrote is listed once', async () => {
+		const [a, b] = (
+			await store.enqueue([
+				{ queue: 'success', payload: {} },
+				{ queue: 'success', payload: {} },
+			])
+		).map((result) => ok(result).jobId);
+		// A Job Trigger's lease knows no n8n ids; Job Complete sends its workflow and execution.
+		const leased = await store.lease({ queue: 'success', limit: 2 });
+		const byId = new Map(leased.map((job) => [job.id, job]));
+		const results = await store.complete([
+			{
+				jobId: a,
+				attemptId: byId.get(a)!.attempt_id,
+				outcome: 'succeeded',
+				errorWorkflow: 'wf-caller',
+				errorExecution: '901',
+			},
+			{ jobId: b, attemptId: byId.get(b)!.attempt_id, outcome: 'succeeded' },
+		]);
+		results.map(ok);
+		expect(await attemptsOf(a)).toEqual([
+			expect.objectContaining({
+				attempt_id: byId.get(a)!.attempt_id,
+				attempt: 1,
+				outcome: 'succeeded',
+				workflow_id: 'wf-caller',
+				execution_id: '901',
+			}),
+		]);
+		expect(await attemptsOf(b)).toEqual([
+			expect.objectContaining({ attempt: 1, outcome: 'succeeded', workflow_id: null }),
+		]);
+		expect(await recordsOf(a)).toEqual([]);
+
+		// What a completion by an instance still on the previous version adds: the record of the
+		// same attempt. The attempt is listed once, as that record tells it.
+		await pool.query(
+			`INSERT INTO "${schema}".job_attempt_records (attempt_id, job_id, attempt, workflow_id, execution_id,
+				started_at, finished_at, outcome)
+			SELECT attempt_id, id, attempts, 'wf-old-instance', '902', attempt_started_at, finished_at, 'succeeded'
+			FROM "${schema}".jobs WHERE id = $1`,
+			[b],
+		);
+		expect(await attemptsOf(b)).toEqual([
+			expect.objectContaining({
+				attempt_id: byId.get(b)!.attempt_id,
+				outcome: 'succeeded',
+				workflow_id: 'wf-old-instance',
+				execution_id: '902',
+			}),
+		]);
+	});
+
+	it('of failures still get their records; a requeued failed job keeps its history', async () => {
+		const jobId = ok(
+			(await store.enqueue([{ queue: 'failing', payload: {}, maxAttempts: 1 }]))[0],
+		).jobId;
+		const [first] = await store.lease({ queue: 'failing', executionId: 'ex-f1' });
+		ok(
+			(
+				await store.complete([
+					{ jobId, attemptId: first.attempt_id, outcome: 'failed', errorCode: 'crm_down' },
+				])
+			)[0],
+		);
+		expect(await recordsOf(jobId)).toEqual([
+			expect.objectContaining({ attempt: 1, outcome: 'failed', execution_id: 'ex-f1' }),
+		]);
+		await store.requeue({ jobIds: [jobId] });
+		const [second] = await store.lease({ queue: 'failing', executionId: 'ex-f2' });
+		ok((await store.complete([{ jobId, attemptId: second.attempt_id, outcome: 'succeeded' }]))[0]);
+		expect(
+			(await attemptsOf(jobId)).map((row) => [row.attempt, row.outcome, row.execution_id]),
+		).toEqual([
+			[1, 'failed', 'ex-f1'],
+			[2, 'succeeded', 'ex-f2'],
+		]);
 	});
 
 	it('of an expired lease are written by the lease that takes the job over, with the old attempt as it was', async () => {
@@ -298,6 +390,7 @@ describe('attempt rows', () => {
 			'0009_attempt_rows_at_end.sql',
 			'0010_finished_event_function.sql',
 			'0011_statements_count_their_own_rows.sql',
+			'0012_succeeded_attempt_on_job_row.sql',
 		]);
 		const upgraded = new JobStore(pool, { schema: upgradeSchema });
 		expect(await attemptsOf(running, pool, upgradeSchema)).toEqual(before);

@@ -60,10 +60,13 @@ const NEW_STATUS = `CASE x.outcome
  * - items that were not applied look their job up by primary key (the LATERAL runs only for
  *   them), so a batch of completions reads no other job.
  *
- * The attempt's record is written here, from the job row (see closeAttemptsSql). Its workflow
- * and execution id are filled from the completing execution when neither the lease nor a
- * heartbeat knew them: a Job Trigger leases before n8n has created the execution that runs the
- * job. An id the lease recorded (Job Lease inside a workflow) is kept.
+ * The attempt's record is written here, from the job row (see closeAttemptsSql), for every
+ * outcome but success: a job that ends done keeps its last attempt on its row, where
+ * job_attempts shows it (migration 0012), since nothing changes a done job's row again. The
+ * attempt's workflow and execution id are filled from the completing execution when neither
+ * the lease nor a heartbeat knew them (a Job Trigger leases before n8n has created the
+ * execution that runs the job), on the job row and so in the record. An id the lease recorded
+ * (Job Lease inside a workflow) is kept.
  *
  * The event id is stable for one finish (job id, status, attempt number), so redelivery keeps it.
  * When the job has a callback URL and reaches done or failed, the job-finished event is
@@ -112,13 +115,15 @@ WITH input AS MATERIALIZED (
 			WHEN x.outcome = 'succeeded' THEN NULL ELSE j.error_class END,
 		error_node = CASE WHEN x.outcome IN ('failed', 'retry') THEN x.error_node WHEN x.outcome = 'succeeded' THEN NULL ELSE j.error_node END,
 		error_workflow = CASE WHEN x.outcome IN ('failed', 'retry') THEN x.error_workflow WHEN x.outcome = 'succeeded' THEN NULL ELSE j.error_workflow END,
-		error_execution = CASE WHEN x.outcome IN ('failed', 'retry') THEN x.error_execution WHEN x.outcome = 'succeeded' THEN NULL ELSE j.error_execution END
+		error_execution = CASE WHEN x.outcome IN ('failed', 'retry') THEN x.error_execution WHEN x.outcome = 'succeeded' THEN NULL ELSE j.error_execution END,
+		attempt_workflow_id = coalesce(j.attempt_workflow_id, x.error_workflow),
+		attempt_execution_id = coalesce(j.attempt_execution_id, x.error_execution)
 	FROM input x
 	WHERE j.id = ANY($3::uuid[]) AND j.id = x.job_id AND j.attempt_id = x.attempt_id AND j.status = x.fence
 	RETURNING x.ord, x.outcome, ('job_' || j.id || '_' || j.status || '_' || j.attempts) AS callback_event_id, j.id, j.queue, j.status, j.attempts, j.max_attempts,
 		j.attempt_id, j.run_at, j.result, j.error_code, j.error_message, j.error_class,
 		j.callback_url, j.correlation_id, j.finished_at,
-		${runningAttemptColumns('j')}, x.error_workflow AS caller_workflow, x.error_execution AS caller_execution,
+		${runningAttemptColumns('j')},
 		CASE WHEN x.outcome = 'release' THEN j.attempts + 1 ELSE j.attempts END AS attempt_number,
 		${queuedNotice(schema, 'j')}, ${countedMark(schema)}
 ), counted AS (
@@ -126,13 +131,12 @@ WITH input AS MATERIALIZED (
 ), attempt_log AS (
 	${closeAttemptsSql(
 		s,
-		`SELECT u.attempt_id, u.id, u.attempt_number, coalesce(u.attempt_workflow_id, u.caller_workflow),
-		coalesce(u.attempt_execution_id, u.caller_execution), u.attempt_started_at, u.attempt_lease_until,
-		u.attempt_checkpoint, u.attempt_checkpoint_at,
+		`SELECT u.attempt_id, u.id, u.attempt_number, u.attempt_workflow_id, u.attempt_execution_id,
+		u.attempt_started_at, u.attempt_lease_until, u.attempt_checkpoint, u.attempt_checkpoint_at,
 		CASE u.outcome WHEN 'release' THEN 'released' ELSE u.outcome END,
 		CASE WHEN u.outcome IN ('failed', 'retry') THEN u.error_code END,
 		CASE WHEN u.outcome IN ('failed', 'retry') THEN left(u.error_message, 1000) END
-	FROM updated u`,
+	FROM updated u WHERE u.outcome <> 'succeeded'`,
 	)}
 ), callbacks AS MATERIALIZED (
 	SELECT u.ord, ${s}.job_finished_event($2, u.callback_event_id, u.id, u.queue, u.status, u.attempts,
