@@ -9,7 +9,9 @@ import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 
 import { JobStore, type QueueStats } from '../../src/core';
+import { notifyChannel } from '../../src/core/identifiers';
 import { completeQuery } from '../../src/core/sql/complete';
+import { enqueueQuery, enqueueWithoutKeysQuery, type EnqueueRow } from '../../src/core/sql/enqueue';
 import { leaseQuery } from '../../src/core/sql/lease';
 import { loggedPlans } from '../../scripts/lib/explain';
 import {
@@ -217,6 +219,106 @@ describe('job_counts stay exact on every status change path', () => {
 			cancelled: 1,
 		});
 	});
+
+	it('an enqueue wakes each queue it inserted into; an INSERT after it in its transaction and a completion’s callback event are counted and wake their queues', async () => {
+		const listener = new pg.Client({ connectionString: databaseUrl() });
+		await listener.connect();
+		try {
+			await enqueueAndWatch(listener);
+		} finally {
+			await listener.end();
+		}
+	});
+
+	async function enqueueAndWatch(listener: pg.Client): Promise<void> {
+		const s = `"${schema}"`;
+		const notices: string[] = [];
+		listener.on('notification', (message) => notices.push(message.payload ?? ''));
+		await listener.query(`LISTEN "${notifyChannel(schema)}"`);
+		const row = (ord: number, queue: string, key: string | null = null): EnqueueRow => ({
+			ord,
+			id: randomUUID(),
+			queue,
+			payload: JSON.stringify({ ord }),
+			idempotency_key: key,
+			payload_fingerprint: key === null ? null : 'f',
+			priority: 0,
+			run_at: null,
+			delay_ms: null,
+			max_attempts: 5,
+			ordering_key: null,
+			callback_url: null,
+			correlation_id: null,
+			status_token_hash: null,
+		});
+		const [callbackJob] = await enqueue('notices-callback-source', 1, {
+			callbackUrl: 'https://example.com/hook',
+		});
+		const [leased] = await store.lease({ queue: 'notices-callback-source' });
+		expect(leased.id).toBe(callbackJob);
+		const client = await pool.connect();
+		try {
+			notices.length = 0;
+			await client.query('BEGIN');
+			await client.query(
+				enqueueWithoutKeysQuery(s, [row(0, 'notices-a'), row(1, 'notices-b'), row(2, 'notices-a')]),
+			);
+			await client.query(enqueueQuery(s, [row(0, 'notices-c', 'k-1'), row(1, 'notices-c', 'k-2')]));
+			// The same key twice: the first inserts (one notice), the second inserts nothing.
+			await client.query(enqueueQuery(s, [row(0, 'notices-d', 'k-1')]));
+			await client.query(enqueueQuery(s, [row(0, 'notices-d', 'k-1')]));
+			// An operator's insert of a finished job: the trigger counts and notifies it.
+			await client.query(
+				`INSERT INTO ${s}.jobs (id, queue, status, payload, finished_at) VALUES ($1, 'notices-e', 'done', '{}', now())`,
+				[randomUUID()],
+			);
+			// A completion inserts its job-finished event into the callback queue inside its own
+			// statement: the trigger notifies that queue.
+			const completed = await client.query<{ applied: boolean; callback_event_id: string }>(
+				completeQuery(
+					schema,
+					s,
+					[
+						{
+							ord: 0,
+							job_id: leased.id,
+							attempt_id: leased.attempt_id,
+							outcome: 'succeeded',
+							result: null,
+							error_code: null,
+							error_message: null,
+							error_class: null,
+							error_node: null,
+							error_workflow: null,
+							error_execution: null,
+							delay_ms: null,
+							backoff_base_ms: null,
+							backoff_max_ms: null,
+							jitter: null,
+						},
+					],
+					'notices-callbacks',
+				),
+			);
+			expect(completed.rows[0].applied).toBe(true);
+			expect(completed.rows[0].callback_event_id).toEqual(expect.any(String));
+			await client.query('COMMIT');
+		} finally {
+			client.release();
+		}
+		for (let i = 0; i < 100 && notices.length < 6; i++)
+			await new Promise((resolve) => setTimeout(resolve, 20));
+		expect([...notices].sort()).toEqual([
+			'notices-a',
+			'notices-b',
+			'notices-c',
+			'notices-callbacks',
+			'notices-d',
+			'notices-e',
+		]);
+		expect((await expectCountsExact('notices-e')).done).toBe(1);
+		expect((await expectCountsExact('notices-callbacks')).queued).toBe(1);
+	}
 
 	it('an UPDATE of jobs that a trigger of your own runs inside a completion is counted once, and so is the completion', async () => {
 		const other = `${schema}_nested`;

@@ -83,8 +83,8 @@ export async function aimAt(
 		while (Date.now() < deadline) {
 			const { rows } = await env.jobsDb.query<{ attempt_id: string }>(
 				`SELECT j.attempt_id
-				FROM ${s}.jobs j JOIN ${s}.job_attempts a ON a.attempt_id = j.attempt_id
-				WHERE j.queue = $1 AND j.status = 'running' AND a.started_at > now() - interval '3 seconds'
+				FROM ${s}.jobs j
+				WHERE j.queue = $1 AND j.status = 'running' AND j.attempt_started_at > now() - interval '3 seconds'
 					AND j.payload->'document'->>'id' LIKE $2 || '%'`,
 				[QUEUE, config.prefix],
 			);

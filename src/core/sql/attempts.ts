@@ -4,7 +4,9 @@
  * n8n ids and the checkpoint. The statement that ends the attempt inserts its record into
  * job_attempt_records from those columns, in the same statement as the job update that moves
  * the job off the attempt. That update is fenced by the attempt id, so each attempt ends, and
- * gets its record, once: a plain INSERT, with no conflict to look for.
+ * gets its record, once: a plain INSERT, with no conflict to look for. The one exception is the
+ * attempt that makes its job done: it stays on the job row, which nothing changes again, and
+ * job_attempts shows it from there (migration 0012).
  */
 
 /** The running attempt's columns on the job row, in the order closeAttemptsSql reads them. */
