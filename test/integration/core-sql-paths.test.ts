@@ -10,7 +10,7 @@ import pg from 'pg';
 
 import { JobStore, type QueueStats } from '../../src/core';
 import { notifyChannel } from '../../src/core/identifiers';
-import { completeQuery } from '../../src/core/sql/complete';
+import { completeQuery, type CompleteRow } from '../../src/core/sql/complete';
 import { enqueueQuery, enqueueWithoutKeysQuery, type EnqueueRow } from '../../src/core/sql/enqueue';
 import { leaseQuery } from '../../src/core/sql/lease';
 import { loggedPlans } from '../../scripts/lib/explain';
@@ -42,6 +42,31 @@ async function enqueue(
 			Array.from({ length: count }, (_, n) => ({ queue, payload: { n }, ...extra })),
 		)
 	).map((result) => ok(result).jobId);
+}
+
+/** A completion item for completeQuery, with nothing but its outcome. */
+function completeRow(
+	ord: number,
+	job: { id: string; attempt_id: string },
+	outcome: CompleteRow['outcome'],
+): CompleteRow {
+	return {
+		ord,
+		job_id: job.id,
+		attempt_id: job.attempt_id,
+		outcome,
+		result: null,
+		error_code: null,
+		error_message: null,
+		error_class: null,
+		error_node: null,
+		error_workflow: null,
+		error_execution: null,
+		delay_ms: null,
+		backoff_base_ms: null,
+		backoff_max_ms: null,
+		jitter: null,
+	};
 }
 
 /** Terminal counts by a full scan, the truth job_counts must match. */
@@ -176,23 +201,7 @@ describe('job_counts stay exact on every status change path', () => {
 				completeQuery(
 					schema,
 					s,
-					leased.map((job, ord) => ({
-						ord,
-						job_id: job.id,
-						attempt_id: job.attempt_id,
-						outcome: ord === 0 ? 'succeeded' : 'failed',
-						result: null,
-						error_code: null,
-						error_message: null,
-						error_class: null,
-						error_node: null,
-						error_workflow: null,
-						error_execution: null,
-						delay_ms: null,
-						backoff_base_ms: null,
-						backoff_max_ms: null,
-						jitter: null,
-					})),
+					leased.map((job, ord) => completeRow(ord, job, ord === 0 ? 'succeeded' : 'failed')),
 					'callbacks',
 				),
 			);
@@ -275,30 +284,7 @@ describe('job_counts stay exact on every status change path', () => {
 			// A completion inserts its job-finished event into the callback queue inside its own
 			// statement: the trigger notifies that queue.
 			const completed = await client.query<{ applied: boolean; callback_event_id: string }>(
-				completeQuery(
-					schema,
-					s,
-					[
-						{
-							ord: 0,
-							job_id: leased.id,
-							attempt_id: leased.attempt_id,
-							outcome: 'succeeded',
-							result: null,
-							error_code: null,
-							error_message: null,
-							error_class: null,
-							error_node: null,
-							error_workflow: null,
-							error_execution: null,
-							delay_ms: null,
-							backoff_base_ms: null,
-							backoff_max_ms: null,
-							jitter: null,
-						},
-					],
-					'notices-callbacks',
-				),
+				completeQuery(schema, s, [completeRow(0, leased, 'succeeded')], 'notices-callbacks'),
 			);
 			expect(completed.rows[0].applied).toBe(true);
 			expect(completed.rows[0].callback_event_id).toEqual(expect.any(String));
