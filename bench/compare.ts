@@ -25,6 +25,7 @@ import {
 	now,
 	quoteIdent,
 	round,
+	runMain,
 	sleep,
 	summarize,
 	vacuumAnalyzeSchema,
@@ -274,9 +275,4 @@ async function main(): Promise<void> {
 	}
 }
 
-main().catch((error: unknown) => {
-	process.stderr.write(
-		`${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`,
-	);
-	process.exit(1);
-});
+runMain(main);

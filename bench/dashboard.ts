@@ -40,9 +40,10 @@ import {
 	quoteIdent,
 	readFlags,
 	round,
+	runMain,
 	summarize,
-	vacuumAnalyzeSchema,
 	type Summary,
+	vacuumAnalyzeSchema,
 } from './lib/util';
 
 interface Config {
@@ -634,9 +635,4 @@ async function main(): Promise<void> {
 	}
 }
 
-main().catch((error: unknown) => {
-	process.stderr.write(
-		`${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`,
-	);
-	process.exit(1);
-});
+runMain(main);

@@ -63,6 +63,7 @@ import {
 	quoteIdent,
 	readFlags,
 	round,
+	runMain,
 	vacuumAnalyzeSchema,
 } from './lib/util';
 
@@ -528,9 +529,4 @@ async function main(): Promise<void> {
 	}
 }
 
-main().catch((error: unknown) => {
-	process.stderr.write(
-		`${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`,
-	);
-	process.exit(1);
-});
+runMain(main);

@@ -33,6 +33,7 @@ import {
 	type WorkflowJson,
 } from '../scripts/lib/environment';
 import { startPostgres } from '../scripts/lib/postgres';
+import { runMain } from './lib/util';
 
 /** The last commit whose bundled workflows poll with Schedule Triggers (before Job Trigger). */
 const PRE_TRIGGER_REF = '1703778';
@@ -344,7 +345,4 @@ async function main(): Promise<void> {
 	process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
 }
 
-main().catch((error: unknown) => {
-	process.stderr.write(`${(error as Error).stack ?? String(error)}\n`);
-	process.exit(1);
-});
+runMain(main);

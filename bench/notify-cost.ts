@@ -18,7 +18,7 @@ import pg from 'pg';
 
 import { JobStore, migrate, notifyChannel, quoteIdentifier } from '../src/core';
 import { startPostgres } from '../scripts/lib/postgres';
-import { log, median, now, round } from './lib/util';
+import { log, median, now, round, runMain } from './lib/util';
 
 const VARIANTS = ['shipped', 'no_notify', 'finish_notify'] as const;
 type Variant = (typeof VARIANTS)[number];
@@ -199,7 +199,4 @@ async function main(): Promise<void> {
 	}
 }
 
-main().catch((error: unknown) => {
-	process.stderr.write(`${(error as Error).stack ?? String(error)}\n`);
-	process.exit(1);
-});
+runMain(main);

@@ -19,7 +19,7 @@ import { GraphileEngine } from './lib/graphile';
 import { OursEngine } from './lib/ours';
 import { PgBossEngine } from './lib/pgboss';
 import { startProfilingPostgres } from './lib/profiling';
-import { log, now, round, sleep, vacuumAnalyzeSchema } from './lib/util';
+import { log, now, round, runMain, sleep, vacuumAnalyzeSchema } from './lib/util';
 
 interface Options {
 	engine: EngineId;
@@ -169,9 +169,4 @@ async function main(): Promise<void> {
 	}
 }
 
-main().catch((error: unknown) => {
-	process.stderr.write(
-		`${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`,
-	);
-	process.exit(1);
-});
+runMain(main);

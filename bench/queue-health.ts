@@ -39,10 +39,11 @@ import {
 	quoteIdent,
 	readFlags,
 	round,
+	runMain,
 	sleep,
 	summarize,
-	vacuumAnalyzeSchema,
 	type Summary,
+	vacuumAnalyzeSchema,
 } from './lib/util';
 
 interface Config {
@@ -623,9 +624,4 @@ async function main(): Promise<void> {
 	}
 }
 
-main().catch((error: unknown) => {
-	process.stderr.write(
-		`${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`,
-	);
-	process.exit(1);
-});
+runMain(main);

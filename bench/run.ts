@@ -42,9 +42,10 @@ import {
 	now,
 	ratio,
 	round,
+	runMain,
 	summarize,
-	vacuumAnalyzeSchema,
 	type Summary,
+	vacuumAnalyzeSchema,
 } from './lib/util';
 
 type ScenarioId = 'enqueue' | 'single' | 'work' | 'batch' | 'stats';
@@ -811,9 +812,4 @@ function evaluateTargets(config: Config, scenarios: Record<string, unknown>): Ta
 	return targets;
 }
 
-main().catch((error: unknown) => {
-	process.stderr.write(
-		`${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`,
-	);
-	process.exit(1);
-});
+runMain(main);

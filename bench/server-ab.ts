@@ -18,7 +18,7 @@ import pg from 'pg';
 
 import { startProfilingPostgres } from './lib/profiling';
 import { exportRef } from './lib/ref';
-import { log, readFlags, round, vacuumAnalyzeSchema } from './lib/util';
+import { log, readFlags, round, runMain, vacuumAnalyzeSchema } from './lib/util';
 
 type Core = typeof import('../src/core');
 
@@ -140,9 +140,4 @@ async function main(): Promise<void> {
 	}
 }
 
-main().catch((error: unknown) => {
-	process.stderr.write(
-		`${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`,
-	);
-	process.exit(1);
-});
+runMain(main);

@@ -127,3 +127,13 @@ export function readFlags(
 	};
 	return { flags, int };
 }
+
+/** Runs a benchmark's `main`; an error is printed with its stack and the process exits with 1. */
+export function runMain(main: () => Promise<void>): void {
+	main().catch((error: unknown) => {
+		process.stderr.write(
+			`${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`,
+		);
+		process.exit(1);
+	});
+}
