@@ -255,15 +255,13 @@ async function resetSchema(pool: pg.Pool, readyQueue = false): Promise<void> {
 }
 
 async function fillOurs(pool: pg.Pool, count: number, readyQueue = false): Promise<void> {
-	for (let from = 0; from < count; from += 10_000) {
-		await pool.query(
-			`WITH inserted AS (
-				INSERT INTO ${s}.jobs (id, queue, payload) SELECT gen_random_uuid(), $1, jsonb_build_object('n', g) FROM generate_series($2::int, $3::int) g
-				RETURNING queue, priority, run_at, seq, id
-			)${readyQueue ? `\nINSERT INTO ${s}.ready (queue, priority, run_at, seq, job_id) SELECT * FROM inserted` : '\nSELECT 1'}`,
-			[QUEUE, from, Math.min(count, from + 10_000) - 1],
-		);
-	}
+	const insertJobs = `INSERT INTO ${s}.jobs (id, queue, payload) SELECT gen_random_uuid(), $1, jsonb_build_object('n', g) FROM generate_series($2::int, $3::int) g`;
+	const text = readyQueue
+		? `WITH inserted AS (${insertJobs} RETURNING queue, priority, run_at, seq, id)
+			INSERT INTO ${s}.ready (queue, priority, run_at, seq, job_id) SELECT * FROM inserted`
+		: insertJobs;
+	for (let from = 0; from < count; from += 10_000)
+		await pool.query(text, [QUEUE, from, Math.min(count, from + 10_000) - 1]);
 }
 
 /** WAL written since `from` (an LSN of `walPosition`), in bytes. */
@@ -455,7 +453,7 @@ async function main(): Promise<void> {
 					for (let b = 0; b < config.enqueueBatches; b++) await engine.enqueueBatch(b * 1000, 1000);
 					ms = now() - t;
 				} else {
-					await resetSchema(pool, false);
+					await resetSchema(pool);
 					await enqueueFloor(pool, variant === 'insert-bare', 1, 1000);
 					await checkpoint(pool);
 					ms = await enqueueFloor(pool, variant === 'insert-bare', config.enqueueBatches, 1000);

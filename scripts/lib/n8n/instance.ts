@@ -390,7 +390,6 @@ export class N8nInstance {
 
 	/** Ends n8n (and workers); then drops the database and removes the folder unless `keep`. */
 	async stop(): Promise<void> {
-		this.stopped = true;
 		// One run for every caller; registered until it ends, so if the process dies while n8n
 		// is stopping (up to 20 s), the synchronous cleanup on exit still removes the folder.
 		await this.cleanup.run();
