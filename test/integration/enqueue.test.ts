@@ -313,11 +313,64 @@ describe('enqueue: what a job gets back is what was stored', () => {
 					expect(results[3].runAt.getTime()).toBe(results[0].runAt.getTime() + 1);
 					expect(results[12].runAt.getTime()).toBe(Date.parse('2030-01-31T12:00:00.123Z'));
 				}
+				// One job per call, each with the one-row statement.
+				const lone = new JobStore(zoned, { schema, coalesceCalls: false });
+				const items = runAtItems(`run-at-alone-${timeZone.replace('/', '.')}`);
+				const results: EnqueueResult[] = [];
+				for (const item of items) results.push(ok((await lone.enqueue([item]))[0]));
+				await expectStored(items, results);
+				expect(results[12].runAt.getTime()).toBe(Date.parse('2030-01-31T12:00:00.123Z'));
 			} finally {
 				await zoned.end();
 			}
 		},
 	);
+
+	it('a job enqueued alone is stored as the same job in a batch, every field and runAt included', async () => {
+		// A call of one job without a key has a statement of its own (one VALUES row).
+		const lone = new JobStore(pool, { schema, coalesceCalls: false });
+		const template = runAtItems('');
+		const items = (queue: string): EnqueueInput[] =>
+			template.map((item, n) => ({
+				...item,
+				queue,
+				priority: n % 3 === 0 ? undefined : n - 8,
+				maxAttempts: n % 4 === 0 ? undefined : n + 1,
+				orderingKey: n % 2 === 0 ? undefined : `order "${n}"\\`,
+				callbackUrl: n % 5 === 0 ? `https://example.com/done?n=${n}` : undefined,
+				correlationId: n % 3 === 1 ? `corr,${n}` : undefined,
+			}));
+		const batchItems = items('alone-vs-batch-b');
+		const batch = (await store.enqueue(batchItems)).map(ok);
+		const aloneItems = items('alone-vs-batch-a');
+		const alone: EnqueueResult[] = [];
+		for (const item of aloneItems) {
+			const own = await lone.enqueue([item]);
+			expect(own).toHaveLength(1);
+			alone.push(ok(own[0]));
+		}
+		await expectStored(aloneItems, alone);
+		const columns = async (results: EnqueueResult[]) => {
+			const { rows } = await pool.query<Record<string, unknown>>(
+				`SELECT id, status, payload, priority, max_attempts, ordering_key, callback_url,
+					correlation_id, attempts, idempotency_key, payload_fingerprint,
+					extract(epoch FROM run_at - created_at) * 1000 AS delay_ms,
+					extract(epoch FROM run_at) * 1000 AS run_at_ms
+				FROM ${schema}.jobs WHERE id = ANY($1::uuid[])`,
+				[results.map((result) => result.jobId)],
+			);
+			const byId = new Map(rows.map(({ id, ...row }) => [id, row]));
+			return results.map((result, n) => {
+				const row = byId.get(result.jobId)!;
+				// A delay runs from the statement's now(); an explicit runAt is absolute.
+				const explicitRunAt = aloneItems[n].runAt !== undefined;
+				const { delay_ms, run_at_ms, ...rest } = row;
+				return { ...rest, when: explicitRunAt ? Number(run_at_ms) : Number(delay_ms) };
+			});
+		};
+		expect(await columns(alone)).toEqual(await columns(batch));
+		expect(alone.map((result) => result.status)).toEqual(alone.map(() => 'queued'));
+	});
 
 	it('a batch of 1,000 jobs without keys: ids, tokens, payloads and runAt as stored, in input order', async () => {
 		const queue = 'thousand';

@@ -95,6 +95,7 @@ export function runAtKey(row: EnqueueRow): string {
  * and parse, as `jsonb_to_recordset` needs.
  */
 export function enqueueWithoutKeysQuery(s: string, rows: EnqueueRow[]): SqlQuery {
+	if (rows.length === 1) return enqueueOneWithoutKeyQuery(s, rows[0]);
 	const count = rows.length;
 	const ids = new Array<string>(count);
 	const queues = new Array<string>(count);
@@ -166,6 +167,38 @@ FROM unnest($12::text[], $13::timestamptz[], $14::bigint[]) AS k(key, run_at, de
 			textArray(keys),
 			textArray(keyRunAts),
 			integerArray(keyDelays),
+		],
+		prepare: true,
+	};
+}
+
+/**
+ * `enqueueWithoutKeysQuery` for one job, the usual call of a webhook that answers 202: the
+ * same row from the same expressions, as one VALUES row with typed parameters. Unpacking
+ * arrays and a JSON array for one row made the statement take about a fifth longer.
+ */
+function enqueueOneWithoutKeyQuery(s: string, row: EnqueueRow): SqlQuery {
+	return {
+		text: `
+INSERT INTO ${s}.jobs (id, queue, payload, priority, run_at, max_attempts, ordering_key, callback_url,
+	correlation_id, status_token_hash)
+VALUES ($1::uuid, $2::text, $3::jsonb, coalesce($4::int, 0),
+	coalesce($5::timestamptz, now() + coalesce($6::bigint, 0) * interval '1 millisecond'),
+	$7::int, $8::text, $9::text, $10::text, decode($11::text, 'base64'))
+RETURNING $12::text AS key, run_at`,
+		values: [
+			row.id,
+			row.queue,
+			row.payload,
+			row.priority,
+			row.run_at,
+			row.delay_ms,
+			row.max_attempts,
+			row.ordering_key,
+			row.callback_url,
+			row.correlation_id,
+			row.status_token_hash,
+			runAtKey(row),
 		],
 		prepare: true,
 	};
