@@ -56,6 +56,7 @@ interface Config {
 	engines: EngineId[];
 	scenarios: ScenarioId[];
 	repeat: number;
+	warmup: number;
 	enqueueSingle: number;
 	enqueueBatches: number;
 	enqueueBatchSize: number;
@@ -156,9 +157,16 @@ const SIZE_OPTIONS = {
 		quick: 1,
 		help: 'measured runs per engine for the throughput scenarios (median reported)',
 	},
+	warmup: {
+		key: 'warmup',
+		full: 1,
+		quick: 0,
+		min: 0,
+		help: 'unmeasured runs per engine before the measured ones of each throughput scenario',
+	},
 } as const satisfies Record<
 	string,
-	{ key: keyof Config; full: number; quick: number; help: string }
+	{ key: keyof Config; full: number; quick: number; help: string; min?: number }
 >;
 
 function usage(): string {
@@ -221,8 +229,9 @@ function parseArgs(argv: string[]): Config {
 	for (const [flag, option] of Object.entries(SIZE_OPTIONS)) {
 		const raw = flags.get(flag) ?? process.env[`BENCH_${flag.toUpperCase().replace(/-/g, '_')}`];
 		const value = raw === undefined ? (quick ? option.quick : option.full) : Number(raw);
-		if (!Number.isInteger(value) || value < 1)
-			throw new Error(`--${flag} must be a positive integer`);
+		const min = 'min' in option ? option.min : 1;
+		if (!Number.isInteger(value) || value < min)
+			throw new Error(`--${flag} must be a whole number of at least ${min}`);
 		config[option.key] = value;
 	}
 	for (const name of flags.keys()) {
@@ -335,6 +344,8 @@ interface EngineResult {
 	runs: Run[];
 	latencyMs?: Summary;
 	note?: string;
+	/** Runs before the measured ones, not counted: the first runs of a process also time V8 compiling the code. */
+	warmupRuns?: Run[];
 }
 
 interface ScenarioResult {
@@ -459,14 +470,17 @@ async function runThroughput(
 	unit: string,
 	parameters: Record<string, unknown>,
 	engines: Engine[],
-	repeat: number,
+	rounds: Pick<Config, 'repeat' | 'warmup'>,
 	measure: (engine: Engine) => Promise<Run | null>,
 	notes: Partial<Record<EngineId, string>> = {},
 ): Promise<ScenarioResult> {
 	log(`${title}`);
 	const runs = new Map<EngineId, Run[]>(engines.map((engine) => [engine.id, []]));
+	const warmupRuns = new Map<EngineId, Run[]>(engines.map((engine) => [engine.id, []]));
 	const unavailable = new Set<EngineId>();
-	for (let r = 0; r < repeat; r++) {
+	const total = rounds.warmup + rounds.repeat;
+	for (let r = 0; r < total; r++) {
+		const warmup = r < rounds.warmup;
 		for (const engine of rotation(engines, r)) {
 			if (unavailable.has(engine.id)) continue;
 			const run = await measure(engine);
@@ -475,12 +489,15 @@ async function runThroughput(
 				log(`  ${engine.id.padEnd(8)} n/a`);
 				continue;
 			}
-			runs.get(engine.id)!.push(run);
+			(warmup ? warmupRuns : runs).get(engine.id)!.push(run);
 			const latency = run.latencyMs
 				? `  p50 ${run.latencyMs.p50} ms  p95 ${run.latencyMs.p95} ms`
 				: '';
+			const label = warmup
+				? `warm-up ${r + 1}/${rounds.warmup}`
+				: `run ${r - rounds.warmup + 1}/${rounds.repeat}`;
 			log(
-				`  ${engine.id.padEnd(8)} run ${r + 1}/${repeat}: ${run.opsPerSec.toLocaleString('en-US')} ${unit} (${run.jobs} jobs in ${run.seconds} s)${latency}`,
+				`  ${engine.id.padEnd(8)} ${label}: ${run.opsPerSec.toLocaleString('en-US')} ${unit} (${run.jobs} jobs in ${run.seconds} s)${latency}`,
 			);
 		}
 	}
@@ -493,7 +510,10 @@ async function runThroughput(
 					runs: [],
 					note: notes[engine.id] ?? 'no equivalent API',
 				}
-			: aggregate(engine.id, runs.get(engine.id)!, notes[engine.id]);
+			: {
+					...aggregate(engine.id, runs.get(engine.id)!, notes[engine.id]),
+					warmupRuns: warmupRuns.get(engine.id)!,
+				};
 	}
 	return finish(title, unit, parameters, results);
 }
@@ -534,7 +554,7 @@ async function main(): Promise<void> {
 				'jobs/s',
 				{ jobs: config.enqueueSingle, concurrency: 1 },
 				engines,
-				config.repeat,
+				config,
 				(engine) => measureEnqueueSingle(engine, admin, config.enqueueSingle),
 			);
 			scenarios.enqueue_batch = await runThroughput(
@@ -542,7 +562,7 @@ async function main(): Promise<void> {
 				'jobs/s',
 				{ batches: config.enqueueBatches, batchSize: config.enqueueBatchSize, concurrency: 1 },
 				engines,
-				config.repeat,
+				config,
 				(engine) =>
 					measureEnqueueBatch(engine, admin, config.enqueueBatches, config.enqueueBatchSize),
 			);
@@ -555,7 +575,7 @@ async function main(): Promise<void> {
 					'jobs/s',
 					{ jobs: config.singleJobs, workers, batchSize: 1 },
 					engines,
-					config.repeat,
+					config,
 					(engine) =>
 						measureDrain(engine, admin, config.singleJobs, () => engine.drainSingle(workers)),
 				);
@@ -574,7 +594,7 @@ async function main(): Promise<void> {
 						workMs: config.workMs,
 					},
 					engines,
-					config.repeat,
+					config,
 					(engine) =>
 						measureDrain(engine, admin, config.singleJobs, () =>
 							engine.drainSingle(config.workWorkers, config.workMs),
@@ -589,7 +609,7 @@ async function main(): Promise<void> {
 					'jobs/s',
 					{ jobs: config.batchJobs, workers: config.batchWorkers, batchSize: config.batchSize },
 					engines,
-					config.repeat,
+					config,
 					(engine) =>
 						measureDrain(engine, admin, config.batchJobs, () =>
 							engine.drainBatch(config.batchWorkers, config.batchSize),

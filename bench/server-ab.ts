@@ -8,6 +8,11 @@
  *
  *   npx tsx bench/server-ab.ts [--ref HEAD] [--jobs 3000] [--batch 1] [--heartbeat on]
  *
+ * With `--enqueue on`, both sides instead enqueue `--jobs` jobs, `--batch` per call, alternating
+ * call by call, and the report adds each side's mean wall time per call (client and server).
+ *
+ *   npx tsx bench/server-ab.ts --enqueue on [--jobs 3000] [--batch 1]
+ *
  * Separate databases, not schemas: pg_stat_statements may count statements of the same shape
  * on tables of the same name in two schemas as one. Separate runs of bench/profile.ts varied by
  * more than a fifth on a shared machine, for the same code.
@@ -36,15 +41,24 @@ function statementKind(query: string): string {
 	if (query.includes('jsonb_to_recordset') && query.includes('outcome')) return 'complete';
 	if (query.includes('WITH queued AS')) return 'lease';
 	if (query.includes('extended AS')) return 'heartbeat';
+	if (/INSERT INTO \S+\.jobs \(id, queue/.test(query)) return 'enqueue';
 	return query.replace(/\s+/g, ' ').slice(0, 60);
 }
 
 async function main(): Promise<void> {
-	const { flags, int } = readFlags(process.argv.slice(2), ['ref', 'jobs', 'batch', 'heartbeat']);
+	const { flags, int } = readFlags(process.argv.slice(2), [
+		'ref',
+		'jobs',
+		'batch',
+		'heartbeat',
+		'enqueue',
+	]);
 	const ref = flags.get('ref') ?? 'HEAD';
 	const jobs = int('jobs', 3000, 1);
 	const batch = int('batch', 1, 1);
 	const heartbeat = flags.get('heartbeat') === 'on';
+	const enqueueOnly = flags.get('enqueue') === 'on';
+	const wallMs: Record<string, number> = { before: 0, after: 0 };
 	const exported = exportRef(ref);
 	log(`before: ${exported.commit}; after: the working tree`);
 	const server = await startProfilingPostgres(null);
@@ -64,7 +78,11 @@ async function main(): Promise<void> {
 			});
 			await core.migrate(pool, SCHEMA);
 			const store = new core.JobStore(pool, { schema: SCHEMA });
-			for (let start = 0; start < jobs; start += 1000) {
+			if (enqueueOnly) {
+				// Warm both sides' code and plans, so neither is measured while V8 compiles it.
+				for (let n = 0; n < 500; n++) await store.enqueue([{ queue: QUEUE, payload: { n } }]);
+			}
+			for (let start = 0; start < jobs && !enqueueOnly; start += 1000) {
 				const size = Math.min(1000, jobs - start);
 				await store.enqueue(
 					Array.from({ length: size }, (_, n) => ({ queue: QUEUE, payload: { n: start + n } })),
@@ -75,8 +93,24 @@ async function main(): Promise<void> {
 		}
 		await admin.query('CHECKPOINT');
 		await admin.query('SELECT pg_stat_statements_reset()');
-		log(`draining ${jobs} jobs per side, ${batch} per call, alternating`);
-		for (let done = 0; done < jobs; done += batch) {
+		if (enqueueOnly) {
+			log(`enqueueing ${jobs} jobs per side, ${batch} per call, alternating`);
+			for (let done = 0; done < jobs; done += batch) {
+				for (const side of sides) {
+					const items = Array.from({ length: batch }, (_, n) => ({
+						queue: QUEUE,
+						payload: { n: done + n },
+					}));
+					const started = performance.now();
+					const results = await side.store.enqueue(items);
+					wallMs[side.name] += performance.now() - started;
+					for (const result of results)
+						if (!('jobId' in result)) throw new Error(`${side.name}: an enqueue failed`);
+				}
+			}
+		}
+		if (!enqueueOnly) log(`draining ${jobs} jobs per side, ${batch} per call, alternating`);
+		for (let done = 0; done < jobs && !enqueueOnly; done += batch) {
 			for (const side of sides) {
 				const leased = await side.store.lease({ queue: QUEUE, limit: batch });
 				if (heartbeat)
@@ -124,9 +158,18 @@ async function main(): Promise<void> {
 					jobs,
 					batch,
 					heartbeat,
+					enqueue: enqueueOnly,
 					postgres,
 					meanExecMs: meanMs,
 					afterOverBefore: ratio,
+					...(enqueueOnly
+						? {
+								meanWallMsPerCall: {
+									before: round(wallMs.before / Math.ceil(jobs / batch), 4),
+									after: round(wallMs.after / Math.ceil(jobs / batch), 4),
+								},
+							}
+						: {}),
 				},
 				null,
 				2,
