@@ -11,7 +11,9 @@
  * With `--enqueue on`, both sides instead enqueue `--jobs` jobs, `--batch` per call, alternating
  * call by call, and the report adds each side's mean wall time per call (client and server).
  *
- *   npx tsx bench/server-ab.ts --enqueue on [--jobs 3000] [--batch 1]
+ *   npx tsx bench/server-ab.ts --enqueue on [--jobs 3000] [--batch 1] [--keys on]
+ *
+ * (`--keys on`: every job has an idempotency key of its own.)
  *
  * Separate databases, not schemas: pg_stat_statements may count statements of the same shape
  * on tables of the same name in two schemas as one. Separate runs of bench/profile.ts varied by
@@ -52,12 +54,15 @@ async function main(): Promise<void> {
 		'batch',
 		'heartbeat',
 		'enqueue',
+		'keys',
 	]);
 	const ref = flags.get('ref') ?? 'HEAD';
 	const jobs = int('jobs', 3000, 1);
 	const batch = int('batch', 1, 1);
 	const heartbeat = flags.get('heartbeat') === 'on';
 	const enqueueOnly = flags.get('enqueue') === 'on';
+	const withKeys = flags.get('keys') === 'on';
+	const key = (n: number) => (withKeys ? { idempotencyKey: `key-${n}` } : {});
 	const wallMs: Record<string, number> = { before: 0, after: 0 };
 	const exported = exportRef(ref);
 	log(`before: ${exported.commit}; after: the working tree`);
@@ -80,7 +85,8 @@ async function main(): Promise<void> {
 			const store = new core.JobStore(pool, { schema: SCHEMA });
 			if (enqueueOnly) {
 				// Warm both sides' code and plans, so neither is measured while V8 compiles it.
-				for (let n = 0; n < 500; n++) await store.enqueue([{ queue: QUEUE, payload: { n } }]);
+				for (let n = 0; n < 500; n++)
+					await store.enqueue([{ queue: QUEUE, payload: { n }, ...key(-n - 1) }]);
 			}
 			for (let start = 0; start < jobs && !enqueueOnly; start += 1000) {
 				const size = Math.min(1000, jobs - start);
@@ -100,6 +106,7 @@ async function main(): Promise<void> {
 					const items = Array.from({ length: batch }, (_, n) => ({
 						queue: QUEUE,
 						payload: { n: done + n },
+						...key(done + n),
 					}));
 					const started = performance.now();
 					const results = await side.store.enqueue(items);
@@ -159,6 +166,7 @@ async function main(): Promise<void> {
 					batch,
 					heartbeat,
 					enqueue: enqueueOnly,
+					keys: withKeys,
 					postgres,
 					meanExecMs: meanMs,
 					afterOverBefore: ratio,

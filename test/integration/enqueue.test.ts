@@ -326,51 +326,104 @@ describe('enqueue: what a job gets back is what was stored', () => {
 		},
 	);
 
-	it('a job enqueued alone is stored as the same job in a batch, every field and runAt included', async () => {
-		// A call of one job without a key has a statement of its own (one VALUES row).
-		const lone = new JobStore(pool, { schema, coalesceCalls: false });
-		const template = runAtItems('');
-		const items = (queue: string): EnqueueInput[] =>
-			template.map((item, n) => ({
-				...item,
-				queue,
-				priority: n % 3 === 0 ? undefined : n - 8,
-				maxAttempts: n % 4 === 0 ? undefined : n + 1,
-				orderingKey: n % 2 === 0 ? undefined : `order "${n}"\\`,
-				callbackUrl: n % 5 === 0 ? `https://example.com/done?n=${n}` : undefined,
-				correlationId: n % 3 === 1 ? `corr,${n}` : undefined,
-			}));
-		const batchItems = items('alone-vs-batch-b');
-		const batch = (await store.enqueue(batchItems)).map(ok);
-		const aloneItems = items('alone-vs-batch-a');
-		const alone: EnqueueResult[] = [];
-		for (const item of aloneItems) {
-			const own = await lone.enqueue([item]);
-			expect(own).toHaveLength(1);
-			alone.push(ok(own[0]));
-		}
-		await expectStored(aloneItems, alone);
-		const columns = async (results: EnqueueResult[]) => {
-			const { rows } = await pool.query<Record<string, unknown>>(
-				`SELECT id, status, payload, priority, max_attempts, ordering_key, callback_url,
-					correlation_id, attempts, idempotency_key, payload_fingerprint,
-					extract(epoch FROM run_at - created_at) * 1000 AS delay_ms,
-					extract(epoch FROM run_at) * 1000 AS run_at_ms
-				FROM ${schema}.jobs WHERE id = ANY($1::uuid[])`,
-				[results.map((result) => result.jobId)],
+	it.each([
+		['without a key', false],
+		['with an idempotency key', true],
+	])(
+		'a job enqueued alone (%s) is stored as the same job in a batch, every field and runAt included',
+		async (_name, withKeys) => {
+			// A call of one job has a statement of its own (one VALUES row).
+			const lone = new JobStore(pool, { schema, coalesceCalls: false });
+			const template = runAtItems('');
+			const tag = withKeys ? 'keys' : 'plain';
+			const items = (queue: string): EnqueueInput[] =>
+				template.map((item, n) => ({
+					...item,
+					queue,
+					priority: n % 3 === 0 ? undefined : n - 8,
+					maxAttempts: n % 4 === 0 ? undefined : n + 1,
+					orderingKey: n % 2 === 0 ? undefined : `order "${n}"\\`,
+					callbackUrl: n % 5 === 0 ? `https://example.com/done?n=${n}` : undefined,
+					correlationId: n % 3 === 1 ? `corr,${n}` : undefined,
+					idempotencyKey: withKeys ? `key "${n}"` : undefined,
+				}));
+			const batchItems = items(`alone-vs-batch-${tag}-b`);
+			const batch = (await store.enqueue(batchItems)).map(ok);
+			const aloneItems = items(`alone-vs-batch-${tag}-a`);
+			const alone: EnqueueResult[] = [];
+			for (const item of aloneItems) {
+				const own = await lone.enqueue([item]);
+				expect(own).toHaveLength(1);
+				alone.push(ok(own[0]));
+			}
+			await expectStored(aloneItems, alone);
+			const columns = async (results: EnqueueResult[]) => {
+				const { rows } = await pool.query<Record<string, unknown>>(
+					`SELECT id, status, payload, priority, max_attempts, ordering_key, callback_url,
+						correlation_id, attempts, payload_fingerprint,
+						idempotency_key IS NOT NULL AS has_key,
+						extract(epoch FROM run_at - created_at) * 1000 AS delay_ms,
+						extract(epoch FROM run_at) * 1000 AS run_at_ms
+					FROM ${schema}.jobs WHERE id = ANY($1::uuid[])`,
+					[results.map((result) => result.jobId)],
+				);
+				const byId = new Map(rows.map(({ id, ...row }) => [id, row]));
+				return results.map((result, n) => {
+					const row = byId.get(result.jobId)!;
+					// A delay runs from the statement's now(); an explicit runAt is absolute.
+					const explicitRunAt = aloneItems[n].runAt !== undefined;
+					const { delay_ms, run_at_ms, ...rest } = row;
+					return { ...rest, when: explicitRunAt ? Number(run_at_ms) : Number(delay_ms) };
+				});
+			};
+			expect(await columns(alone)).toEqual(await columns(batch));
+			expect(alone.map((result) => result.status)).toEqual(alone.map(() => 'queued'));
+			expect(alone.map((result) => result.deduplicated)).toEqual(alone.map(() => false));
+			if (!withKeys) return;
+			// Sent again alone: the same job and token back, each in one statement (the key's
+			// job is committed, so the INSERT's own lookup finds it), or a conflict for another
+			// payload.
+			const counted = new pg.Pool({ connectionString: databaseUrl(), max: 1 });
+			let statements = 0;
+			const query = counted.query.bind(counted) as (...args: unknown[]) => unknown;
+			(counted as unknown as { query: (...args: unknown[]) => unknown }).query = (
+				...args: unknown[]
+			) => {
+				statements++;
+				return query(...args);
+			};
+			const repeat = new JobStore(counted, { schema, coalesceCalls: false });
+			try {
+				ok((await repeat.enqueue([aloneItems[0]]))[0]);
+				statements = 0;
+				for (const [n, item] of aloneItems.entries()) {
+					const again = ok((await repeat.enqueue([item]))[0]);
+					expect(again.jobId).toBe(alone[n].jobId);
+				}
+				expect(statements).toBe(aloneItems.length);
+			} finally {
+				await counted.end();
+			}
+			for (const [n, item] of aloneItems.entries()) {
+				const again = ok((await lone.enqueue([item]))[0]);
+				expect(again).toMatchObject({
+					jobId: alone[n].jobId,
+					statusToken: alone[n].statusToken,
+					deduplicated: true,
+					conflict: false,
+				});
+				expect(again.runAt.getTime()).toBe(alone[n].runAt.getTime());
+			}
+			const [changed] = await lone.enqueue([{ ...aloneItems[0], payload: { other: true } }]);
+			expect(changed).toBeInstanceOf(IdempotencyConflictError);
+			expect((changed as IdempotencyConflictError).existingJobId).toBe(alone[0].jobId);
+			const { rows } = await pool.query<{ count: string }>(
+				`SELECT count(*) FROM ${schema}.jobs WHERE queue = $1`,
+				[`alone-vs-batch-${tag}-a`],
 			);
-			const byId = new Map(rows.map(({ id, ...row }) => [id, row]));
-			return results.map((result, n) => {
-				const row = byId.get(result.jobId)!;
-				// A delay runs from the statement's now(); an explicit runAt is absolute.
-				const explicitRunAt = aloneItems[n].runAt !== undefined;
-				const { delay_ms, run_at_ms, ...rest } = row;
-				return { ...rest, when: explicitRunAt ? Number(run_at_ms) : Number(delay_ms) };
-			});
-		};
-		expect(await columns(alone)).toEqual(await columns(batch));
-		expect(alone.map((result) => result.status)).toEqual(alone.map(() => 'queued'));
-	});
+			expect(Number(rows[0].count)).toBe(aloneItems.length);
+		},
+	);
 
 	it('a batch of 1,000 jobs without keys: ids, tokens, payloads and runAt as stored, in input order', async () => {
 		const queue = 'thousand';

@@ -34,6 +34,7 @@ export interface EnqueueRow {
  * A batch without idempotency keys uses `enqueueWithoutKeysQuery` instead.
  */
 export function enqueueQuery(s: string, rows: EnqueueRow[]): SqlQuery {
+	if (rows.length === 1) return enqueueOneQuery(s, rows[0]);
 	return {
 		text: `
 WITH input AS (
@@ -67,6 +68,55 @@ LEFT JOIN LATERAL (
 ) e ON true
 ORDER BY i.ord`,
 		values: [jsonRows(rows, ['payload'])],
+		prepare: true,
+	};
+}
+
+/**
+ * `enqueueQuery` for one job, the usual call of a webhook that passes an idempotency key: the
+ * same INSERT and the same answer, from typed parameters instead of a JSON document.
+ */
+function enqueueOneQuery(s: string, row: EnqueueRow): SqlQuery {
+	return {
+		text: `
+WITH inserted AS (
+	INSERT INTO ${s}.jobs (id, queue, payload, idempotency_key, payload_fingerprint, priority, run_at,
+		max_attempts, ordering_key, callback_url, correlation_id, status_token_hash)
+	VALUES ($1::uuid, $2::text, $3::jsonb, $4::text, $5::text, coalesce($6::int, 0),
+		coalesce($7::timestamptz, now() + coalesce($8::bigint, 0) * interval '1 millisecond'),
+		$9::int, $10::text, $11::text, $12::text, decode($13::text, 'base64'))
+	ON CONFLICT (queue, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+	RETURNING id, status, run_at
+)
+SELECT $14::int AS ord,
+	coalesce(n.id, e.id) AS id,
+	coalesce(n.status, e.status) AS status,
+	coalesce(n.run_at, e.run_at) AS run_at,
+	(n.id IS NULL) AS deduplicated,
+	e.payload_fingerprint AS existing_fingerprint
+FROM (VALUES (1)) AS one (x)
+LEFT JOIN inserted n ON true
+LEFT JOIN LATERAL (
+	SELECT e.id, e.status, e.run_at, e.payload_fingerprint FROM ${s}.jobs e
+	WHERE n.id IS NULL AND e.queue = $2::text AND e.idempotency_key = $4::text
+	OFFSET 0
+) e ON true`,
+		values: [
+			row.id,
+			row.queue,
+			row.payload,
+			row.idempotency_key,
+			row.payload_fingerprint,
+			row.priority,
+			row.run_at,
+			row.delay_ms,
+			row.max_attempts,
+			row.ordering_key,
+			row.callback_url,
+			row.correlation_id,
+			row.status_token_hash,
+			row.ord,
+		],
 		prepare: true,
 	};
 }
