@@ -107,18 +107,29 @@ LEFT JOIN LATERAL (
 			row.payload,
 			row.idempotency_key,
 			row.payload_fingerprint,
-			row.priority,
-			row.run_at,
-			row.delay_ms,
-			row.max_attempts,
-			row.ordering_key,
-			row.callback_url,
-			row.correlation_id,
-			row.status_token_hash,
+			...oneRowValues(row),
 			row.ord,
 		],
 		prepare: true,
 	};
+}
+
+/**
+ * The parameters both one-row forms take, in this order, after the id, queue, payload (and key
+ * columns): priority, run_at, delay_ms, max_attempts, ordering_key, callback_url,
+ * correlation_id, status_token_hash.
+ */
+function oneRowValues(row: EnqueueRow): unknown[] {
+	return [
+		row.priority,
+		row.run_at,
+		row.delay_ms,
+		row.max_attempts,
+		row.ordering_key,
+		row.callback_url,
+		row.correlation_id,
+		row.status_token_hash,
+	];
 }
 
 /** A returned run_at, with the key (`runAtKey`) of the rows it belongs to. */
@@ -236,20 +247,7 @@ VALUES ($1::uuid, $2::text, $3::jsonb, coalesce($4::int, 0),
 	coalesce($5::timestamptz, now() + coalesce($6::bigint, 0) * interval '1 millisecond'),
 	$7::int, $8::text, $9::text, $10::text, decode($11::text, 'base64'))
 RETURNING $12::text AS key, run_at`,
-		values: [
-			row.id,
-			row.queue,
-			row.payload,
-			row.priority,
-			row.run_at,
-			row.delay_ms,
-			row.max_attempts,
-			row.ordering_key,
-			row.callback_url,
-			row.correlation_id,
-			row.status_token_hash,
-			runAtKey(row),
-		],
+		values: [row.id, row.queue, row.payload, ...oneRowValues(row), runAtKey(row)],
 		prepare: true,
 	};
 }
