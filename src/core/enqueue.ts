@@ -88,7 +88,7 @@ export async function enqueue(
 		const returned = await ctx.db.runRows<RunAtRow, EnqueueRow>({
 			key: `enqueue-without-keys:${ctx.s}`,
 			rows,
-			build: (batch) => enqueueWithoutKeysQuery(ctx.s, batch),
+			build: (batch) => enqueueWithoutKeysQuery(ctx.schema, ctx.s, batch),
 			returns: 'shared',
 			coalesce: true,
 		});
@@ -199,7 +199,7 @@ async function resolveKeys(
 		{
 			key: `enqueue:${ctx.s}`,
 			rows,
-			build: (batch) => enqueueQuery(ctx.s, batch),
+			build: (batch) => enqueueQuery(ctx.schema, ctx.s, batch),
 			coalesce: true,
 		},
 		{

@@ -391,6 +391,7 @@ describe('attempt rows', () => {
 			'0010_finished_event_function.sql',
 			'0011_statements_count_their_own_rows.sql',
 			'0012_succeeded_attempt_on_job_row.sql',
+			'0013_single_enqueue_counts_itself.sql',
 		]);
 		const upgraded = new JobStore(pool, { schema: upgradeSchema });
 		expect(await attemptsOf(running, pool, upgradeSchema)).toEqual(before);

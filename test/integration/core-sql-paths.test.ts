@@ -69,6 +69,26 @@ function completeRow(
 	};
 }
 
+/** A row for the enqueue statements, with nothing but its queue and key. */
+function enqueueRow(ord: number, queue: string, key: string | null = null): EnqueueRow {
+	return {
+		ord,
+		id: randomUUID(),
+		queue,
+		payload: JSON.stringify({ ord }),
+		idempotency_key: key,
+		payload_fingerprint: key === null ? null : 'f',
+		priority: 0,
+		run_at: null,
+		delay_ms: null,
+		max_attempts: 5,
+		ordering_key: null,
+		callback_url: null,
+		correlation_id: null,
+		status_token_hash: null,
+	};
+}
+
 /** Terminal counts by a full scan, the truth job_counts must match. */
 async function countedByScan(
 	queue: string,
@@ -244,22 +264,6 @@ describe('job_counts stay exact on every status change path', () => {
 		const notices: string[] = [];
 		listener.on('notification', (message) => notices.push(message.payload ?? ''));
 		await listener.query(`LISTEN "${notifyChannel(schema)}"`);
-		const row = (ord: number, queue: string, key: string | null = null): EnqueueRow => ({
-			ord,
-			id: randomUUID(),
-			queue,
-			payload: JSON.stringify({ ord }),
-			idempotency_key: key,
-			payload_fingerprint: key === null ? null : 'f',
-			priority: 0,
-			run_at: null,
-			delay_ms: null,
-			max_attempts: 5,
-			ordering_key: null,
-			callback_url: null,
-			correlation_id: null,
-			status_token_hash: null,
-		});
 		const [callbackJob] = await enqueue('notices-callback-source', 1, {
 			callbackUrl: 'https://example.com/hook',
 		});
@@ -270,12 +274,23 @@ describe('job_counts stay exact on every status change path', () => {
 			notices.length = 0;
 			await client.query('BEGIN');
 			await client.query(
-				enqueueWithoutKeysQuery(s, [row(0, 'notices-a'), row(1, 'notices-b'), row(2, 'notices-a')]),
+				enqueueWithoutKeysQuery(schema, s, [
+					enqueueRow(0, 'notices-a'),
+					enqueueRow(1, 'notices-b'),
+					enqueueRow(2, 'notices-a'),
+				]),
 			);
-			await client.query(enqueueQuery(s, [row(0, 'notices-c', 'k-1'), row(1, 'notices-c', 'k-2')]));
+			await client.query(
+				enqueueQuery(schema, s, [
+					enqueueRow(0, 'notices-c', 'k-1'),
+					enqueueRow(1, 'notices-c', 'k-2'),
+				]),
+			);
+			// One job without a key: its statement sends the notice itself.
+			await client.query(enqueueWithoutKeysQuery(schema, s, [enqueueRow(0, 'notices-f')]));
 			// The same key twice: the first inserts (one notice), the second inserts nothing.
-			await client.query(enqueueQuery(s, [row(0, 'notices-d', 'k-1')]));
-			await client.query(enqueueQuery(s, [row(0, 'notices-d', 'k-1')]));
+			await client.query(enqueueQuery(schema, s, [enqueueRow(0, 'notices-d', 'k-1')]));
+			await client.query(enqueueQuery(schema, s, [enqueueRow(0, 'notices-d', 'k-1')]));
 			// An operator's insert of a finished job: the trigger counts and notifies it.
 			await client.query(
 				`INSERT INTO ${s}.jobs (id, queue, status, payload, finished_at) VALUES ($1, 'notices-e', 'done', '{}', now())`,
@@ -292,7 +307,7 @@ describe('job_counts stay exact on every status change path', () => {
 		} finally {
 			client.release();
 		}
-		for (let i = 0; i < 100 && notices.length < 6; i++)
+		for (let i = 0; i < 100 && notices.length < 7; i++)
 			await new Promise((resolve) => setTimeout(resolve, 20));
 		expect([...notices].sort()).toEqual([
 			'notices-a',
@@ -301,10 +316,58 @@ describe('job_counts stay exact on every status change path', () => {
 			'notices-callbacks',
 			'notices-d',
 			'notices-e',
+			'notices-f',
 		]);
 		expect((await expectCountsExact('notices-e')).done).toBe(1);
 		expect((await expectCountsExact('notices-callbacks')).queued).toBe(1);
 	}
+
+	it('an enqueue of one job marks itself counted and its trigger clears the mark; a repeated key alone inserts nothing and sets no mark', async () => {
+		const s = `"${schema}"`;
+		/** Runs one statement in a transaction of a new session, and reads the mark after it. */
+		const markAfter = async (query: { text: string; values?: unknown[] }) => {
+			const client = new pg.Client({ connectionString: databaseUrl() });
+			await client.connect();
+			const markOf = async () =>
+				(
+					await client.query<{ mark: string | null }>(
+						`SELECT current_setting('durable_jobs.counted_insert', true) AS mark`,
+					)
+				).rows[0].mark;
+			try {
+				await client.query('BEGIN');
+				const before = await markOf();
+				const { rowCount } = await client.query(query);
+				const after = await markOf();
+				await client.query('COMMIT');
+				return { before, rowCount, after };
+			} finally {
+				await client.end();
+			}
+		};
+		// Set by the statement (a new session has no such setting: null) and cleared by its trigger.
+		expect(await markAfter(enqueueWithoutKeysQuery(schema, s, [enqueueRow(0, 'mark-a')]))).toEqual({
+			before: null,
+			rowCount: 1,
+			after: '',
+		});
+		expect(await markAfter(enqueueQuery(schema, s, [enqueueRow(0, 'mark-b', 'k-1')]))).toEqual({
+			before: null,
+			rowCount: 1,
+			after: '',
+		});
+		// The key exists: nothing inserted, no mark; the trigger ran its (empty) work.
+		const repeated = enqueueQuery(schema, s, [enqueueRow(0, 'mark-b', 'k-1')]);
+		expect(await markAfter(repeated)).toEqual({ before: null, rowCount: 1, after: null });
+		// Many jobs in one statement leave the notice and the count to the trigger.
+		expect(
+			await markAfter(
+				enqueueWithoutKeysQuery(schema, s, [enqueueRow(0, 'mark-a'), enqueueRow(1, 'mark-a')]),
+			),
+		).toEqual({ before: null, rowCount: 1, after: null });
+		expect((await expectCountsExact('mark-a')).queued).toBe(3);
+		expect((await expectCountsExact('mark-b')).queued).toBe(1);
+	});
 
 	it('an UPDATE of jobs that a trigger of your own runs inside a completion is counted once, and so is the completion', async () => {
 		const other = `${schema}_nested`;

@@ -20,20 +20,43 @@ import { notifyChannel } from '../identifiers';
  * statement of the transaction whose trigger the mark outlived (with triggers disabled, say),
  * never matches it.
  */
-const COUNTED_SETTING = 'durable_jobs.counted_update';
+const COUNTED_UPDATE = 'durable_jobs.counted_update';
+
+/**
+ * The same for an enqueue of one job (migration 0013): its statement sends the wake-up notice
+ * (`insertedNotice`) and sets this mark from the RETURNING list of its INSERT, so the mark is set
+ * only when the row was inserted (a repeated idempotency key inserts nothing), and the insert
+ * trigger jobs_after_insert clears it and does nothing else. An enqueue of many jobs leaves the
+ * notice and the (empty) count to the trigger, which pays its two queries once per statement.
+ */
+const COUNTED_INSERT = 'durable_jobs.counted_insert';
 
 function literal(text: string): string {
 	return `'${text.replace(/'/g, "''")}'`;
 }
 
+function mark(setting: string, schema: string): string {
+	return `(SELECT set_config('${setting}', ${literal(`${schema}:`)} || pg_trigger_depth() || ':' || statement_timestamp(), true)) AS counted_mark`;
+}
+
 /** A RETURNING item that marks the statement as counted, for the schema's update trigger. */
 export function countedMark(schema: string): string {
-	return `(SELECT set_config('${COUNTED_SETTING}', ${literal(`${schema}:`)} || pg_trigger_depth() || ':' || statement_timestamp(), true)) AS counted_mark`;
+	return mark(COUNTED_UPDATE, schema);
+}
+
+/** A RETURNING item of a one-row INSERT that marks it as counted, for the insert trigger. */
+export function countedInsertMark(schema: string): string {
+	return mark(COUNTED_INSERT, schema);
 }
 
 /** A RETURNING item that sends the queue's wake-up notice when the row is left queued. */
 export function queuedNotice(schema: string, alias: string): string {
 	return `CASE WHEN ${alias}.status = 'queued' THEN pg_notify(${literal(notifyChannel(schema))}, ${alias}.queue) END AS queued_notice`;
+}
+
+/** A RETURNING item of an enqueue's INSERT that sends the wake-up notice of the row's queue. */
+export function insertedNotice(schema: string): string {
+	return `pg_notify(${literal(notifyChannel(schema))}, queue) AS inserted_notice`;
 }
 
 /**

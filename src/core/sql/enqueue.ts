@@ -1,4 +1,5 @@
 import { integerArray, textArray } from './arrays';
+import { countedInsertMark, insertedNotice } from './counting';
 import { jsonRows } from './json';
 import type { SqlQuery } from './types';
 
@@ -33,8 +34,8 @@ export interface EnqueueRow {
  * `null` payload reads as SQL NULL there, hence the coalesce back to the JSON value null.
  * A batch without idempotency keys uses `enqueueWithoutKeysQuery` instead.
  */
-export function enqueueQuery(s: string, rows: EnqueueRow[]): SqlQuery {
-	if (rows.length === 1) return enqueueOneQuery(s, rows[0]);
+export function enqueueQuery(schema: string, s: string, rows: EnqueueRow[]): SqlQuery {
+	if (rows.length === 1) return enqueueOneQuery(schema, s, rows[0]);
 	return {
 		text: `
 WITH input AS (
@@ -74,9 +75,10 @@ ORDER BY i.ord`,
 
 /**
  * `enqueueQuery` for one job, the usual call of a webhook that passes an idempotency key: the
- * same INSERT and the same answer, from typed parameters instead of a JSON document.
+ * same INSERT and the same answer, from typed parameters instead of a JSON document. The row it
+ * inserts sends its own wake-up notice (see `countedInsertMark`).
  */
-function enqueueOneQuery(s: string, row: EnqueueRow): SqlQuery {
+function enqueueOneQuery(schema: string, s: string, row: EnqueueRow): SqlQuery {
 	return {
 		text: `
 WITH inserted AS (
@@ -86,7 +88,7 @@ WITH inserted AS (
 		coalesce($7::timestamptz, now() + coalesce($8::bigint, 0) * interval '1 millisecond'),
 		$9::int, $10::text, $11::text, $12::text, decode($13::text, 'base64'))
 	ON CONFLICT (queue, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
-	RETURNING id, status, run_at
+	RETURNING id, status, run_at, ${insertedNotice(schema)}, ${countedInsertMark(schema)}
 )
 SELECT $14::int AS ord,
 	coalesce(n.id, e.id) AS id,
@@ -155,8 +157,8 @@ export function runAtKey(row: EnqueueRow): string {
  * Columns go as arrays, the payloads as one JSON array: no JSON document per row to build
  * and parse, as `jsonb_to_recordset` needs.
  */
-export function enqueueWithoutKeysQuery(s: string, rows: EnqueueRow[]): SqlQuery {
-	if (rows.length === 1) return enqueueOneWithoutKeyQuery(s, rows[0]);
+export function enqueueWithoutKeysQuery(schema: string, s: string, rows: EnqueueRow[]): SqlQuery {
+	if (rows.length === 1) return enqueueOneWithoutKeyQuery(schema, s, rows[0]);
 	const count = rows.length;
 	const ids = new Array<string>(count);
 	const queues = new Array<string>(count);
@@ -236,9 +238,10 @@ FROM unnest($12::text[], $13::timestamptz[], $14::bigint[]) AS k(key, run_at, de
 /**
  * `enqueueWithoutKeysQuery` for one job, the usual call of a webhook that answers 202: the
  * same row from the same expressions, as one VALUES row with typed parameters. Unpacking
- * arrays and a JSON array for one row made the statement take about a fifth longer.
+ * arrays and a JSON array for one row made the statement take about a fifth longer. The row
+ * sends its own wake-up notice (see `countedInsertMark`).
  */
-function enqueueOneWithoutKeyQuery(s: string, row: EnqueueRow): SqlQuery {
+function enqueueOneWithoutKeyQuery(schema: string, s: string, row: EnqueueRow): SqlQuery {
 	return {
 		text: `
 INSERT INTO ${s}.jobs (id, queue, payload, priority, run_at, max_attempts, ordering_key, callback_url,
@@ -246,7 +249,7 @@ INSERT INTO ${s}.jobs (id, queue, payload, priority, run_at, max_attempts, order
 VALUES ($1::uuid, $2::text, $3::jsonb, coalesce($4::int, 0),
 	coalesce($5::timestamptz, now() + coalesce($6::bigint, 0) * interval '1 millisecond'),
 	$7::int, $8::text, $9::text, $10::text, decode($11::text, 'base64'))
-RETURNING $12::text AS key, run_at`,
+RETURNING $12::text AS key, run_at, ${insertedNotice(schema)}, ${countedInsertMark(schema)}`,
 		values: [row.id, row.queue, row.payload, ...oneRowValues(row), runAtKey(row)],
 		prepare: true,
 	};
