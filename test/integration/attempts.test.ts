@@ -392,6 +392,7 @@ describe('attempt rows', () => {
 			'0011_statements_count_their_own_rows.sql',
 			'0012_succeeded_attempt_on_job_row.sql',
 			'0013_single_enqueue_counts_itself.sql',
+			'0014_unknown_outcomes_index.sql',
 		]);
 		const upgraded = new JobStore(pool, { schema: upgradeSchema });
 		expect(await attemptsOf(running, pool, upgradeSchema)).toEqual(before);

@@ -1,4 +1,5 @@
 import { ValidationError } from '../../src/core';
+import { unknownOutcomeQuery } from '../../src/core/sql/status';
 import { ok, useTestSchema } from '../helpers/db';
 
 const { schema, pool, store } = useTestSchema(__filename, { poolSize: 20, migrate: true });
@@ -212,6 +213,51 @@ describe('job status', () => {
 		await expect(store.purge({ olderThanMs: 0, statuses: ['queued'] })).rejects.toMatchObject({
 			field: 'statuses',
 		});
+	});
+
+	it('unknown outcomes read the newest expired attempts through their own index, not every record', async () => {
+		const queue = 'unknown-many';
+		const jobIds = (
+			await store.enqueue(Array.from({ length: 5 }, (_, n) => ({ queue, payload: { n } })))
+		).map((result) => ok(result).jobId);
+		// 20,000 records of attempts that failed or were retried, then five expired ones, one per
+		// job, an hour apart: the oldest expired attempt is the first job's.
+		await pool.query(
+			`INSERT INTO ${schema}.job_attempt_records (attempt_id, job_id, attempt, started_at, finished_at, outcome)
+			 SELECT gen_random_uuid(), ($1::uuid[])[1 + n % 5], 1, now() - n * interval '1 second', now(),
+				CASE WHEN n % 2 = 0 THEN 'failed' ELSE 'retry' END
+			 FROM generate_series(1, 20000) AS n`,
+			[jobIds],
+		);
+		await pool.query(
+			`INSERT INTO ${schema}.job_attempt_records (attempt_id, job_id, attempt, execution_id, started_at, finished_at, outcome)
+			 SELECT gen_random_uuid(), ($1::uuid[])[n], 2, 'expired-' || n, now() - (6 - n) * interval '1 hour', now(), 'lease_expired'
+			 FROM generate_series(1, 5) AS n`,
+			[jobIds],
+		);
+		await pool.query(`ANALYZE ${schema}.job_attempt_records`);
+		const rows = await store.unknownOutcomes(queue, 3);
+		expect(rows.map((row) => row.execution_id)).toEqual(['expired-5', 'expired-4', 'expired-3']);
+		const query = unknownOutcomeQuery(`"${schema}"`, queue, 3);
+		const [
+			{
+				'QUERY PLAN': [explained],
+			},
+		] = (await pool.query({ text: `EXPLAIN (FORMAT JSON) ${query.text}`, values: query.values }))
+			.rows;
+		/** Each plan node's type and the relation or index it reads. */
+		const nodes: string[] = [];
+		const walk = (node: Record<string, unknown>) => {
+			nodes.push(
+				`${node['Node Type']} ${node['Index Name'] ?? node['Relation Name'] ?? ''}`.trim(),
+			);
+			for (const child of (node.Plans as Array<Record<string, unknown>> | undefined) ?? [])
+				walk(child);
+		};
+		walk(explained.Plan);
+		expect(nodes).toContain('Index Scan job_attempt_records_lease_expired');
+		expect(nodes).not.toContain('Seq Scan job_attempt_records');
+		expect(nodes).not.toContain('Sort');
 	});
 
 	it('unknown outcomes list attempts whose lease expired with the stable key to check', async () => {
