@@ -411,6 +411,46 @@ describe('job_counts stay exact on every status change path', () => {
 		}
 	});
 
+	it('an INSERT into jobs that a trigger of your own runs inside an enqueue of one job is counted and wakes its queue, and so does the enqueue', async () => {
+		const other = `${schema}_nested_insert`;
+		const nested = await freshStore(pool, other);
+		const listener = new pg.Client({ connectionString: databaseUrl() });
+		await listener.connect();
+		const notices: string[] = [];
+		listener.on('notification', (message) => notices.push(message.payload ?? ''));
+		try {
+			await listener.query(`LISTEN "${notifyChannel(other)}"`);
+			// Every job of queue "parent" gets a finished twin in queue "audit", inserted by a trigger.
+			await pool.query(`
+				CREATE FUNCTION "${other}".audit_parent() RETURNS trigger LANGUAGE plpgsql AS $$
+				BEGIN
+					INSERT INTO "${other}".jobs (id, queue, status, payload, finished_at)
+					VALUES (gen_random_uuid(), 'audit', 'done', NEW.payload, now());
+					RETURN NULL;
+				END $$`);
+			await pool.query(`
+				CREATE TRIGGER audit_parent AFTER INSERT ON "${other}".jobs FOR EACH ROW
+				WHEN (NEW.queue = 'parent') EXECUTE FUNCTION "${other}".audit_parent()`);
+			ok((await nested.enqueue([{ queue: 'parent', payload: { n: 1 } }]))[0]);
+			ok((await nested.enqueue([{ queue: 'parent', payload: { n: 2 }, idempotencyKey: 'k' }]))[0]);
+			const truth = await pool.query<{ queue: string; status: string; n: number }>(
+				`SELECT queue, status, count(*)::int AS n FROM "${other}".jobs GROUP BY 1, 2 ORDER BY 1, 2`,
+			);
+			expect(truth.rows).toEqual([
+				{ queue: 'audit', status: 'done', n: 2 },
+				{ queue: 'parent', status: 'queued', n: 2 },
+			]);
+			const [audit] = await nested.stats('audit');
+			expect(audit.done).toBe(2);
+			for (let i = 0; i < 100 && notices.length < 4; i++)
+				await new Promise((resolve) => setTimeout(resolve, 20));
+			expect([...notices].sort()).toEqual(['audit', 'audit', 'parent', 'parent']);
+		} finally {
+			await listener.end();
+			await dropSchema(pool, other);
+		}
+	});
+
 	it('concurrent completions from many connections add up, spread over at most 16 slots per (queue, status)', async () => {
 		const queue = 'counts-concurrent';
 		await enqueue(queue, 400);
