@@ -89,6 +89,18 @@ function enqueueRow(ord: number, queue: string, key: string | null = null): Enqu
 	};
 }
 
+/** The session's value of a counted mark (null when the session never set it). */
+async function countedMarkOf(
+	client: pg.ClientBase,
+	setting: 'durable_jobs.counted_update' | 'durable_jobs.counted_insert',
+): Promise<string | null> {
+	const { rows } = await client.query<{ mark: string | null }>(
+		'SELECT current_setting($1, true) AS mark',
+		[setting],
+	);
+	return rows[0].mark;
+}
+
 /** Terminal counts by a full scan, the truth job_counts must match. */
 async function countedByScan(
 	queue: string,
@@ -194,12 +206,7 @@ describe('job_counts stay exact on every status change path', () => {
 		const [, , thirdId] = await enqueue(queue, 3);
 		const s = `"${schema}"`;
 		const client = await pool.connect();
-		const markOf = async () =>
-			(
-				await client.query<{ mark: string | null }>(
-					`SELECT current_setting('durable_jobs.counted_update', true) AS mark`,
-				)
-			).rows[0].mark;
+		const markOf = () => countedMarkOf(client, 'durable_jobs.counted_update');
 		try {
 			await client.query('BEGIN');
 			const slots = [0, 1].map((ord) => ({
@@ -332,12 +339,7 @@ describe('job_counts stay exact on every status change path', () => {
 		const markAfter = async (query: { text: string; values?: unknown[] }) => {
 			const client = new pg.Client({ connectionString: databaseUrl() });
 			await client.connect();
-			const markOf = async () =>
-				(
-					await client.query<{ mark: string | null }>(
-						`SELECT current_setting('durable_jobs.counted_insert', true) AS mark`,
-					)
-				).rows[0].mark;
+			const markOf = () => countedMarkOf(client, 'durable_jobs.counted_insert');
 			try {
 				await client.query('BEGIN');
 				const before = await markOf();
