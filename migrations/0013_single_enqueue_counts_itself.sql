@@ -5,7 +5,7 @@
 -- after every INSERT into jobs: the upsert of the terminal counts (an enqueue inserts only
 -- queued jobs, so it found nothing to count) and the notice for each queue inserted into.
 -- For one job, the usual call of a webhook that answers 202, those two queries were about a
--- tenth of the statement's time on the server. The one-row enqueue statements now send the
+-- sixth of the statement's time on the server. The one-row enqueue statements now send the
 -- notice from their RETURNING list and set the transaction-local setting
 -- durable_jobs.counted_insert to '<schema>:<trigger depth>:<statement start>', as the lease and
 -- the completion do for updates since 0011; the trigger, finding its own schema, depth and
