@@ -22,6 +22,7 @@ import {
 	ok,
 	succeedAll,
 	useTestSchema,
+	waitFor,
 } from '../helpers/db';
 
 const { schema, pool, store } = useTestSchema(__filename, { poolSize: 20, migrate: true });
@@ -277,8 +278,7 @@ describe('job_counts stay exact on every status change path', () => {
 		const [leased] = await store.lease({ queue: 'notices-callback-source' });
 		expect(leased.id).toBe(callbackJob);
 		// That enqueue's own notice may arrive late on a busy machine: wait for it before counting.
-		for (let i = 0; i < 100 && !notices.includes('notices-callback-source'); i++)
-			await new Promise((resolve) => setTimeout(resolve, 20));
+		await waitFor(() => notices.includes('notices-callback-source'), 'the first enqueue’s notice');
 		expect(notices).toEqual(['notices-callback-source']);
 		const client = await pool.connect();
 		try {
@@ -318,8 +318,7 @@ describe('job_counts stay exact on every status change path', () => {
 		} finally {
 			client.release();
 		}
-		for (let i = 0; i < 100 && notices.length < 7; i++)
-			await new Promise((resolve) => setTimeout(resolve, 20));
+		await waitFor(() => notices.length >= 7, 'seven notices');
 		expect([...notices].sort()).toEqual([
 			'notices-a',
 			'notices-b',
@@ -448,8 +447,7 @@ describe('job_counts stay exact on every status change path', () => {
 			]);
 			const [audit] = await nested.stats('audit');
 			expect(audit.done).toBe(2);
-			for (let i = 0; i < 100 && notices.length < 4; i++)
-				await new Promise((resolve) => setTimeout(resolve, 20));
+			await waitFor(() => notices.length >= 4, 'four notices');
 			expect([...notices].sort()).toEqual(['audit', 'audit', 'parent', 'parent']);
 		} finally {
 			await listener.end();
