@@ -8,7 +8,7 @@ import { randomUUID } from 'node:crypto';
 
 import pg from 'pg';
 
-import { JobStore, type QueueStats } from '../../src/core';
+import { JobStore, type CompleteInput, type QueueStats } from '../../src/core';
 import { notifyChannel } from '../../src/core/identifiers';
 import { completeQuery, type CompleteRow } from '../../src/core/sql/complete';
 import { enqueueQuery, enqueueWithoutKeysQuery, type EnqueueRow } from '../../src/core/sql/enqueue';
@@ -719,6 +719,134 @@ describe('complete and heartbeat rewrites', () => {
 		expect(events.rows.map((row) => row.idempotency_key).sort()).toEqual(
 			[`job_${ids[0]}_done_1`, `job_${ids[1]}_failed_1`].sort(),
 		);
+	});
+
+	it('a batch where every item succeeded runs a statement of its own, which answers and writes as the statement for all outcomes does', async () => {
+		const unknownJob = '00000000-0000-4000-8000-000000000001';
+		const unknownAttempt = '00000000-0000-4000-8000-000000000002';
+		/** The same completions; `extra` adds items that make the batch one of mixed outcomes. */
+		async function scenario(queue: string, extra: CompleteInput[]) {
+			const ids = (
+				await store.enqueue([
+					{ queue, payload: { n: 0 }, callbackUrl: 'https://example.com/a' },
+					{ queue, payload: { n: 1 } },
+					{ queue, payload: { n: 2 } },
+					{ queue, payload: { n: 3 } },
+				])
+			).map((result) => ok(result).jobId);
+			const attemptOf = new Map(
+				(await store.lease({ queue, limit: 4 })).map((job) => [job.id, job.attempt_id]),
+			);
+			const attempt = (index: number) => attemptOf.get(ids[index])!;
+			ok(
+				(await store.complete([{ jobId: ids[3], attemptId: attempt(3), outcome: 'succeeded' }]))[0],
+			);
+			const texts: string[] = [];
+			spy = jest.spyOn(pg.Client.prototype, 'query');
+			const results = (
+				await store.complete([
+					{
+						jobId: ids[0],
+						attemptId: attempt(0),
+						outcome: 'succeeded',
+						result: { ok: true, nothing: null },
+						errorWorkflow: 'wf-1',
+						errorExecution: 'ex-1',
+					},
+					{ jobId: ids[1], attemptId: attempt(1), outcome: 'succeeded', errorCode: 'ignored' },
+					{ jobId: ids[2], attemptId: unknownAttempt, outcome: 'succeeded' },
+					{ jobId: unknownJob, attemptId: unknownAttempt, outcome: 'succeeded' },
+					{ jobId: ids[3], attemptId: attempt(3), outcome: 'succeeded' },
+					...extra,
+				])
+			).map(ok);
+			for (const [config] of spy.mock.calls as Array<[unknown]>) {
+				const text = typeof config === 'string' ? config : (config as { text?: string }).text;
+				if (text?.includes('jsonb_to_recordset')) texts.push(text);
+			}
+			spy.mockRestore();
+			spy = undefined;
+			const { rows } = await pool.query(
+				`SELECT payload->>'n' AS n, status, result, attempts, error_code, error_message, error_class,
+					error_node, error_workflow, error_execution, attempt_workflow_id, attempt_execution_id,
+					lease_until IS NULL AS lease_ended, finished_at IS NOT NULL AS finished,
+					run_at = created_at AS run_at_kept
+				 FROM "${schema}".jobs WHERE queue = $1 ORDER BY 1`,
+				[queue],
+			);
+			const events = await pool.query(
+				`SELECT payload->'payload'->>'job_id' AS job_id FROM "${schema}".jobs
+				 WHERE queue = 'callbacks' AND payload->'payload'->>'queue' = $1`,
+				[queue],
+			);
+			await expectCountsExact(queue);
+			return {
+				texts,
+				answers: results.slice(0, 5).map((result) => ({
+					...result,
+					runAt: null,
+					callbackEventId: result.callbackEventId?.replace(ids[0], 'first') ?? null,
+				})),
+				rows,
+				events: events.rows.map((row) => ids.indexOf(row.job_id)),
+			};
+		}
+		const succeededOnly = await scenario('all-succeeded', []);
+		const mixed = await scenario('all-succeeded-and-a-release', [
+			{ jobId: unknownJob, attemptId: unknownAttempt, outcome: 'release' },
+		]);
+		expect(succeededOnly.texts).toHaveLength(1);
+		expect(succeededOnly.texts[0]).not.toContain('outcome text');
+		expect(mixed.texts).toHaveLength(1);
+		expect(mixed.texts[0]).toContain('outcome text');
+		expect(succeededOnly.answers.map((a) => [a.applied, a.status, a.leaseLostReason])).toEqual([
+			[true, 'done', null],
+			[true, 'done', null],
+			[false, 'running', 'attempt_superseded'],
+			[false, null, 'not_found'],
+			[false, 'done', 'job_done'],
+		]);
+		expect(succeededOnly.answers[0].callbackEventId).toBe('job_first_done_1');
+		expect(succeededOnly.answers).toEqual(mixed.answers);
+		expect(succeededOnly.rows[0]).toMatchObject({
+			status: 'done',
+			result: { ok: true, nothing: null },
+			error_code: null,
+			attempt_workflow_id: 'wf-1',
+			attempt_execution_id: 'ex-1',
+			lease_ended: true,
+			finished: true,
+			run_at_kept: true,
+		});
+		expect(succeededOnly.rows).toEqual(mixed.rows);
+		expect(succeededOnly.events).toEqual([0]);
+		expect(mixed.events).toEqual([0]);
+	});
+
+	it('concurrent calls of one flush, one with only successes and one with a failure, share the statement for all outcomes and each gets its own answer', async () => {
+		const queue = 'merged-outcomes';
+		await enqueue(queue, 4);
+		const leased = await store.lease({ queue, limit: 4 });
+		const item = (index: number, outcome: CompleteInput['outcome']): CompleteInput => ({
+			jobId: leased[index].id,
+			attemptId: leased[index].attempt_id,
+			outcome,
+		});
+		const flushesBefore = store.coalescingStats()!.mergedFlushes;
+		const [successes, withFailure] = await Promise.all([
+			store.complete([item(0, 'succeeded'), item(1, 'succeeded')]),
+			store.complete([item(2, 'succeeded'), item(3, 'failed')]),
+		]);
+		expect(store.coalescingStats()!.mergedFlushes).toBe(flushesBefore + 1);
+		expect(successes.map(ok).map((r) => [r.applied, r.status])).toEqual([
+			[true, 'done'],
+			[true, 'done'],
+		]);
+		expect(withFailure.map(ok).map((r) => [r.applied, r.status])).toEqual([
+			[true, 'done'],
+			[true, 'failed'],
+		]);
+		await expectCountsExact(queue);
 	});
 
 	it('a batch of 300 completions where every job has a callback URL gives 300 events', async () => {

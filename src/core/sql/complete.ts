@@ -75,6 +75,10 @@ const NEW_STATUS = `CASE x.outcome
  * INSERT in the statement itself would run, and fire the insert trigger, for every completion.
  * `callbacks` is a SELECT, so it runs only as far as the statement reads it; the final join
  * reads all of it (every row is needed to match its `ord`), so every event is inserted.
+ *
+ * A batch in which every item succeeded (merged calls included) runs a statement of its own,
+ * without the other outcomes' branches (see succeededText); any other batch runs the statement
+ * for all outcomes. Both answer alike.
  */
 export function completeQuery(
 	schema: string,
@@ -82,10 +86,19 @@ export function completeQuery(
 	rows: CompleteRow[],
 	callbackQueue: string,
 ): SqlQuery {
+	const allSucceeded = rows.every((row) => row.outcome === 'succeeded');
 	return {
-		text: cachedText(
-			`complete|${s}`,
-			() => `
+		text: allSucceeded
+			? cachedText(`complete-succeeded|${s}`, () => succeededText(schema, s))
+			: cachedText(`complete|${s}`, () => anyOutcomeText(schema, s)),
+		values: [jsonRows(rows, ['result']), callbackQueue, rows.map((row) => row.job_id)],
+		prepare: true,
+	};
+}
+
+/** The statement for any mix of outcomes (see completeQuery). */
+function anyOutcomeText(schema: string, s: string): string {
+	return `
 WITH input AS MATERIALIZED (
 	SELECT x.*, 'running'::text AS fence FROM jsonb_to_recordset($1::jsonb) AS x(
 		ord int, job_id uuid, attempt_id uuid, outcome text, result jsonb, error_code text,
@@ -116,11 +129,10 @@ WITH input AS MATERIALIZED (
 		error_node = CASE WHEN x.outcome IN ('failed', 'retry') THEN x.error_node WHEN x.outcome = 'succeeded' THEN NULL ELSE j.error_node END,
 		error_workflow = CASE WHEN x.outcome IN ('failed', 'retry') THEN x.error_workflow WHEN x.outcome = 'succeeded' THEN NULL ELSE j.error_workflow END,
 		error_execution = CASE WHEN x.outcome IN ('failed', 'retry') THEN x.error_execution WHEN x.outcome = 'succeeded' THEN NULL ELSE j.error_execution END,
-		attempt_workflow_id = coalesce(j.attempt_workflow_id, x.error_workflow),
-		attempt_execution_id = coalesce(j.attempt_execution_id, x.error_execution)
+		${ATTEMPT_IDS_FROM_COMPLETION}
 	FROM input x
-	WHERE j.id = ANY($3::uuid[]) AND j.id = x.job_id AND j.attempt_id = x.attempt_id AND j.status = x.fence
-	RETURNING x.ord, x.outcome, ('job_' || j.id || '_' || j.status || '_' || j.attempts) AS callback_event_id, j.id, j.queue, j.status, j.attempts, j.max_attempts,
+	${FENCE}
+	RETURNING x.ord, x.outcome, ${CALLBACK_EVENT_ID}, j.id, j.queue, j.status, j.attempts, j.max_attempts,
 		j.attempt_id, j.run_at, j.result, j.error_code, j.error_message, j.error_class,
 		j.callback_url, j.correlation_id, j.finished_at,
 		${runningAttemptColumns('j')},
@@ -138,7 +150,53 @@ WITH input AS MATERIALIZED (
 		CASE WHEN u.outcome IN ('failed', 'retry') THEN left(u.error_message, 1000) END
 	FROM updated u WHERE u.outcome <> 'succeeded'`,
 	)}
-), callbacks AS MATERIALIZED (
+), ${callbacksAndAnswer(s)}`;
+}
+
+/**
+ * The statement for a batch in which every item succeeded, the usual completion: the same
+ * effect on each job as anyOutcomeText's for a success (done, the result, no error, the
+ * attempt kept on the job row), without the branches of the other outcomes. Those branches cost
+ * every execution: the SET list's CASE expressions are compiled per execution, and the attempt
+ * record's INSERT opens its table and indexes even when it writes nothing.
+ */
+function succeededText(schema: string, s: string): string {
+	return `
+WITH input AS MATERIALIZED (
+	SELECT x.*, 'running'::text AS fence FROM jsonb_to_recordset($1::jsonb) AS x(
+		ord int, job_id uuid, attempt_id uuid, result jsonb, error_workflow text, error_execution text)
+), updated AS (
+	UPDATE ${s}.jobs j
+	SET status = 'done', result = x.result, lease_until = NULL, finished_at = now(), updated_at = now(),
+		error_code = NULL, error_message = NULL, error_class = NULL, error_node = NULL,
+		error_workflow = NULL, error_execution = NULL,
+		${ATTEMPT_IDS_FROM_COMPLETION}
+	FROM input x
+	${FENCE}
+	RETURNING x.ord, ${CALLBACK_EVENT_ID}, j.id, j.queue, j.status, j.attempts, j.max_attempts,
+		j.run_at, j.result, j.error_code, j.error_message, j.error_class,
+		j.callback_url, j.correlation_id, j.finished_at, ${countedMark(schema)}
+), counted AS (
+	${countTerminalSql(s, 'SELECT u.queue, u.status FROM updated u')}
+), ${callbacksAndAnswer(s)}`;
+}
+
+/** The running attempt's n8n ids, filled from the completing execution when nothing knew them. */
+const ATTEMPT_IDS_FROM_COMPLETION = `attempt_workflow_id = coalesce(j.attempt_workflow_id, x.error_workflow),
+		attempt_execution_id = coalesce(j.attempt_execution_id, x.error_execution)`;
+
+/** The fence: the job, read by primary key, still running the item's attempt. */
+const FENCE =
+	'WHERE j.id = ANY($3::uuid[]) AND j.id = x.job_id AND j.attempt_id = x.attempt_id AND j.status = x.fence';
+
+const CALLBACK_EVENT_ID = `('job_' || j.id || '_' || j.status || '_' || j.attempts) AS callback_event_id`;
+
+/**
+ * The last CTE of both statements and their answer: the job-finished events of the jobs with a
+ * callback URL, and one row per item with what became of it.
+ */
+function callbacksAndAnswer(s: string): string {
+	return `callbacks AS MATERIALIZED (
 	SELECT u.ord, ${s}.job_finished_event($2, u.callback_event_id, u.id, u.queue, u.status, u.attempts,
 		u.finished_at, u.correlation_id, u.callback_url, u.result, u.error_code, u.error_message,
 		u.error_class) AS callback_event_id
@@ -156,9 +214,5 @@ LEFT JOIN LATERAL (
 	WHERE u.ord IS NULL AND cur.id = x.job_id
 	OFFSET 0
 ) cur ON true
-ORDER BY x.ord`,
-		),
-		values: [jsonRows(rows, ['result']), callbackQueue, rows.map((row) => row.job_id)],
-		prepare: true,
-	};
+ORDER BY x.ord`;
 }
