@@ -43,7 +43,7 @@ function statementKind(query: string): string {
 	if (query.includes('extended AS')) return 'heartbeat';
 	// Both completion statements (any outcome, and all succeeded) end with the callbacks CTE.
 	if (query.includes('callbacks AS MATERIALIZED')) return 'complete';
-	if (query.includes('WITH queued AS')) return 'lease';
+	if (query.includes('WITH queued AS') || query.includes('WITH probe AS')) return 'lease';
 	if (/INSERT INTO \S+\.jobs \(id, queue/.test(query)) return 'enqueue';
 	return query.replace(/\s+/g, ' ').slice(0, 60);
 }

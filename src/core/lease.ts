@@ -7,6 +7,7 @@ import { writeRows, type BatchOptions, type ItemResults } from './items';
 import {
 	extendLeaseQuery,
 	leaseQuery,
+	leaseQueuedQuery,
 	queueLockQuery,
 	runningCountQuery,
 	type ExtendRow,
@@ -25,7 +26,12 @@ import {
 /** Second key of the per-queue advisory lock taken when a concurrency limit is enforced. */
 const QUEUE_LOCK_NAMESPACE = 0x44_4a_51; // "DJQ"
 
-type LeaseReturnRow = Omit<LeasedJob, 'recovered'> & { ord: number; expired: boolean };
+type LeaseReturnRow = Omit<LeasedJob, 'recovered'> & {
+	ord: number;
+	expired: boolean;
+	/** leaseQueuedQuery only: nothing was leased, because a lease of the queue has expired. */
+	rerun?: boolean;
+};
 
 /** Claims up to `limit` due jobs of one queue (or jobs whose lease expired) in one statement. */
 export async function lease(ctx: StoreContext, input: LeaseInput): Promise<LeasedJob[]> {
@@ -49,15 +55,26 @@ export async function lease(ctx: StoreContext, input: LeaseInput): Promise<Lease
 		}));
 	let rows: LeaseReturnRow[];
 	if (concurrencyLimit === null) {
+		const options = { waitForFlush: ctx.durableLeases };
+		const commit = ctx.durableLeases ? 'durable' : 'flush-later';
+		const callSlots = slots(limit);
+		// Leases of one queue from concurrent calls share a statement (everything else a call
+		// sends is in its slots). The usual statement takes queued jobs only; when a lease of the
+		// queue has expired it takes nothing and says so, and the full statement recovers it.
 		rows = await ctx.db.runRows<LeaseReturnRow, LeaseSlot>({
-			// Leases of one queue from concurrent calls share a statement (everything else a
-			// call sends is in its slots).
-			key: `lease:${ctx.s}:${queue}:${ctx.durableLeases ? 'durable' : 'flush-later'}`,
-			rows: slots(limit),
-			build: (batch) =>
-				leaseQuery(ctx.schema, ctx.s, queue, batch, { waitForFlush: ctx.durableLeases }),
+			key: `lease-queued:${ctx.s}:${queue}:${commit}`,
+			rows: callSlots,
+			build: (batch) => leaseQueuedQuery(ctx.schema, ctx.s, queue, batch, options),
 			coalesce: true,
 		});
+		if (rows.some((row) => row.rerun)) {
+			rows = await ctx.db.runRows<LeaseReturnRow, LeaseSlot>({
+				key: `lease:${ctx.s}:${queue}:${commit}`,
+				rows: callSlots,
+				build: (batch) => leaseQuery(ctx.schema, ctx.s, queue, batch, options),
+				coalesce: true,
+			});
+		}
 	} else {
 		// The running count must be read after every other leaser of this queue has committed,
 		// so the lock is taken in its own statement: a statement's snapshot is fixed when it

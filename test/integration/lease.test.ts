@@ -1,3 +1,5 @@
+import pg from 'pg';
+
 import { DurableJobsError, JobStore, type LeasedJob } from '../../src/core';
 import { ok, sleep, succeedAll, useTestSchema } from '../helpers/db';
 
@@ -172,6 +174,63 @@ describe('lease and complete', () => {
 		expect(history).toEqual([
 			{ attempt: 1, outcome: 'lease_expired' },
 			{ attempt: 2, outcome: 'succeeded' },
+		]);
+	});
+
+	it('the usual lease is one statement for queued jobs; while a lease of the queue has expired it takes nothing, and the full statement recovers that job first, for merged callers too', async () => {
+		const queue = 'lean-lease';
+		await enqueueMany(queue, 8);
+		const spy = jest.spyOn(pg.Client.prototype, 'query');
+		/** The lease statements sent since the last call, in order. */
+		const leaseStatements = () => {
+			const kinds = (spy.mock.calls as unknown as Array<[unknown]>).flatMap(([config]) => {
+				const text = (config as { text?: string } | null)?.text ?? '';
+				if (text.includes('WITH probe AS')) return ['queued only'];
+				return text.includes('WITH queued AS') ? ['full'] : [];
+			});
+			spy.mockClear();
+			return kinds;
+		};
+		let expiredId: string;
+		try {
+			const first = await store.lease({ queue, limit: 2 });
+			expect(first.map((job) => job.recovered)).toEqual([false, false]);
+			expect(leaseStatements()).toEqual(['queued only']);
+
+			expiredId = first[1].id;
+			await expireLease(expiredId);
+			const callers = await Promise.all([1, 2, 3].map(() => store.lease({ queue, limit: 1 })));
+			// One merged statement found the expired lease and took nothing; one merged full
+			// statement leased, the recovered job first.
+			expect(leaseStatements()).toEqual(['queued only', 'full']);
+			expect(callers.map((jobs) => jobs.length)).toEqual([1, 1, 1]);
+			expect(callers[0][0]).toMatchObject({ id: expiredId, recovered: true, attempts: 2 });
+			expect(callers.slice(1).map(([job]) => job.recovered)).toEqual([false, false]);
+			expect(new Set([first[0].id, ...callers.map(([job]) => job.id)]).size).toBe(4);
+
+			const later = await store.lease({ queue, limit: 1 });
+			expect(later.map((job) => job.recovered)).toEqual([false]);
+			expect(leaseStatements()).toEqual(['queued only']);
+
+			// Without coalescing, the same two steps.
+			const alone = new JobStore(pool, { schema, coalesceCalls: false });
+			await expireLease(later[0].id);
+			const recovered = await alone.lease({ queue, limit: 2 });
+			expect(recovered.map((job) => [job.id, job.recovered])).toEqual([
+				[later[0].id, true],
+				[expect.any(String), false],
+			]);
+			expect(leaseStatements()).toEqual(['queued only', 'full']);
+		} finally {
+			spy.mockRestore();
+		}
+		const history = await pool.query(
+			`SELECT attempt, outcome FROM ${schema}.job_attempts WHERE job_id = $1 ORDER BY attempt`,
+			[expiredId],
+		);
+		expect(history.rows).toEqual([
+			{ attempt: 1, outcome: 'lease_expired' },
+			{ attempt: 2, outcome: null },
 		]);
 	});
 

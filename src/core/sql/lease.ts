@@ -56,6 +56,14 @@ const LEASED_COLUMNS = [
 	'created_at',
 ] as const;
 
+/** What a lease writes on each job it takes (`a`: the job's slot). */
+const LEASED_SET = `status = 'running', attempts = j.attempts + 1, attempt_id = a.new_attempt_id,
+		lease_until = now() + a.lease_ms * interval '1 millisecond', started_at = coalesce(j.started_at, now()),
+		updated_at = now(), attempt_started_at = now(),
+		attempt_lease_until = now() + a.lease_ms * interval '1 millisecond',
+		attempt_workflow_id = a.workflow_id, attempt_execution_id = a.execution_id, attempt_checkpoint = NULL,
+		attempt_checkpoint_at = NULL`;
+
 /**
  * Claims up to one job per slot of one queue in one statement.
  *
@@ -152,12 +160,7 @@ WITH queued AS (
 	${countTerminalSql(s, `SELECT $1::text, 'failed'::text FROM exhausted_jobs`)}
 ), leased AS (
 	UPDATE ${s}.jobs j
-	SET status = 'running', attempts = j.attempts + 1, attempt_id = a.new_attempt_id,
-		lease_until = now() + a.lease_ms * interval '1 millisecond', started_at = coalesce(j.started_at, now()),
-		updated_at = now(), attempt_started_at = now(),
-		attempt_lease_until = now() + a.lease_ms * interval '1 millisecond',
-		attempt_workflow_id = a.workflow_id, attempt_execution_id = a.execution_id, attempt_checkpoint = NULL,
-		attempt_checkpoint_at = NULL
+	SET ${LEASED_SET}
 	FROM assigned a
 	WHERE j.id = ANY(ARRAY(SELECT id FROM candidates)) AND j.id = a.id
 	RETURNING ${LEASED_COLUMNS.map((column) => `j.${column}`).join(', ')},
@@ -177,15 +180,95 @@ SELECT ${LEASED_COLUMNS.join(', ')}, ord, expired
 FROM leased${options.waitForFlush ? '' : `, (SELECT set_config('synchronous_commit', 'off', true)) AS commit_without_flush`}
 ORDER BY slot`,
 		),
-		values: [
-			queue,
-			slots.length,
-			slots.map((slot) => slot.ord),
-			slots.map((slot) => slot.attempt_id),
-			slots.map((slot) => slot.lease_ms),
-			slots.map((slot) => slot.workflow_id),
-			slots.map((slot) => slot.execution_id),
-		],
+		values: leaseValues(queue, slots),
+		prepare: true,
+	};
+}
+
+/** The parameters of both lease statements: the queue, the number of slots, the slot arrays. */
+function leaseValues(queue: string, slots: LeaseSlot[]): unknown[] {
+	return [
+		queue,
+		slots.length,
+		slots.map((slot) => slot.ord),
+		slots.map((slot) => slot.attempt_id),
+		slots.map((slot) => slot.lease_ms),
+		slots.map((slot) => slot.workflow_id),
+		slots.map((slot) => slot.execution_id),
+	];
+}
+
+/**
+ * The usual lease: due queued jobs only, while no lease of the queue has expired. It is
+ * leaseQuery without the branches that recover expired leases (their locking scan, the
+ * exhausted jobs' failure, its count and the attempt records), which every execution of
+ * leaseQuery plans, opens and initialises although they rarely have a row to work on.
+ *
+ * When a running job of the queue has an expired lease, it leases nothing and answers one row
+ * per slot with `rerun` set instead: the caller then runs leaseQuery, which recovers that job
+ * first, as a lease always has. Concurrent callers that got `rerun` make their leaseQuery calls
+ * at once, so those are merged as well. The probe reads the queue's running jobs, as
+ * leaseQuery's expired branch does; a job that has expired but is locked by another leaser
+ * recovering it still counts, which costs its callers one more statement, never a wrong lease.
+ *
+ * Everything else (the locking limit in the text, the ordering-key check, the slot arrays,
+ * `id = ANY(ARRAY(…))`, the counted mark, the commit without flush) is leaseQuery's. The rows
+ * are ordered by `ord`: slots are numbered in the order of their `ord`s, so that is lease order.
+ */
+export function leaseQueuedQuery(
+	schema: string,
+	s: string,
+	queue: string,
+	slots: LeaseSlot[],
+	options: { waitForFlush: boolean },
+): SqlQuery {
+	const limit = lockingLimit(slots.length);
+	return {
+		text: cachedText(
+			`lease-queued|${s}|${limit}|${options.waitForFlush}`,
+			() => `
+WITH probe AS MATERIALIZED (
+	SELECT EXISTS (
+		SELECT 1 FROM ${s}.jobs e WHERE e.queue = $1 AND e.status = 'running' AND e.lease_until < now()
+	) AS lease_expired
+), queued AS (
+	SELECT j.id, j.priority, j.run_at, j.seq
+	FROM ${s}.jobs j
+	WHERE j.queue = $1 AND j.status = 'queued' AND j.run_at <= now()
+		AND (j.ordering_key IS NULL OR NOT EXISTS (
+			SELECT 1 FROM ${s}.jobs p
+			WHERE p.queue = j.queue AND p.ordering_key = j.ordering_key
+				AND p.status IN ('queued', 'running') AND p.seq < j.seq))
+		AND NOT (SELECT lease_expired FROM probe)
+	ORDER BY j.priority DESC, j.run_at, j.seq
+	LIMIT ${limit}
+	FOR NO KEY UPDATE SKIP LOCKED
+), assigned AS (
+	SELECT n.id, n.slot,
+		($3::int[])[n.slot] AS ord, ($4::uuid[])[n.slot] AS new_attempt_id,
+		($5::bigint[])[n.slot] AS lease_ms, ($6::text[])[n.slot] AS workflow_id,
+		($7::text[])[n.slot] AS execution_id
+	FROM (
+		SELECT q.id, row_number() OVER (ORDER BY q.priority DESC, q.run_at, q.seq) AS slot FROM queued q
+	) n
+	WHERE n.slot <= $2
+), leased AS (
+	UPDATE ${s}.jobs j
+	SET ${LEASED_SET}
+	FROM assigned a
+	WHERE j.id = ANY(ARRAY(SELECT id FROM assigned)) AND j.id = a.id
+	RETURNING ${LEASED_COLUMNS.map((column) => `j.${column}`).join(', ')}, a.slot, a.ord,
+		${countedMark(schema)}
+)
+SELECT ${LEASED_COLUMNS.join(', ')}, ord, false AS expired, false AS rerun
+FROM leased${options.waitForFlush ? '' : `, (SELECT set_config('synchronous_commit', 'off', true)) AS commit_without_flush`}
+UNION ALL
+SELECT ${LEASED_COLUMNS.map(() => 'NULL').join(', ')}, slot.ord, false, true
+FROM probe, unnest($3::int[]) AS slot (ord)
+WHERE probe.lease_expired
+ORDER BY ord`,
+		),
+		values: leaseValues(queue, slots),
 		prepare: true,
 	};
 }
