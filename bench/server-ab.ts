@@ -4,7 +4,9 @@
  * PostgreSQL with pg_stat_statements (see bench/profile.ts). Both are filled alike, then one
  * worker leases and completes `--batch` jobs at a time, alternating between the two versions
  * call by call, so a noisy machine slows both alike. Prints, as JSON on stdout, the mean
- * execution time of each top-level statement per version and their ratio.
+ * execution time of each top-level statement per version and their ratio, and each side's mean
+ * wall time per lease and per completion call (pg_stat_statements does not count the executor's
+ * start, which the wall time does).
  *
  *   npx tsx bench/server-ab.ts [--ref HEAD] [--jobs 3000] [--batch 1] [--heartbeat on]
  *
@@ -120,11 +122,15 @@ async function main(): Promise<void> {
 		if (!enqueueOnly) log(`draining ${jobs} jobs per side, ${batch} per call, alternating`);
 		for (let done = 0; done < jobs && !enqueueOnly; done += batch) {
 			for (const side of sides) {
+				const leaseStarted = performance.now();
 				const leased = await side.store.lease({ queue: QUEUE, limit: batch });
+				wallMs[`${side.name}:lease`] =
+					(wallMs[`${side.name}:lease`] ?? 0) + performance.now() - leaseStarted;
 				if (heartbeat)
 					await side.store.extendLease(
 						leased.map((job) => ({ jobId: job.id, attemptId: job.attempt_id })),
 					);
+				const completeStarted = performance.now();
 				const results = await side.store.complete(
 					leased.map((job) => ({
 						jobId: job.id,
@@ -132,6 +138,8 @@ async function main(): Promise<void> {
 						outcome: 'succeeded' as const,
 					})),
 				);
+				wallMs[`${side.name}:complete`] =
+					(wallMs[`${side.name}:complete`] ?? 0) + performance.now() - completeStarted;
 				for (const result of results)
 					if (!('applied' in result) || !result.applied)
 						throw new Error(`${side.name}: a completion was not applied`);
@@ -171,14 +179,20 @@ async function main(): Promise<void> {
 					postgres,
 					meanExecMs: meanMs,
 					afterOverBefore: ratio,
-					...(enqueueOnly
+					meanWallMsPerCall: enqueueOnly
 						? {
-								meanWallMsPerCall: {
-									before: round(wallMs.before / Math.ceil(jobs / batch), 4),
-									after: round(wallMs.after / Math.ceil(jobs / batch), 4),
-								},
+								before: round(wallMs.before / Math.ceil(jobs / batch), 4),
+								after: round(wallMs.after / Math.ceil(jobs / batch), 4),
 							}
-						: {}),
+						: Object.fromEntries(
+								(['before', 'after'] as const).map((name) => [
+									name,
+									{
+										lease: round(wallMs[`${name}:lease`] / Math.ceil(jobs / batch), 4),
+										complete: round(wallMs[`${name}:complete`] / Math.ceil(jobs / batch), 4),
+									},
+								]),
+							),
 				},
 				null,
 				2,
