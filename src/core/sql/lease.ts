@@ -104,21 +104,19 @@ export function leaseQuery(
 	s: string,
 	queue: string,
 	slots: LeaseSlot[],
-	options: { waitForFlush: boolean },
+	options: LeaseOptions,
 ): SqlQuery {
-	const limit = lockingLimit(slots.length);
-	return {
-		text: cachedText(
-			`lease|${s}|${limit}|${options.waitForFlush}`,
-			() => `
+	return leaseStatement(
+		`lease|${s}`,
+		queue,
+		slots,
+		options,
+		(limit) => `
 WITH queued AS (
 	SELECT j.id, j.priority, j.run_at, j.seq, j.attempt_id AS previous_attempt_id, false AS expired
 	FROM ${s}.jobs j
 	WHERE j.queue = $1 AND j.status = 'queued' AND j.run_at <= now()
-		AND (j.ordering_key IS NULL OR NOT EXISTS (
-			SELECT 1 FROM ${s}.jobs p
-			WHERE p.queue = j.queue AND p.ordering_key = j.ordering_key
-				AND p.status IN ('queued', 'running') AND p.seq < j.seq))
+		AND ${orderingKeyFree(s)}
 	ORDER BY j.priority DESC, j.run_at, j.seq
 	LIMIT ${limit}
 	FOR NO KEY UPDATE SKIP LOCKED
@@ -177,25 +175,56 @@ WITH queued AS (
 	)}
 )
 SELECT ${LEASED_COLUMNS.join(', ')}, ord, expired
-FROM leased${options.waitForFlush ? '' : `, (SELECT set_config('synchronous_commit', 'off', true)) AS commit_without_flush`}
+FROM leased${commitWithoutFlush(options)}
 ORDER BY slot`,
-		),
-		values: leaseValues(queue, slots),
+	);
+}
+
+interface LeaseOptions {
+	waitForFlush: boolean;
+}
+
+/**
+ * A lease statement: its text for the locking limit of `slots` (kept per `key`, the limit and
+ * the commit mode, see lockingLimit) and the parameters both lease statements take: the
+ * queue, the number of slots and the slot arrays.
+ */
+function leaseStatement(
+	key: string,
+	queue: string,
+	slots: LeaseSlot[],
+	options: LeaseOptions,
+	text: (limit: number) => string,
+): SqlQuery {
+	const limit = lockingLimit(slots.length);
+	return {
+		text: cachedText(`${key}|${limit}|${options.waitForFlush}`, () => text(limit)),
+		values: [
+			queue,
+			slots.length,
+			slots.map((slot) => slot.ord),
+			slots.map((slot) => slot.attempt_id),
+			slots.map((slot) => slot.lease_ms),
+			slots.map((slot) => slot.workflow_id),
+			slots.map((slot) => slot.execution_id),
+		],
 		prepare: true,
 	};
 }
 
-/** The parameters of both lease statements: the queue, the number of slots, the slot arrays. */
-function leaseValues(queue: string, slots: LeaseSlot[]): unknown[] {
-	return [
-		queue,
-		slots.length,
-		slots.map((slot) => slot.ord),
-		slots.map((slot) => slot.attempt_id),
-		slots.map((slot) => slot.lease_ms),
-		slots.map((slot) => slot.workflow_id),
-		slots.map((slot) => slot.execution_id),
-	];
+/** A queued job whose ordering key has no earlier job queued or running (`j`: the job). */
+function orderingKeyFree(s: string): string {
+	return `(j.ordering_key IS NULL OR NOT EXISTS (
+			SELECT 1 FROM ${s}.jobs p
+			WHERE p.queue = j.queue AND p.ordering_key = j.ordering_key
+				AND p.status IN ('queued', 'running') AND p.seq < j.seq))`;
+}
+
+/** The FROM item that commits a lease without waiting for the WAL flush, unless asked to wait. */
+function commitWithoutFlush(options: LeaseOptions): string {
+	return options.waitForFlush
+		? ''
+		: `, (SELECT set_config('synchronous_commit', 'off', true)) AS commit_without_flush`;
 }
 
 /**
@@ -220,13 +249,14 @@ export function leaseQueuedQuery(
 	s: string,
 	queue: string,
 	slots: LeaseSlot[],
-	options: { waitForFlush: boolean },
+	options: LeaseOptions,
 ): SqlQuery {
-	const limit = lockingLimit(slots.length);
-	return {
-		text: cachedText(
-			`lease-queued|${s}|${limit}|${options.waitForFlush}`,
-			() => `
+	return leaseStatement(
+		`lease-queued|${s}`,
+		queue,
+		slots,
+		options,
+		(limit) => `
 WITH probe AS MATERIALIZED (
 	SELECT EXISTS (
 		SELECT 1 FROM ${s}.jobs e WHERE e.queue = $1 AND e.status = 'running' AND e.lease_until < now()
@@ -235,10 +265,7 @@ WITH probe AS MATERIALIZED (
 	SELECT j.id, j.priority, j.run_at, j.seq
 	FROM ${s}.jobs j
 	WHERE j.queue = $1 AND j.status = 'queued' AND j.run_at <= now()
-		AND (j.ordering_key IS NULL OR NOT EXISTS (
-			SELECT 1 FROM ${s}.jobs p
-			WHERE p.queue = j.queue AND p.ordering_key = j.ordering_key
-				AND p.status IN ('queued', 'running') AND p.seq < j.seq))
+		AND ${orderingKeyFree(s)}
 		AND NOT (SELECT lease_expired FROM probe)
 	ORDER BY j.priority DESC, j.run_at, j.seq
 	LIMIT ${limit}
@@ -261,16 +288,13 @@ WITH probe AS MATERIALIZED (
 		${countedMark(schema)}
 )
 SELECT ${LEASED_COLUMNS.join(', ')}, ord, false AS expired, false AS rerun
-FROM leased${options.waitForFlush ? '' : `, (SELECT set_config('synchronous_commit', 'off', true)) AS commit_without_flush`}
+FROM leased${commitWithoutFlush(options)}
 UNION ALL
 SELECT ${LEASED_COLUMNS.map(() => 'NULL').join(', ')}, slot.ord, false, true
 FROM probe, unnest($3::int[]) AS slot (ord)
 WHERE probe.lease_expired
 ORDER BY ord`,
-		),
-		values: leaseValues(queue, slots),
-		prepare: true,
-	};
+	);
 }
 
 /** Live running jobs of a queue, for the concurrency limit (taken under the queue's lock). */
