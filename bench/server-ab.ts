@@ -66,7 +66,12 @@ async function main(): Promise<void> {
 	const enqueueOnly = flags.get('enqueue') === 'on';
 	const withKeys = flags.get('keys') === 'on';
 	const key = (n: number) => (withKeys ? { idempotencyKey: `key-${n}` } : {});
-	const wallMs: Record<string, number> = { before: 0, after: 0 };
+	/** Wall time per side (enqueue) or per side and call (`before:lease`, …), in ms. */
+	const wallMs: Record<string, number> = {};
+	const addWall = (key: string, started: number) => {
+		wallMs[key] = (wallMs[key] ?? 0) + performance.now() - started;
+	};
+	const perCall = (key: string) => round(wallMs[key] / Math.ceil(jobs / batch), 4);
 	const exported = exportRef(ref);
 	log(`before: ${exported.commit}; after: the working tree`);
 	const server = await startProfilingPostgres(null);
@@ -113,7 +118,7 @@ async function main(): Promise<void> {
 					}));
 					const started = performance.now();
 					const results = await side.store.enqueue(items);
-					wallMs[side.name] += performance.now() - started;
+					addWall(side.name, started);
 					for (const result of results)
 						if (!('jobId' in result)) throw new Error(`${side.name}: an enqueue failed`);
 				}
@@ -124,8 +129,7 @@ async function main(): Promise<void> {
 			for (const side of sides) {
 				const leaseStarted = performance.now();
 				const leased = await side.store.lease({ queue: QUEUE, limit: batch });
-				wallMs[`${side.name}:lease`] =
-					(wallMs[`${side.name}:lease`] ?? 0) + performance.now() - leaseStarted;
+				addWall(`${side.name}:lease`, leaseStarted);
 				if (heartbeat)
 					await side.store.extendLease(
 						leased.map((job) => ({ jobId: job.id, attemptId: job.attempt_id })),
@@ -138,8 +142,7 @@ async function main(): Promise<void> {
 						outcome: 'succeeded' as const,
 					})),
 				);
-				wallMs[`${side.name}:complete`] =
-					(wallMs[`${side.name}:complete`] ?? 0) + performance.now() - completeStarted;
+				addWall(`${side.name}:complete`, completeStarted);
 				for (const result of results)
 					if (!('applied' in result) || !result.applied)
 						throw new Error(`${side.name}: a completion was not applied`);
@@ -179,20 +182,14 @@ async function main(): Promise<void> {
 					postgres,
 					meanExecMs: meanMs,
 					afterOverBefore: ratio,
-					meanWallMsPerCall: enqueueOnly
-						? {
-								before: round(wallMs.before / Math.ceil(jobs / batch), 4),
-								after: round(wallMs.after / Math.ceil(jobs / batch), 4),
-							}
-						: Object.fromEntries(
-								(['before', 'after'] as const).map((name) => [
-									name,
-									{
-										lease: round(wallMs[`${name}:lease`] / Math.ceil(jobs / batch), 4),
-										complete: round(wallMs[`${name}:complete`] / Math.ceil(jobs / batch), 4),
-									},
-								]),
-							),
+					meanWallMsPerCall: Object.fromEntries(
+						(['before', 'after'] as const).map((name) => [
+							name,
+							enqueueOnly
+								? perCall(name)
+								: { lease: perCall(`${name}:lease`), complete: perCall(`${name}:complete`) },
+						]),
+					),
 				},
 				null,
 				2,

@@ -55,26 +55,21 @@ export async function lease(ctx: StoreContext, input: LeaseInput): Promise<Lease
 		}));
 	let rows: LeaseReturnRow[];
 	if (concurrencyLimit === null) {
-		const options = { waitForFlush: ctx.durableLeases };
-		const commit = ctx.durableLeases ? 'durable' : 'flush-later';
 		const callSlots = slots(limit);
 		// Leases of one queue from concurrent calls share a statement (everything else a call
-		// sends is in its slots). The usual statement takes queued jobs only; when a lease of the
-		// queue has expired it takes nothing and says so, and the full statement recovers it.
-		rows = await ctx.db.runRows<LeaseReturnRow, LeaseSlot>({
-			key: `lease-queued:${ctx.s}:${queue}:${commit}`,
-			rows: callSlots,
-			build: (batch) => leaseQueuedQuery(ctx.schema, ctx.s, queue, batch, options),
-			coalesce: true,
-		});
-		if (rows.some((row) => row.rerun)) {
-			rows = await ctx.db.runRows<LeaseReturnRow, LeaseSlot>({
-				key: `lease:${ctx.s}:${queue}:${commit}`,
+		// sends is in its slots).
+		const run = (kind: string, query: typeof leaseQuery) =>
+			ctx.db.runRows<LeaseReturnRow, LeaseSlot>({
+				key: `${kind}:${ctx.s}:${queue}:${ctx.durableLeases ? 'durable' : 'flush-later'}`,
 				rows: callSlots,
-				build: (batch) => leaseQuery(ctx.schema, ctx.s, queue, batch, options),
+				build: (batch) =>
+					query(ctx.schema, ctx.s, queue, batch, { waitForFlush: ctx.durableLeases }),
 				coalesce: true,
 			});
-		}
+		// The usual statement takes queued jobs only; when a lease of the queue has expired it
+		// takes nothing and says so, and the full statement recovers that job.
+		rows = await run('lease-queued', leaseQueuedQuery);
+		if (rows.some((row) => row.rerun)) rows = await run('lease', leaseQuery);
 	} else {
 		// The running count must be read after every other leaser of this queue has committed,
 		// so the lock is taken in its own statement: a statement's snapshot is fixed when it

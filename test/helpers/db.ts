@@ -172,6 +172,16 @@ export async function waitFor<T>(
 	}
 }
 
+/** The SQL text of every query a spy on `pg.Client.prototype.query` saw, in order, trimmed. */
+export function sentTexts(spy: jest.SpyInstance): string[] {
+	return (spy.mock.calls as unknown[][]).map(([query]) =>
+		(typeof query === 'string'
+			? query
+			: String((query as { text?: unknown } | null)?.text ?? '')
+		).trim(),
+	);
+}
+
 /** The value of one item's result, or the item's error thrown (so a test fails with its message). */
 export function ok<T>(result: T | DurableJobsError): T {
 	if (result instanceof DurableJobsError) throw result;

@@ -20,6 +20,7 @@ import {
 	dropSchema,
 	freshStore,
 	ok,
+	sentTexts,
 	succeedAll,
 	useTestSchema,
 	waitFor,
@@ -741,7 +742,6 @@ describe('complete and heartbeat rewrites', () => {
 			ok(
 				(await store.complete([{ jobId: ids[3], attemptId: attempt(3), outcome: 'succeeded' }]))[0],
 			);
-			const texts: string[] = [];
 			spy = jest.spyOn(pg.Client.prototype, 'query');
 			const results = (
 				await store.complete([
@@ -760,10 +760,7 @@ describe('complete and heartbeat rewrites', () => {
 					...extra,
 				])
 			).map(ok);
-			for (const [config] of spy.mock.calls as Array<[unknown]>) {
-				const text = typeof config === 'string' ? config : (config as { text?: string }).text;
-				if (text?.includes('jsonb_to_recordset')) texts.push(text);
-			}
+			const texts = sentTexts(spy).filter((text) => text.includes('jsonb_to_recordset'));
 			spy.mockRestore();
 			spy = undefined;
 			const { rows } = await pool.query(
@@ -923,9 +920,7 @@ describe('complete and heartbeat rewrites', () => {
 				{ allOrNothing: true },
 			)
 		).map(ok);
-		const texts = spy.mock.calls.map(([query]) =>
-			(typeof query === 'string' ? query : (query as { text: string }).text).trim(),
-		);
+		const texts = sentTexts(spy);
 		expect(texts.filter((text) => /^(BEGIN|COMMIT)/.test(text))).toEqual([]);
 		expect(texts.filter((text) => /INSERT INTO/.test(text))).toHaveLength(1);
 		const { rows } = await pool.query(

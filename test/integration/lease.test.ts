@@ -1,7 +1,7 @@
 import pg from 'pg';
 
 import { DurableJobsError, JobStore, type LeasedJob } from '../../src/core';
-import { ok, sleep, succeedAll, useTestSchema } from '../helpers/db';
+import { ok, sentTexts, sleep, succeedAll, useTestSchema } from '../helpers/db';
 
 const { schema, pool, store } = useTestSchema(__filename, { poolSize: 40, migrate: true });
 
@@ -183,8 +183,7 @@ describe('lease and complete', () => {
 		const spy = jest.spyOn(pg.Client.prototype, 'query');
 		/** The lease statements sent since the last call, in order. */
 		const leaseStatements = () => {
-			const kinds = (spy.mock.calls as unknown as Array<[unknown]>).flatMap(([config]) => {
-				const text = (config as { text?: string } | null)?.text ?? '';
+			const kinds = sentTexts(spy).flatMap((text) => {
 				if (text.includes('WITH probe AS')) return ['queued only'];
 				return text.includes('WITH queued AS') ? ['full'] : [];
 			});

@@ -12,7 +12,7 @@ import { JobEnqueue } from '../../nodes/JobEnqueue/JobEnqueue.node';
 import { JobLease } from '../../nodes/JobLease/JobLease.node';
 import { JobStatus } from '../../nodes/JobStatus/JobStatus.node';
 import { OutboxWrite } from '../../nodes/OutboxWrite/OutboxWrite.node';
-import { useTestSchema } from '../helpers/db';
+import { sentTexts, useTestSchema } from '../helpers/db';
 import { nodeRunner, type NodeContextOptions, type RunResult } from '../helpers/n8n-context';
 
 const { schema, pool } = useTestSchema(__filename, { closeCachedPools: true });
@@ -40,9 +40,7 @@ async function counted(
 	const ctx = nodes.create(nodeType, options);
 	spy = jest.spyOn(pg.Client.prototype, 'query');
 	const result = await ctx.run();
-	const statements = spy.mock.calls.map(([query]) =>
-		(typeof query === 'string' ? query : String((query as { text: string }).text)).trim(),
-	);
+	const statements = sentTexts(spy);
 	spy.mockRestore();
 	spy = undefined;
 	return { result, statements };
