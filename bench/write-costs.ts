@@ -1,0 +1,249 @@
+/**
+ * What the guards on the write path of `jobs` cost, and what a lone enqueue spends outside
+ * PostgreSQL. Prints JSON on stdout; nothing is asserted.
+ *
+ *   npx tsx bench/write-costs.ts [--rounds 5] [--calls 20000] [--rows 20000] [--enqueues 3000]
+ *
+ * Guards, measured inside the server (plpgsql loops over kept plans: no network, no commit),
+ * on copies of the migrated `jobs` table with its columns, defaults and indexes, that differ
+ * only in them:
+ *   none            no CHECK constraint, no trigger
+ *   checks          the six CHECK constraints of jobs
+ *   merged_check    the same conditions as one CHECK
+ *   function_check  the same conditions in one IMMUTABLE plpgsql function, called by one CHECK
+ *   trigger         the update trigger of jobs (statement level, transition tables), no CHECK
+ *   trigger_when    the same trigger with the counted-mark comparison as its WHEN clause
+ * - per statement: an UPDATE of one row that moves it between queued and running and sets the
+ *   counted mark in its RETURNING list, as the lease and the completion do (`--calls` calls);
+ * - per row: an UPDATE of `--rows` rows, on copies without indexes (none, checks,
+ *   function_check), the cost a batch pays for each of its jobs.
+ *
+ * A lone enqueue (`--enqueues` calls of each, alternating in a new random order every time, one
+ * at a time, commits waiting for the WAL flush as they ship): JobStore.enqueue of one job with
+ * call coalescing (the default), the same without it, and its statement sent straight through
+ * the pool.
+ */
+import pg from 'pg';
+
+import { JobStore, migrate, quoteIdentifier } from '../src/core';
+import { statementName } from '../src/core/executor';
+import { newJobId } from '../src/core/ids';
+import { enqueueWithoutKeysQuery, type EnqueueRow } from '../src/core/sql/enqueue';
+import { startPostgres } from '../scripts/lib/postgres';
+import { log, median, readFlags, round, runMain } from './lib/util';
+
+const SCHEMA = 'bench_write_costs';
+const s = quoteIdentifier(SCHEMA);
+
+/** The conditions of the six CHECK constraints of jobs (migrations 0001 and 0006). */
+const CONDITIONS = [
+	`status IN ('queued', 'running', 'done', 'failed', 'cancelled')`,
+	'char_length(idempotency_key) <= 255',
+	'attempts >= 0',
+	'max_attempts >= 1',
+	`error_class IN ('retryable', 'needs_mapping', 'needs_manual_review', 'discarded')`,
+	'char_length(attempt_checkpoint) <= 100',
+];
+
+const STATEMENT_VARIANTS = [
+	'none',
+	'checks',
+	'merged_check',
+	'function_check',
+	'trigger',
+	'trigger_when',
+] as const;
+const ROW_VARIANTS = ['none', 'checks', 'function_check'] as const;
+const ENQUEUE_VARIANTS = ['store', 'store_without_coalescing', 'statement_only'] as const;
+
+type Variant = (typeof STATEMENT_VARIANTS)[number];
+
+/** A copy of jobs with the guards of `variant`; `indexes`: with the indexes of jobs. */
+function copySql(table: string, variant: Variant, indexes: boolean): string {
+	const like = `LIKE ${s}.jobs INCLUDING DEFAULTS INCLUDING IDENTITY${indexes ? ' INCLUDING INDEXES' : ''}`;
+	const statements = [`CREATE TABLE ${s}.${table} (${like}) WITH (fillfactor = 80)`];
+	// A CHECK passes unless its condition is false, so the conjunction of the six passes and
+	// fails on exactly the rows the six do (NULL AND true is NULL, which passes).
+	if (variant === 'checks')
+		for (const condition of CONDITIONS)
+			statements.push(`ALTER TABLE ${s}.${table} ADD CHECK (${condition})`);
+	if (variant === 'merged_check')
+		statements.push(`ALTER TABLE ${s}.${table} ADD CHECK (${CONDITIONS.join(' AND ')})`);
+	if (variant === 'function_check')
+		statements.push(
+			`ALTER TABLE ${s}.${table} ADD CHECK (${s}.row_is_valid(status, idempotency_key, attempts, max_attempts, error_class, attempt_checkpoint))`,
+		);
+	const trigger = (when: string) =>
+		`CREATE TRIGGER after_update AFTER UPDATE ON ${s}.${table}
+		REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT ${when}
+		EXECUTE FUNCTION ${s}.jobs_after_update()`;
+	if (variant === 'trigger') statements.push(trigger(''));
+	if (variant === 'trigger_when')
+		statements.push(
+			trigger(
+				`WHEN (current_setting('durable_jobs.counted_update', true) IS DISTINCT FROM '${SCHEMA}:' || pg_trigger_depth() || ':' || statement_timestamp())`,
+			),
+		);
+	return statements.join(';\n');
+}
+
+/** A function timing `calls` one-row UPDATEs of `table`, in µs per call. */
+function oneRowTimerSql(table: string): string {
+	return `CREATE FUNCTION ${s}.time_${table}(calls int) RETURNS double precision LANGUAGE plpgsql AS $$
+DECLARE ids uuid[]; started timestamptz; mark text;
+BEGIN
+	SELECT array_agg(id) INTO ids FROM (SELECT id FROM ${s}.${table} LIMIT 1000) picked;
+	started := clock_timestamp();
+	FOR i IN 1..calls LOOP
+		UPDATE ${s}.${table}
+		SET status = CASE WHEN status = 'queued' THEN 'running' ELSE 'queued' END,
+			attempts = attempts + 1, updated_at = now()
+		WHERE id = ids[1 + i % 1000]
+		RETURNING (SELECT set_config('durable_jobs.counted_update', '${SCHEMA}:' || pg_trigger_depth() || ':' || statement_timestamp(), true))
+		INTO mark;
+	END LOOP;
+	RETURN extract(epoch FROM clock_timestamp() - started) * 1e6 / calls;
+END $$`;
+}
+
+function lonelyRow(n: number): EnqueueRow {
+	return {
+		ord: 0,
+		id: newJobId(),
+		queue: 'bench',
+		payload: JSON.stringify({ n }),
+		idempotency_key: null,
+		payload_fingerprint: null,
+		priority: 0,
+		run_at: null,
+		delay_ms: null,
+		max_attempts: 5,
+		ordering_key: null,
+		callback_url: null,
+		correlation_id: null,
+		status_token_hash: null,
+	};
+}
+
+function summary(samples: Record<string, number[]>, baseline: string) {
+	const medians = Object.fromEntries(
+		Object.entries(samples).map(([name, values]) => [name, round(median(values), 4)]),
+	);
+	const overBaseline = Object.fromEntries(
+		Object.entries(medians).map(([name, value]) => [name, round(value - medians[baseline], 4)]),
+	);
+	return { medians, overBaseline, samples };
+}
+
+async function main(): Promise<void> {
+	const { int } = readFlags(process.argv.slice(2), ['rounds', 'calls', 'rows', 'enqueues']);
+	const rounds = int('rounds', 5, 1);
+	const calls = int('calls', 20000, 1000);
+	const rows = int('rows', 20000, 1);
+	const enqueues = int('enqueues', 3000, 1);
+	const postgres = await startPostgres(log);
+	const pool = new pg.Pool({ connectionString: postgres.url, max: 4 });
+	pool.on('error', () => undefined);
+	try {
+		await pool.query(`DROP SCHEMA IF EXISTS ${s} CASCADE`);
+		await migrate(pool, SCHEMA);
+		await pool.query(`CREATE FUNCTION ${s}.row_is_valid(status text, idempotency_key text,
+			attempts integer, max_attempts integer, error_class text, attempt_checkpoint text)
+			RETURNS boolean LANGUAGE plpgsql IMMUTABLE AS $$
+			BEGIN RETURN ${CONDITIONS.join(' AND ')}; END $$`);
+		for (const variant of STATEMENT_VARIANTS) {
+			await pool.query(copySql(`one_${variant}`, variant, true));
+			await pool.query(
+				`INSERT INTO ${s}.one_${variant} (id, queue, payload) SELECT gen_random_uuid(), 'bench', '{}' FROM generate_series(1, 1000)`,
+			);
+			await pool.query(oneRowTimerSql(`one_${variant}`));
+		}
+		for (const variant of ROW_VARIANTS) {
+			await pool.query(copySql(`many_${variant}`, variant, false));
+			await pool.query(
+				`INSERT INTO ${s}.many_${variant} (id, queue, payload) SELECT gen_random_uuid(), 'bench', '{}' FROM generate_series(1, $1)`,
+				[rows],
+			);
+		}
+		await pool.query(`VACUUM ANALYZE ${s}.jobs`);
+		for (const variant of [
+			...STATEMENT_VARIANTS.map((v) => `one_${v}`),
+			...ROW_VARIANTS.map((v) => `many_${v}`),
+		])
+			await pool.query(`VACUUM ANALYZE ${s}.${variant}`);
+
+		const perStatement: Record<string, number[]> = {};
+		const perRow: Record<string, number[]> = {};
+		for (let r = 0; r < rounds; r++) {
+			// Reverse the order every other round, so a drift of the machine hits all alike.
+			const order = r % 2 === 0 ? [...STATEMENT_VARIANTS] : [...STATEMENT_VARIANTS].reverse();
+			for (const variant of order) {
+				const { rows: timed } = await pool.query<{ us: number }>(
+					`SELECT ${s}.time_one_${variant}($1) AS us`,
+					[calls],
+				);
+				(perStatement[variant] ??= []).push(round(timed[0].us, 3));
+			}
+			for (const variant of r % 2 === 0 ? [...ROW_VARIANTS] : [...ROW_VARIANTS].reverse()) {
+				const started = performance.now();
+				await pool.query(`UPDATE ${s}.many_${variant} SET attempts = attempts + 1`);
+				(perRow[variant] ??= []).push(round(((performance.now() - started) * 1000) / rows, 3));
+			}
+			log(`round ${r + 1}/${rounds}: per statement ${JSON.stringify(perStatement)}`);
+		}
+
+		const store = new JobStore(pool, { schema: SCHEMA });
+		const storeWithoutCoalescing = new JobStore(pool, { schema: SCHEMA, coalesceCalls: false });
+		const send: Record<(typeof ENQUEUE_VARIANTS)[number], (n: number) => Promise<unknown>> = {
+			store: (n) => store.enqueue([{ queue: 'bench', payload: { n } }]),
+			store_without_coalescing: (n) =>
+				storeWithoutCoalescing.enqueue([{ queue: 'bench', payload: { n } }]),
+			statement_only: async (n) => {
+				const query = enqueueWithoutKeysQuery(SCHEMA, s, [lonelyRow(n)]);
+				await pool.query({
+					name: statementName(query.text),
+					text: query.text,
+					values: query.values,
+				});
+			},
+		};
+		const enqueueMs: Record<string, number[]> = {};
+		for (let n = -200; n < enqueues; n++) {
+			const order = [...ENQUEUE_VARIANTS].sort(() => Math.random() - 0.5);
+			for (const variant of order) {
+				const started = performance.now();
+				const result = await send[variant](n);
+				if (Array.isArray(result) && result[0] instanceof Error) throw result[0];
+				if (n >= 0) (enqueueMs[variant] ??= []).push(performance.now() - started);
+			}
+		}
+		const report = {
+			postgres: (await pool.query<{ v: string }>('SELECT version() AS v')).rows[0].v,
+			node: process.version,
+			rounds,
+			callsPerRound: calls,
+			rowsPerUpdate: rows,
+			usPerOneRowUpdate: summary(perStatement, 'none'),
+			usPerRowOfBulkUpdate: summary(perRow, 'none'),
+			msPerLoneEnqueue: {
+				calls: enqueues,
+				medians: Object.fromEntries(
+					Object.entries(enqueueMs).map(([name, values]) => [name, round(median(values), 4)]),
+				),
+				means: Object.fromEntries(
+					Object.entries(enqueueMs).map(([name, values]) => [
+						name,
+						round(values.reduce((sum, value) => sum + value, 0) / values.length, 4),
+					]),
+				),
+			},
+		};
+		process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
+	} finally {
+		await pool.query(`DROP SCHEMA IF EXISTS ${s} CASCADE`).catch(() => undefined);
+		await pool.end();
+		await postgres.stop();
+	}
+}
+
+runMain(main);
