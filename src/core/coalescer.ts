@@ -136,9 +136,17 @@ export class Coalescer {
 		stallTimer.unref();
 		let rows = 0;
 		let count = 0;
+		/** The sameRowKey of every row taken so far (see RowStatement.sameRowKey). */
+		const written = new Set<string>();
 		while (count < lane.waiting.length) {
-			const size = lane.waiting[count].statement.rows.length;
+			const { statement } = lane.waiting[count];
+			const size = statement.rows.length;
 			if (count > 0 && rows + size > MAX_ROWS_PER_FLUSH) break;
+			if (statement.sameRowKey) {
+				const keys = statement.rows.map(statement.sameRowKey);
+				if (count > 0 && keys.some((key) => written.has(key))) break;
+				for (const key of keys) written.add(key);
+			}
 			rows += size;
 			count++;
 		}

@@ -45,6 +45,7 @@ export async function complete(
 			key: `complete:${ctx.s}:${ctx.callbackQueue}`,
 			build: (batch) => completeQuery(ctx.schema, ctx.s, batch, ctx.callbackQueue),
 			coalesce: true,
+			sameRowKey: (row) => `${row.job_id} ${row.attempt_id}`,
 			toResult: (row) => ({
 				applied: row.applied,
 				status: row.applied ? row.status : row.current_status,

@@ -80,6 +80,13 @@ export interface RowStatement<Row extends { ord: number }> {
 	 * idempotency claim) fails outright when two of its rows hit one key.
 	 */
 	coalesce?: boolean;
+	/**
+	 * Rows with equal keys write the same row of the table (the same job and attempt). One
+	 * statement writes a row once, so such rows must not share one: a flush does not merge a
+	 * call with a row whose key is already in it, and the call runs in the next flush, after
+	 * this one has committed, as it would alone (see writeRows for rows of one call).
+	 */
+	sameRowKey?: (row: Row) => string;
 }
 
 /** Where the concern modules send statements: the pool, or one open transaction. */
@@ -88,6 +95,11 @@ export interface Session {
 	runRows<R, Row extends { ord: number }>(statement: RowStatement<Row>): Promise<R[]>;
 	/** Rows and the affected-row count (for DELETEs and user SQL). */
 	result<R>(query: SqlQuery): Promise<SqlResult<R>>;
+	/**
+	 * Runs `work` so that its statements commit together or not at all: in a transaction of
+	 * its own on the pool, as part of the open one in a transaction.
+	 */
+	atomically<T>(work: (session: Session) => Promise<T>): Promise<T>;
 }
 
 export interface Transaction extends Session {
@@ -107,6 +119,8 @@ abstract class Sender implements Session {
 	) {}
 
 	protected abstract target(): pg.Pool | pg.PoolClient;
+
+	abstract atomically<T>(work: (session: Session) => Promise<T>): Promise<T>;
 
 	async run<R>(query: SqlQuery): Promise<R[]> {
 		return (await this.result<R>(query)).rows;
@@ -148,6 +162,10 @@ class ClientTransaction extends Sender implements Transaction {
 		return this.client;
 	}
 
+	async atomically<T>(work: (session: Session) => Promise<T>): Promise<T> {
+		return await work(this);
+	}
+
 	async savepoint<T>(work: () => Promise<T>): Promise<T> {
 		await this.client.query(SAVEPOINT);
 		try {
@@ -186,6 +204,10 @@ export class Executor extends Sender {
 
 	protected target(): pg.Pool {
 		return this.pool;
+	}
+
+	async atomically<T>(work: (session: Session) => Promise<T>): Promise<T> {
+		return await this.transaction(work);
 	}
 
 	/**

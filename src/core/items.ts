@@ -70,6 +70,13 @@ export function fillResults<R extends { ord: number }, T>(
 /**
  * The whole of a simple batch operation: validate every item into a row or an error, send one
  * statement for the rows, and write each returned row's result into its item's slot.
+ *
+ * With `sameRowKey`, rows that write the same table row (two items of one job and attempt) do
+ * not share a statement: one statement writes a row once and would answer the later item as if
+ * it had lost its lease. The rows go in rounds instead, the first item of each key in the
+ * first, the second in the next, and so on, one statement per round in one transaction: each
+ * item is answered as if the items had been sent one after another, and the call still commits
+ * all of its rows or none. A call without repeated keys is one statement, as before.
  */
 export async function writeRows<
 	Item,
@@ -86,18 +93,40 @@ export async function writeRows<
 		key: string;
 		build: (rows: Row[]) => SqlQuery;
 		coalesce?: boolean;
+		sameRowKey?: (row: Row) => string;
 		toResult: (row: Returned) => Result;
 	},
 ): Promise<ItemResults<Result>> {
 	const { rows, results } = validateItems<Item, Row, Result>(items, spec.toRow, options);
 	if (rows.length === 0) return results;
-	const returned = await db.runRows<Returned, Row>({
-		key: spec.key,
-		rows,
-		build: spec.build,
-		coalesce: spec.coalesce,
+	const statement = (session: Session, roundRows: Row[]) =>
+		session.runRows<Returned, Row>({
+			key: spec.key,
+			rows: roundRows,
+			build: spec.build,
+			coalesce: spec.coalesce,
+			sameRowKey: spec.sameRowKey,
+		});
+	const rounds = spec.sameRowKey ? inRounds(rows, spec.sameRowKey) : [rows];
+	if (rounds.length === 1) return fillResults(results, await statement(db, rows), spec.toResult);
+	await db.atomically(async (session) => {
+		for (const round of rounds)
+			fillResults(results, await statement(session, round), spec.toResult);
 	});
-	return fillResults(results, returned, spec.toResult);
+	return results;
+}
+
+/** The rows split so that no round holds two rows of one key, each key's rows in input order. */
+function inRounds<Row>(rows: Row[], keyOf: (row: Row) => string): Row[][] {
+	const rounds: Row[][] = [];
+	const seen = new Map<string, number>();
+	for (const row of rows) {
+		const key = keyOf(row);
+		const round = seen.get(key) ?? 0;
+		seen.set(key, round + 1);
+		(rounds[round] ??= []).push(row);
+	}
+	return rounds;
 }
 
 /**

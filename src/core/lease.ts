@@ -133,6 +133,7 @@ export async function extendLease(
 		key: `extend:${ctx.s}`,
 		build: (batch) => extendLeaseQuery(ctx.schema, ctx.s, batch),
 		coalesce: true,
+		sameRowKey: (row) => `${row.job_id} ${row.attempt_id}`,
 		toResult: (row) => ({
 			extended: row.extended,
 			leaseUntil: row.lease_until,

@@ -285,6 +285,70 @@ describe('call coalescing', () => {
 		expect(rows[0]).toEqual({ status: 'done', result: { from: 'fresh' } });
 	});
 
+	it('two heartbeats of one attempt at once both extend it, one statement after the other', async () => {
+		const queue = 'same-attempt-extend';
+		const [jobId] = await enqueueJobs(queue, 1);
+		const [job] = await leaseEach(queue, 1);
+
+		const before = stats();
+		const [first, second] = await Promise.all([
+			store.extendLease([
+				{ jobId, attemptId: job.attempt_id, leaseMs: 60_000, checkpoint: 'first' },
+			]),
+			store.extendLease([
+				{ jobId, attemptId: job.attempt_id, leaseMs: 90_000, checkpoint: 'second' },
+			]),
+		]);
+		// One statement writes a row once: merged, the second heartbeat would have lost.
+		expect(delta(before)).toMatchObject({ flushes: 2, calls: 2, mergedFlushes: 0 });
+		expect(ok(first[0]).extended).toBe(true);
+		expect(ok(second[0]).extended).toBe(true);
+		const { rows } = await pool.query(
+			`SELECT lease_until, attempt_checkpoint FROM "${schema}".jobs WHERE id = $1`,
+			[jobId],
+		);
+		// The later call ran last, as it would alone.
+		expect(rows[0].attempt_checkpoint).toBe('second');
+		expect(rows[0].lease_until.getTime()).toBe(ok(second[0]).leaseUntil!.getTime());
+		expect(ok(second[0]).leaseUntil!.getTime()).toBeGreaterThan(
+			ok(first[0]).leaseUntil!.getTime() + 25_000,
+		);
+	});
+
+	it('two completions of one attempt at once: the first applies, the second is answered as it would be after it; other calls still merge', async () => {
+		const queue = 'same-attempt-complete';
+		const [jobId, otherId] = await enqueueJobs(queue, 2);
+		const [job, other] = await leaseEach(queue, 2);
+		expect([job.id, other.id]).toEqual([jobId, otherId]);
+
+		const before = stats();
+		const [first, again, elsewhere] = await Promise.all([
+			store.complete([
+				{ jobId, attemptId: job.attempt_id, outcome: 'succeeded', result: { from: 'first' } },
+			]),
+			store.complete([
+				{ jobId, attemptId: job.attempt_id, outcome: 'failed', errorCode: 'late_duplicate' },
+			]),
+			store.complete([
+				{ jobId: otherId, attemptId: other.attempt_id, outcome: 'succeeded', result: {} },
+			]),
+		]);
+		// The repeat waits for the next flush; the third call, another job, joins it.
+		expect(delta(before)).toMatchObject({ flushes: 2, calls: 3, mergedFlushes: 1 });
+		expect(ok(first[0])).toMatchObject({ applied: true, status: 'done' });
+		expect(ok(again[0])).toMatchObject({
+			applied: false,
+			status: 'done',
+			leaseLostReason: 'job_done',
+		});
+		expect(ok(elsewhere[0])).toMatchObject({ applied: true, status: 'done' });
+		const { rows } = await pool.query(
+			`SELECT status, result, error_code FROM "${schema}".jobs WHERE id = $1`,
+			[jobId],
+		);
+		expect(rows[0]).toEqual({ status: 'done', result: { from: 'first' }, error_code: null });
+	});
+
 	describe('an item the database rejects', () => {
 		beforeAll(async () => {
 			// Stands for any value PostgreSQL refuses after validation passed.

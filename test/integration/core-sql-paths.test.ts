@@ -789,8 +789,10 @@ describe('complete and heartbeat rewrites', () => {
 			};
 		}
 		const succeededOnly = await scenario('all-succeeded', []);
+		// Another attempt than the item before it: a repeat of one job and attempt would go in a
+		// statement of its own (see writeRows).
 		const mixed = await scenario('all-succeeded-and-a-release', [
-			{ jobId: unknownJob, attemptId: unknownAttempt, outcome: 'release' },
+			{ jobId: unknownJob, attemptId: randomUUID(), outcome: 'release' },
 		]);
 		expect(succeededOnly.texts).toHaveLength(1);
 		expect(succeededOnly.texts[0]).not.toContain('outcome text');
@@ -818,6 +820,39 @@ describe('complete and heartbeat rewrites', () => {
 		expect(succeededOnly.rows).toEqual(mixed.rows);
 		expect(succeededOnly.events).toEqual([0]);
 		expect(mixed.events).toEqual([0]);
+	});
+
+	it('two items of one attempt in one completion: the first applies, the second is answered as it would be after it', async () => {
+		const queue = 'complete-repeat';
+		await enqueue(queue, 2);
+		const [job, other] = await store.lease({ queue, limit: 2 });
+		const [first, elsewhere, again] = (
+			await store.complete([
+				{
+					jobId: job.id,
+					attemptId: job.attempt_id,
+					outcome: 'succeeded',
+					result: { from: 'first' },
+				},
+				{ jobId: other.id, attemptId: other.attempt_id, outcome: 'succeeded' },
+				{
+					jobId: job.id,
+					attemptId: job.attempt_id,
+					outcome: 'failed',
+					errorCode: 'late_duplicate',
+				},
+			])
+		).map(ok);
+		expect(first).toMatchObject({ applied: true, status: 'done' });
+		expect(elsewhere).toMatchObject({ applied: true, status: 'done' });
+		// In one statement it would have read the job as still running: attempt_superseded.
+		expect(again).toMatchObject({ applied: false, status: 'done', leaseLostReason: 'job_done' });
+		const { rows } = await pool.query(
+			`SELECT status, result, error_code FROM "${schema}".jobs WHERE id = $1`,
+			[job.id],
+		);
+		expect(rows[0]).toEqual({ status: 'done', result: { from: 'first' }, error_code: null });
+		expect(await expectCountsExact(queue)).toMatchObject({ done: 2, failed: 0 });
 	});
 
 	it('concurrent calls of one flush, one with only successes and one with a failure, share the statement for all outcomes and each gets its own answer', async () => {

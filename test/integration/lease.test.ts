@@ -331,6 +331,72 @@ describe('lease and complete', () => {
 		).toBeNull();
 	});
 
+	it('items of one attempt in one heartbeat are each extended, one statement after another in one transaction', async () => {
+		await enqueueMany('fan-out', 2);
+		const [job, other] = await store.lease({ queue: 'fan-out', limit: 2, leaseMs: 60_000 });
+		const spy = jest.spyOn(pg.Client.prototype, 'query');
+		let results;
+		let texts: string[];
+		try {
+			results = (
+				await store.extendLease([
+					{ jobId: job.id, attemptId: job.attempt_id, leaseMs: 30_000, checkpoint: 'first' },
+					{ jobId: other.id, attemptId: other.attempt_id, leaseMs: 30_000 },
+					{ jobId: job.id, attemptId: job.attempt_id, leaseMs: 90_000 },
+					{ jobId: job.id, attemptId: job.attempt_id, leaseMs: 120_000, checkpoint: 'third' },
+				])
+			).map(ok);
+		} finally {
+			texts = sentTexts(spy);
+			spy.mockRestore();
+		}
+		// One statement writes a row once: in one statement, items 3 and 4 would have lost.
+		expect(results.map((result) => result.extended)).toEqual([true, true, true, true]);
+		expect(texts.filter((text) => text.includes('extended AS'))).toHaveLength(3);
+		expect(texts[0]).toBe('BEGIN');
+		expect(texts[texts.length - 1]).toBe('COMMIT');
+		const until = results.map((result) => result.leaseUntil!.getTime());
+		expect(until[2] - until[0]).toBeGreaterThanOrEqual(59_000);
+		expect(until[3] - until[2]).toBeGreaterThanOrEqual(29_000);
+		const { rows } = await pool.query(
+			`SELECT id, lease_until, attempt_checkpoint FROM ${schema}.jobs WHERE id = ANY($1)`,
+			[[job.id, other.id]],
+		);
+		const byId = new Map(rows.map((row) => [row.id, row]));
+		// The last item ran last, as if the items had been sent one after another.
+		expect(byId.get(job.id).lease_until.getTime()).toBe(until[3]);
+		expect(byId.get(job.id).attempt_checkpoint).toBe('third');
+		expect(byId.get(other.id).lease_until.getTime()).toBe(until[1]);
+	});
+
+	it('when a later statement of such a call fails, the call writes nothing', async () => {
+		await pool.query(
+			`ALTER TABLE ${schema}.jobs ADD CONSTRAINT test_no_poison CHECK (attempt_checkpoint IS DISTINCT FROM 'poison') NOT VALID`,
+		);
+		try {
+			await enqueueMany('fan-out-poison', 1);
+			const [job] = await store.lease({ queue: 'fan-out-poison', leaseMs: 60_000 });
+			const read = async () =>
+				(
+					await pool.query(
+						`SELECT lease_until, attempt_checkpoint FROM ${schema}.jobs WHERE id = $1`,
+						[job.id],
+					)
+				).rows[0];
+			const before = await read();
+			await expect(
+				store.extendLease([
+					{ jobId: job.id, attemptId: job.attempt_id, leaseMs: 90_000, checkpoint: 'fine' },
+					{ jobId: job.id, attemptId: job.attempt_id, leaseMs: 90_000, checkpoint: 'poison' },
+				]),
+			).rejects.toMatchObject({ code: expect.any(String) });
+			expect(await read()).toEqual(before);
+			expect(before.attempt_checkpoint).toBeNull();
+		} finally {
+			await pool.query(`ALTER TABLE ${schema}.jobs DROP CONSTRAINT test_no_poison`);
+		}
+	});
+
 	it('a heartbeat keeps the job from being re-leased', async () => {
 		await enqueueMany('heartbeat', 1);
 		const [job] = await store.lease({ queue: 'heartbeat', leaseMs: 1_000 });

@@ -291,6 +291,28 @@ describe('Job Lease → Job Complete', () => {
 	});
 });
 
+describe('several items of one job (a fan-out after the lease)', () => {
+	it('Extend Lease extends the lease for each of them; Job Complete completes the job once and answers the others job_done', async () => {
+		const [id] = await enqueue('fan-out', [{ doc: 'many-pages.pdf' }]);
+		const [leased] = (await lease('fan-out')).output('Leased');
+		const pages = [1, 2, 3].map((page) => ({ json: { ...leased.json, page } }));
+		const extended = await nodes.run(new JobLease(), {
+			items: pages,
+			parameters: { operation: 'extendLease', leaseSeconds: 600, checkpoint: 'crm_request' },
+		});
+		expect(extended.routing()).toEqual({ Extended: [0, 1, 2], 'Lease Lost': [] });
+		expect((await job(id)).attempt_checkpoint).toBe('crm_request');
+
+		const completed = await nodes.run(new JobComplete(), { items: pages });
+		expect(completed.routing()).toEqual({ Completed: [0], 'Lease Lost': [1, 2] });
+		expect(completed.output('Lease Lost').map((item) => item.json.reason)).toEqual([
+			'job_done',
+			'job_done',
+		]);
+		expect(await job(id)).toMatchObject({ status: 'done', result: { page: 1 } });
+	});
+});
+
 describe('Job Complete: a bad item in a batch', () => {
 	it('without continue, a malformed attempt id in item 1 stops the node and completes no item of the batch', async () => {
 		const ids = await enqueue('mixed', [{ n: 0 }, { n: 1 }]);
