@@ -125,10 +125,14 @@ function lonelyRow(n: number): EnqueueRow {
 	};
 }
 
-function summary(samples: Record<string, number[]>, baseline: string) {
-	const medians = Object.fromEntries(
+function mediansOf(samples: Record<string, number[]>): Record<string, number> {
+	return Object.fromEntries(
 		Object.entries(samples).map(([name, values]) => [name, round(median(values), 4)]),
 	);
+}
+
+function summary(samples: Record<string, number[]>, baseline: string) {
+	const medians = mediansOf(samples);
 	const overBaseline = Object.fromEntries(
 		Object.entries(medians).map(([name, value]) => [name, round(value - medians[baseline], 4)]),
 	);
@@ -227,9 +231,7 @@ async function main(): Promise<void> {
 			usPerRowOfBulkUpdate: summary(perRow, 'none'),
 			msPerLoneEnqueue: {
 				calls: enqueues,
-				medians: Object.fromEntries(
-					Object.entries(enqueueMs).map(([name, values]) => [name, round(median(values), 4)]),
-				),
+				medians: mediansOf(enqueueMs),
 				means: Object.fromEntries(
 					Object.entries(enqueueMs).map(([name, values]) => [
 						name,

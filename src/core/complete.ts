@@ -1,7 +1,7 @@
 import type { StoreContext } from './context';
 import { BACKOFF_BASE, BACKOFF_MAX, DELAY } from './defaults';
 import { ValidationError } from './errors';
-import { writeRows, type BatchOptions, type ItemResults } from './items';
+import { jobAttemptKey, writeRows, type BatchOptions, type ItemResults } from './items';
 import { completeQuery, type CompleteRow } from './sql/complete';
 import {
 	COMPLETE_OUTCOMES,
@@ -45,7 +45,7 @@ export async function complete(
 			key: `complete:${ctx.s}:${ctx.callbackQueue}`,
 			build: (batch) => completeQuery(ctx.schema, ctx.s, batch, ctx.callbackQueue),
 			coalesce: true,
-			sameRowKey: (row) => `${row.job_id} ${row.attempt_id}`,
+			sameRowKey: jobAttemptKey,
 			toResult: (row) => ({
 				applied: row.applied,
 				status: row.applied ? row.status : row.current_status,

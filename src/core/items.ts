@@ -116,6 +116,11 @@ export async function writeRows<
 	return results;
 }
 
+/** The sameRowKey of a heartbeat's or a completion's row: the job and attempt it writes. */
+export function jobAttemptKey(row: { job_id: string; attempt_id: string }): string {
+	return `${row.job_id} ${row.attempt_id}`;
+}
+
 /** The rows split so that no round holds two rows of one key, each key's rows in input order. */
 function inRounds<Row>(rows: Row[], keyOf: (row: Row) => string): Row[][] {
 	const rounds: Row[][] = [];

@@ -3,7 +3,7 @@ import { v7 as uuidv7 } from 'uuid';
 import type { StoreContext } from './context';
 import { CONCURRENCY_LIMIT, LEASE, LEASE_LIMIT } from './defaults';
 import { validateQueueName } from './identifiers';
-import { writeRows, type BatchOptions, type ItemResults } from './items';
+import { jobAttemptKey, writeRows, type BatchOptions, type ItemResults } from './items';
 import {
 	extendLeaseQuery,
 	leaseQuery,
@@ -133,7 +133,7 @@ export async function extendLease(
 		key: `extend:${ctx.s}`,
 		build: (batch) => extendLeaseQuery(ctx.schema, ctx.s, batch),
 		coalesce: true,
-		sameRowKey: (row) => `${row.job_id} ${row.attempt_id}`,
+		sameRowKey: jobAttemptKey,
 		toResult: (row) => ({
 			extended: row.extended,
 			leaseUntil: row.lease_until,
