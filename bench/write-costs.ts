@@ -7,16 +7,20 @@
  * Guards, measured inside the server (plpgsql loops over kept plans: no network, no commit),
  * on copies of the migrated `jobs` table with its columns, defaults and indexes, that differ
  * only in them:
- *   none            no CHECK constraint, no trigger
- *   checks          the six CHECK constraints of jobs
- *   merged_check    the same conditions as one CHECK
- *   function_check  the same conditions in one IMMUTABLE plpgsql function, called by one CHECK
- *   trigger         the update trigger of jobs (statement level, transition tables), no CHECK
+ *   none            no condition on a column, no trigger
+ *   checks          the six CHECK constraints jobs had up to migration 0014
+ *   shipped         the guards of jobs since 0015: four of the conditions as domains, status
+ *                   compared with an array constant and the key's length as CHECK constraints
+ *   merged_check    the six conditions as one CHECK
+ *   function_check  the six in one IMMUTABLE plpgsql function, called by one CHECK
+ *   domains         the six as domains of their columns
+ *   trigger         the update trigger of jobs (statement level, transition tables), no condition
  *   trigger_when    the same trigger with the counted-mark comparison as its WHEN clause
  * - per statement: an UPDATE of one row that moves it between queued and running and sets the
- *   counted mark in its RETURNING list, as the lease and the completion do (`--calls` calls);
- * - per row: an UPDATE of `--rows` rows, on copies without indexes (none, checks,
- *   function_check), the cost a batch pays for each of its jobs.
+ *   counted mark in its RETURNING list, as the lease and the completion do (`--calls` calls),
+ *   and an INSERT of one row, as an enqueue of one job does (`--calls` calls);
+ * - per row: an UPDATE of `--rows` rows, on copies without indexes (none, checks, shipped,
+ *   function_check, domains), the cost a batch pays for each of its jobs.
  *
  * A lone enqueue (`--enqueues` calls of each, alternating in a new random order every time, one
  * at a time, commits waiting for the WAL flush as they ship): JobStore.enqueue of one job with
@@ -45,23 +49,63 @@ const CONDITIONS = [
 	'char_length(attempt_checkpoint) <= 100',
 ];
 
+/**
+ * The same conditions as domains of the six columns, checked only where a value is given to the
+ * column. Migration 0015 made four of them domains; this is all six.
+ */
+const DOMAINS: Array<[string, string, string]> = [
+	['status', 'text', CONDITIONS[0].replace('status', 'VALUE')],
+	['idempotency_key', 'text', CONDITIONS[1].replace('idempotency_key', 'VALUE')],
+	['attempts', 'integer', CONDITIONS[2].replace('attempts', 'VALUE')],
+	['max_attempts', 'integer', CONDITIONS[3].replace('max_attempts', 'VALUE')],
+	['error_class', 'text', CONDITIONS[4].replace('error_class', 'VALUE')],
+	['attempt_checkpoint', 'text', CONDITIONS[5].replace('attempt_checkpoint', 'VALUE')],
+];
+const DOMAIN_COLUMNS = DOMAINS.map(([column]) => [column, `d_${column}`] as const);
+
+/** The columns of jobs that migration 0015 made domains, with their base types. */
+const SHIPPED_DOMAIN_COLUMNS = [
+	['attempts', 'integer'],
+	['max_attempts', 'integer'],
+	['error_class', 'text'],
+	['attempt_checkpoint', 'text'],
+] as const;
+
 const STATEMENT_VARIANTS = [
 	'none',
 	'checks',
+	'shipped',
 	'merged_check',
 	'function_check',
+	'domains',
 	'trigger',
 	'trigger_when',
 ] as const;
-const ROW_VARIANTS = ['none', 'checks', 'function_check'] as const;
+const ROW_VARIANTS = ['none', 'checks', 'shipped', 'function_check', 'domains'] as const;
 const ENQUEUE_VARIANTS = ['store', 'store_without_coalescing', 'statement_only'] as const;
 
 type Variant = (typeof STATEMENT_VARIANTS)[number];
 
-/** A copy of jobs with the guards of `variant`; `indexes`: with the indexes of jobs. */
-function copySql(table: string, variant: Variant, indexes: boolean): string {
+/**
+ * A copy of jobs with the guards of `variant`; `indexes`: with the indexes of jobs.
+ * `shippedChecks`: the definitions of the CHECK constraints of the migrated jobs.
+ */
+function copySql(
+	table: string,
+	variant: Variant,
+	indexes: boolean,
+	shippedChecks: string[],
+): string {
 	const like = `LIKE ${s}.jobs INCLUDING DEFAULTS INCLUDING IDENTITY${indexes ? ' INCLUDING INDEXES' : ''}`;
 	const statements = [`CREATE TABLE ${s}.${table} (${like}) WITH (fillfactor = 80)`];
+	// LIKE copies the columns' types, and so the domains of jobs: every variant but the one that
+	// ships starts from the plain types.
+	if (variant === 'shipped')
+		for (const definition of shippedChecks)
+			statements.push(`ALTER TABLE ${s}.${table} ADD ${definition}`);
+	else
+		for (const [column, base] of SHIPPED_DOMAIN_COLUMNS)
+			statements.push(`ALTER TABLE ${s}.${table} ALTER COLUMN ${column} TYPE ${base}`);
 	// A CHECK passes unless its condition is false, so the conjunction of the six passes and
 	// fails on exactly the rows the six do (NULL AND true is NULL, which passes).
 	if (variant === 'checks')
@@ -73,6 +117,9 @@ function copySql(table: string, variant: Variant, indexes: boolean): string {
 		statements.push(
 			`ALTER TABLE ${s}.${table} ADD CHECK (${s}.row_is_valid(status, idempotency_key, attempts, max_attempts, error_class, attempt_checkpoint))`,
 		);
+	if (variant === 'domains')
+		for (const [column, domain] of DOMAIN_COLUMNS)
+			statements.push(`ALTER TABLE ${s}.${table} ALTER COLUMN ${column} TYPE ${s}.${domain}`);
 	const trigger = (when: string) =>
 		`CREATE TRIGGER after_update AFTER UPDATE ON ${s}.${table}
 		REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT ${when}
@@ -101,6 +148,20 @@ BEGIN
 		WHERE id = ids[1 + i % 1000]
 		RETURNING (SELECT set_config('durable_jobs.counted_update', '${SCHEMA}:' || pg_trigger_depth() || ':' || statement_timestamp(), true))
 		INTO mark;
+	END LOOP;
+	RETURN extract(epoch FROM clock_timestamp() - started) * 1e6 / calls;
+END $$`;
+}
+
+/** A function timing `calls` one-row INSERTs into `table`, in µs per call. */
+function oneRowInsertTimerSql(table: string): string {
+	return `CREATE FUNCTION ${s}.time_insert_${table}(calls int) RETURNS double precision LANGUAGE plpgsql AS $$
+DECLARE started timestamptz;
+BEGIN
+	started := clock_timestamp();
+	FOR i IN 1..calls LOOP
+		INSERT INTO ${s}.${table} (id, queue, payload, priority, max_attempts)
+		VALUES (gen_random_uuid(), 'bench', '{}', 0, 5);
 	END LOOP;
 	RETURN extract(epoch FROM clock_timestamp() - started) * 1e6 / calls;
 END $$`;
@@ -155,15 +216,24 @@ async function main(): Promise<void> {
 			attempts integer, max_attempts integer, error_class text, attempt_checkpoint text)
 			RETURNS boolean LANGUAGE plpgsql IMMUTABLE AS $$
 			BEGIN RETURN ${CONDITIONS.join(' AND ')}; END $$`);
+		for (const [column, base, condition] of DOMAINS)
+			await pool.query(`CREATE DOMAIN ${s}.d_${column} AS ${base} CHECK (${condition})`);
+		const { rows: shipped } = await pool.query<{ definition: string }>(
+			`SELECT pg_get_constraintdef(oid) AS definition FROM pg_constraint
+			WHERE conrelid = $1::regclass AND contype = 'c'`,
+			[`${SCHEMA}.jobs`],
+		);
+		const shippedChecks = shipped.map((row) => row.definition);
 		for (const variant of STATEMENT_VARIANTS) {
-			await pool.query(copySql(`one_${variant}`, variant, true));
+			await pool.query(copySql(`one_${variant}`, variant, true, shippedChecks));
 			await pool.query(
 				`INSERT INTO ${s}.one_${variant} (id, queue, payload) SELECT gen_random_uuid(), 'bench', '{}' FROM generate_series(1, 1000)`,
 			);
 			await pool.query(oneRowTimerSql(`one_${variant}`));
+			await pool.query(oneRowInsertTimerSql(`one_${variant}`));
 		}
 		for (const variant of ROW_VARIANTS) {
-			await pool.query(copySql(`many_${variant}`, variant, false));
+			await pool.query(copySql(`many_${variant}`, variant, false, shippedChecks));
 			await pool.query(
 				`INSERT INTO ${s}.many_${variant} (id, queue, payload) SELECT gen_random_uuid(), 'bench', '{}' FROM generate_series(1, $1)`,
 				[rows],
@@ -177,6 +247,7 @@ async function main(): Promise<void> {
 			await pool.query(`VACUUM ANALYZE ${s}.${variant}`);
 
 		const perStatement: Record<string, number[]> = {};
+		const perInsert: Record<string, number[]> = {};
 		const perRow: Record<string, number[]> = {};
 		for (let r = 0; r < rounds; r++) {
 			// Reverse the order every other round, so a drift of the machine hits all alike.
@@ -187,6 +258,11 @@ async function main(): Promise<void> {
 					[calls],
 				);
 				(perStatement[variant] ??= []).push(round(timed[0].us, 3));
+				const { rows: inserted } = await pool.query<{ us: number }>(
+					`SELECT ${s}.time_insert_one_${variant}($1) AS us`,
+					[calls],
+				);
+				(perInsert[variant] ??= []).push(round(inserted[0].us, 3));
 			}
 			for (const variant of r % 2 === 0 ? [...ROW_VARIANTS] : [...ROW_VARIANTS].reverse()) {
 				const started = performance.now();
@@ -228,6 +304,7 @@ async function main(): Promise<void> {
 			callsPerRound: calls,
 			rowsPerUpdate: rows,
 			usPerOneRowUpdate: summary(perStatement, 'none'),
+			usPerOneRowInsert: summary(perInsert, 'none'),
 			usPerRowOfBulkUpdate: summary(perRow, 'none'),
 			msPerLoneEnqueue: {
 				calls: enqueues,

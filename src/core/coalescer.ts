@@ -20,7 +20,10 @@ export interface CoalescingStats {
 	 * deadlock, a timeout, a statement too large to build) and were run again, one call at a time.
 	 */
 	splitAfterError: number;
-	/** Flushes that ran longer than STALLED_FLUSH_MS, so the next one started beside them. */
+	/**
+	 * Flushes that ran longer than STALLED_FLUSH_MS while calls waited behind them, so the next
+	 * one started beside them.
+	 */
 	stalledFlushes: number;
 }
 
@@ -71,11 +74,21 @@ interface Call {
 	reject: (error: unknown) => void;
 }
 
+/** A flush that still holds back the next one of its key. */
+interface Holding {
+	startedAt: number;
+	/** Set once a call waits behind it: ends the hold STALLED_FLUSH_MS after its start. */
+	stallTimer: NodeJS.Timeout | null;
+}
+
 interface Lane {
 	waiting: Call[];
 	scheduled: boolean;
-	/** Flushes running that still hold back the next one (not stalled yet). */
-	active: number;
+	/**
+	 * The running flush that holds back the next one, until it ends or stalls. There is at most
+	 * one: a flush starts only when none holds.
+	 */
+	holding: Holding | null;
 	/** Flushes running, stalled or not. */
 	running: number;
 }
@@ -103,7 +116,7 @@ export class Coalescer {
 		return await new Promise<R[]>((resolve, reject) => {
 			let lane = this.lanes.get(statement.key);
 			if (!lane) {
-				lane = { waiting: [], scheduled: false, active: 0, running: 0 };
+				lane = { waiting: [], scheduled: false, holding: null, running: 0 };
 				this.lanes.set(statement.key, lane);
 			}
 			lane.waiting.push({
@@ -117,23 +130,39 @@ export class Coalescer {
 	}
 
 	private schedule(key: string, lane: Lane): void {
-		if (lane.scheduled || lane.active > 0 || lane.waiting.length === 0) return;
+		if (lane.scheduled || lane.waiting.length === 0) return;
+		if (lane.holding) {
+			this.watchForStall(key, lane.holding, lane);
+			return;
+		}
 		lane.scheduled = true;
 		setImmediate(() => void this.flush(key, lane));
 	}
 
+	/**
+	 * Lets the waiting calls start the next flush once `holding` has run STALLED_FLUSH_MS. The
+	 * timer is set only when a call waits: a lone caller's flush sets none.
+	 */
+	private watchForStall(key: string, holding: Holding, lane: Lane): void {
+		if (holding.stallTimer) return;
+		const left = holding.startedAt + STALLED_FLUSH_MS - performance.now();
+		holding.stallTimer = setTimeout(
+			() => {
+				if (lane.holding !== holding) return;
+				lane.holding = null;
+				this.stats.stalledFlushes++;
+				this.schedule(key, lane);
+			},
+			Math.max(0, left),
+		);
+		holding.stallTimer.unref();
+	}
+
 	private async flush(key: string, lane: Lane): Promise<void> {
 		lane.scheduled = false;
-		lane.active++;
+		const holding: Holding = { startedAt: performance.now(), stallTimer: null };
+		lane.holding = holding;
 		lane.running++;
-		let stalled = false;
-		const stallTimer = setTimeout(() => {
-			stalled = true;
-			lane.active--;
-			this.stats.stalledFlushes++;
-			this.schedule(key, lane);
-		}, STALLED_FLUSH_MS);
-		stallTimer.unref();
 		let rows = 0;
 		let count = 0;
 		/** The sameRowKey of every row taken so far (see RowStatement.sameRowKey). */
@@ -151,6 +180,7 @@ export class Coalescer {
 			count++;
 		}
 		const calls = lane.waiting.splice(0, count);
+		if (lane.waiting.length > 0) this.watchForStall(key, holding, lane);
 		this.stats.flushes++;
 		this.stats.calls += calls.length;
 		this.stats.largestFlush = Math.max(this.stats.largestFlush, calls.length);
@@ -162,8 +192,8 @@ export class Coalescer {
 			// promise settles once, so callers already answered keep their answer).
 			for (const call of calls) call.reject(classifyDatabaseError(error));
 		} finally {
-			clearTimeout(stallTimer);
-			if (!stalled) lane.active--;
+			if (holding.stallTimer) clearTimeout(holding.stallTimer);
+			if (lane.holding === holding) lane.holding = null;
 			lane.running--;
 			if (lane.waiting.length > 0) this.schedule(key, lane);
 			else if (lane.running === 0 && this.lanes.get(key) === lane) this.lanes.delete(key);

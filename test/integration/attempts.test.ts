@@ -393,6 +393,7 @@ describe('attempt rows', () => {
 			'0012_succeeded_attempt_on_job_row.sql',
 			'0013_single_enqueue_counts_itself.sql',
 			'0014_unknown_outcomes_index.sql',
+			'0015_column_domains.sql',
 		]);
 		const upgraded = new JobStore(pool, { schema: upgradeSchema });
 		expect(await attemptsOf(running, pool, upgradeSchema)).toEqual(before);

@@ -19,6 +19,7 @@ import {
 	drainQueue,
 	dropSchema,
 	freshStore,
+	newPool,
 	ok,
 	sentTexts,
 	succeedAll,
@@ -650,6 +651,97 @@ describe('prepared statements', () => {
 		const s2 = await freshStore(pool, other);
 		await cycle(s2, 're-again');
 		await dropSchema(pool, other);
+	});
+
+	// A prepared statement whose result columns change type fails with "cached plan must not
+	// change result type" until its connection closes. Domains made by a new migration have new
+	// type ids, so every statement returns the base types of the domain columns of jobs.
+	it('every prepared statement keeps working on its connection after the schema is dropped and migrated again', async () => {
+		const other = `${schema}_one`;
+		const single = newPool(1);
+		try {
+			const everyStatement = async (s: JobStore, round: string) => {
+				const queue = `one-${round}`;
+				const keyed = ok(
+					(await s.enqueue([{ queue, payload: { n: 1 }, idempotencyKey: `${round}-k` }]))[0],
+				);
+				const plain = ok((await s.enqueue([{ queue, payload: { n: 2 }, maxAttempts: 1 }]))[0]);
+				ok((await s.enqueue([{ queue, payload: { n: 1 }, idempotencyKey: `${round}-k` }]))[0]);
+				await s.enqueue([
+					{ queue, payload: { n: 3 } },
+					{ queue, payload: { n: 4 }, idempotencyKey: `${round}-k2` },
+				]);
+				expect(await s.peekJob(queue)).not.toBeNull();
+				expect(await s.nextDueInMs(queue)).toBeNull();
+				const one = await s.lease({ queue, limit: 1 });
+				const rest = await s.lease({ queue, limit: 5 });
+				const leased = [...one, ...rest];
+				expect(leased).toHaveLength(4);
+				ok(
+					(
+						await s.extendLease([
+							{ jobId: leased[0].id, attemptId: leased[0].attempt_id, checkpoint: 'half' },
+						])
+					)[0],
+				);
+				const results = await s.complete([
+					{ jobId: leased[0].id, attemptId: leased[0].attempt_id, outcome: 'succeeded' },
+					{
+						jobId: leased[1].id,
+						attemptId: leased[1].attempt_id,
+						outcome: 'failed',
+						errorClass: 'needs_mapping',
+					},
+					{ jobId: leased[2].id, attemptId: leased[2].attempt_id, outcome: 'retry' },
+					{ jobId: leased[3].id, attemptId: leased[3].attempt_id, outcome: 'release' },
+				]);
+				for (const result of results) expect(ok(result).applied).toBe(true);
+				const released = await s.lease({ queue, limit: 1 });
+				expect(released.map((job) => job.id)).toEqual([leased[3].id]);
+				await succeedAll(s, released);
+				expect(await s.getStatus(keyed.jobId, keyed.statusToken!)).not.toBeNull();
+				expect(
+					(await s.getStatusMany([{ jobId: plain.jobId, token: plain.statusToken! }]))[0],
+				).not.toBeNull();
+				expect(await s.getJobs([keyed.jobId, plain.jobId])).toHaveLength(2);
+				expect((await s.stats(queue))[0].queued + (await s.stats(queue))[0].done).toBeGreaterThan(
+					0,
+				);
+				const claimed = ok((await s.claim([{ scope: queue, key: 'c', fingerprint: 'f' }]))[0]);
+				ok(
+					(
+						await s.completeClaims([
+							{ scope: queue, key: 'c', claimId: claimed.claimId, result: 1 },
+						])
+					)[0],
+				);
+				ok((await s.claim([{ scope: queue, key: 'c', fingerprint: 'f' }]))[0]);
+				const failing = ok((await s.claim([{ scope: queue, key: 'd' }]))[0]);
+				ok((await s.failClaims([{ scope: queue, key: 'd', claimId: failing.claimId }]))[0]);
+				const expiring = ok((await s.enqueue([{ queue: `${queue}-x`, payload: {} }]))[0]);
+				expect(await s.lease({ queue: `${queue}-x`, limit: 1 })).toHaveLength(1);
+				await single.query(
+					`UPDATE "${other}".jobs SET lease_until = now() - interval '1 second' WHERE id = $1`,
+					[expiring.jobId],
+				);
+				const recovered = await s.lease({ queue: `${queue}-x`, limit: 1 });
+				expect(recovered.map((job) => [job.id, job.attempts])).toEqual([[expiring.jobId, 2]]);
+				ok(
+					(
+						await s.writeOutbox([
+							{ eventId: `${round}-e`, eventType: 'thing.happened', payload: { n: 1 } },
+						])
+					)[0],
+				);
+			};
+			const s1 = await freshStore(single, other);
+			await everyStatement(s1, 'before');
+			const s2 = await freshStore(single, other);
+			await everyStatement(s2, 'after');
+		} finally {
+			await dropSchema(single, other);
+			await single.end();
+		}
 	});
 });
 

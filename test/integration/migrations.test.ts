@@ -11,14 +11,20 @@ import {
 	openStore,
 	resetMigrationCache,
 } from '../../src/core';
+import { renderMigration } from '../../src/core/migrate';
+import { createMigrationsTableQuery, recordMigrationQuery } from '../../src/core/sql/migrations';
 import { connectionConfig, databaseUrl, dropSchema, newPool, useTestSchema } from '../helpers/db';
 
 const defaultDatabase = `djt_default_${process.pid}`;
+const domainsReader = `djt_domains_reader_${process.pid}`;
 const { schema, pool } = useTestSchema(__filename, {
 	closeCachedPools: true,
 	cleanUp: async (pool) => {
 		await dropSchema(pool, `${schema}_b`);
 		await dropSchema(pool, `${schema}_c`);
+		await dropSchema(pool, `${schema}_d`);
+		await dropSchema(pool, `${schema}_e`);
+		await pool.query(`DROP ROLE IF EXISTS "${domainsReader}"`);
 		await pool
 			.query(`DROP DATABASE IF EXISTS ${defaultDatabase} WITH (FORCE)`)
 			.catch(() => undefined);
@@ -115,5 +121,115 @@ describe('migrations', () => {
 			await expect(migrate(spy as pg.Pool, bad)).rejects.toBeInstanceOf(ValidationError);
 		}
 		expect(counter.queries).toBe(0);
+	});
+
+	it('0015 turns four conditions of jobs into domains without rewriting a file, keeps the grants of job_attempts, and every condition still rejects its bad value', async () => {
+		const upgraded = `${schema}_d`;
+		const s = `"${upgraded}"`;
+		await pool.query(`CREATE SCHEMA ${s}`);
+		await pool.query(createMigrationsTableQuery(s));
+		for (const migration of loadMigrations().filter((m) => m.id <= 14)) {
+			await pool.query(renderMigration(migration, upgraded));
+			await pool.query(recordMigrationQuery(s, migration.id, migration.name));
+		}
+		await pool.query(
+			`INSERT INTO ${s}.jobs (id, queue, payload, status, attempts, max_attempts, idempotency_key, error_class,
+				attempt_id, attempt_checkpoint, finished_at)
+			SELECT gen_random_uuid(), 'q', '{}', CASE WHEN i % 3 = 0 THEN 'queued' WHEN i % 3 = 1 THEN 'running' ELSE 'failed' END,
+				i % 4, 5, 'k' || i, CASE WHEN i % 3 = 2 THEN 'needs_mapping' END, gen_random_uuid(),
+				CASE WHEN i % 3 = 1 THEN 'step ' || i END, CASE WHEN i % 3 = 2 THEN now() END
+			FROM generate_series(1, 300) AS i`,
+		);
+		await pool.query(`DROP ROLE IF EXISTS "${domainsReader}"`);
+		await pool.query(`CREATE ROLE "${domainsReader}"`);
+		await pool.query(`GRANT SELECT ON ${s}.job_attempts TO "${domainsReader}"`);
+		const files = `SELECT c.relname, c.relfilenode FROM pg_class c
+			WHERE c.relnamespace = $1::regnamespace AND c.relkind IN ('r', 'i') ORDER BY c.relname`;
+		const view = `SELECT c.relowner::regrole::text AS owner, c.relacl::text AS acl,
+			(SELECT array_agg(a.attname || ' ' || format_type(a.atttypid, a.atttypmod) ORDER BY a.attnum)
+			 FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attnum > 0) AS columns
+			FROM pg_class c WHERE c.oid = $1::regclass`;
+		const rowsOf = `SELECT md5(string_agg(j::text, '|' ORDER BY j.id)) AS digest FROM ${s}.jobs j`;
+		const before = {
+			files: (await pool.query(files, [upgraded])).rows,
+			view: (await pool.query(view, [`${upgraded}.job_attempts`])).rows,
+			rows: (await pool.query(rowsOf)).rows,
+			attempts: (await pool.query(`SELECT * FROM ${s}.job_attempts ORDER BY attempt_id`)).rows,
+		};
+
+		expect((await migrate(pool, upgraded)).applied).toEqual(['0015_column_domains.sql']);
+
+		expect((await pool.query(files, [upgraded])).rows).toEqual(before.files);
+		expect((await pool.query(view, [`${upgraded}.job_attempts`])).rows).toEqual(before.view);
+		expect(before.view[0].acl).toContain(`${domainsReader}=r/`);
+		expect((await pool.query(rowsOf)).rows).toEqual(before.rows);
+		expect((await pool.query(`SELECT * FROM ${s}.job_attempts ORDER BY attempt_id`)).rows).toEqual(
+			before.attempts,
+		);
+		const { rows: types } = await pool.query<{ attname: string; type: string }>(
+			`SELECT a.attname, format_type(a.atttypid, a.atttypmod) AS type FROM pg_attribute a
+			WHERE a.attrelid = $1::regclass AND a.attname IN ('status', 'idempotency_key', 'attempts',
+				'max_attempts', 'error_class', 'attempt_checkpoint') ORDER BY a.attname`,
+			[`${upgraded}.jobs`],
+		);
+		expect(Object.fromEntries(types.map((row) => [row.attname, row.type]))).toEqual({
+			attempt_checkpoint: `${upgraded}.job_checkpoint`,
+			attempts: `${upgraded}.job_attempt_count`,
+			error_class: `${upgraded}.job_error_class`,
+			idempotency_key: 'text',
+			max_attempts: `${upgraded}.job_max_attempts`,
+			status: 'text',
+		});
+
+		// Each condition, in the upgraded schema and in one migrated from scratch, on an UPDATE
+		// of an existing row and on an INSERT: the same error, the same constraint name, nothing
+		// written.
+		const fresh = `${schema}_e`;
+		await dropSchema(pool, fresh);
+		await migrate(pool, fresh);
+		const bad: Array<[column: string, value: string, constraint: string]> = [
+			['status', `'finished'`, 'jobs_status_check'],
+			['idempotency_key', `repeat('k', 256)`, 'jobs_idempotency_key_check'],
+			['attempts', '-1', 'jobs_attempts_check'],
+			['max_attempts', '0', 'jobs_max_attempts_check'],
+			['error_class', `'fatal'`, 'jobs_error_class_check'],
+			['attempt_checkpoint', `repeat('c', 101)`, 'jobs_attempt_checkpoint_length'],
+		];
+		for (const target of [upgraded, fresh]) {
+			const t = `"${target}"`;
+			await pool.query(
+				`INSERT INTO ${t}.jobs (id, queue, payload) VALUES ('00000000-0000-7000-8000-00000000d001', 'q', '{}')
+				ON CONFLICT DO NOTHING`,
+			);
+			const digest = (
+				await pool.query(`SELECT md5(string_agg(j::text, '|' ORDER BY j.id)) AS d FROM ${t}.jobs j`)
+			).rows[0].d;
+			for (const [column, value, constraint] of bad) {
+				for (const statement of [
+					`UPDATE ${t}.jobs SET ${column} = ${value} WHERE id = '00000000-0000-7000-8000-00000000d001'`,
+					`INSERT INTO ${t}.jobs (id, queue, payload, ${column}) VALUES (gen_random_uuid(), 'q', '{}', ${value})`,
+				]) {
+					const error = await pool.query(statement).then(
+						() => null,
+						(caught: unknown) => caught as { code?: string; constraint?: string },
+					);
+					expect({ target, statement, code: error?.code, constraint: error?.constraint }).toEqual({
+						target,
+						statement,
+						code: '23514',
+						constraint,
+					});
+				}
+			}
+			expect(
+				(
+					await pool.query(
+						`SELECT md5(string_agg(j::text, '|' ORDER BY j.id)) AS d FROM ${t}.jobs j`,
+					)
+				).rows[0].d,
+			).toBe(digest);
+		}
+		await dropSchema(pool, upgraded);
+		await dropSchema(pool, fresh);
 	});
 });

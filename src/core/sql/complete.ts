@@ -2,7 +2,7 @@ import { closeAttemptsSql, runningAttemptColumns } from './attempts';
 import { countTerminalSql, countedMark, queuedNotice } from './counting';
 import { jsonRows } from './json';
 import { cachedText } from './textCache';
-import type { SqlQuery } from './types';
+import { resultColumns, type SqlQuery } from './types';
 
 export interface CompleteRow {
 	ord: number;
@@ -203,8 +203,8 @@ function callbacksAndAnswer(s: string): string {
 	FROM updated u
 	WHERE u.callback_url IS NOT NULL AND u.status IN ('done', 'failed')
 )
-SELECT x.ord, u.id IS NOT NULL AS applied, u.status, u.attempts, u.max_attempts, u.run_at, u.error_code,
-	u.error_class, c.callback_event_id,
+SELECT x.ord, u.id IS NOT NULL AS applied, u.status,
+	${resultColumns(['attempts', 'max_attempts', 'run_at', 'error_code', 'error_class'], 'u')}, c.callback_event_id,
 	cur.status AS current_status, cur.attempt_id AS current_attempt_id, cur.id IS NOT NULL AS job_exists
 FROM input x
 LEFT JOIN updated u ON u.ord = x.ord

@@ -1,6 +1,7 @@
 import { integerArray, textArray } from './arrays';
 import { countedInsertMark, insertedNotice } from './counting';
 import { jsonRows } from './json';
+import { cachedText } from './textCache';
 import type { SqlQuery } from './types';
 
 export interface EnqueueRow {
@@ -80,7 +81,22 @@ ORDER BY i.ord`,
  */
 function enqueueOneQuery(schema: string, s: string, row: EnqueueRow): SqlQuery {
 	return {
-		text: `
+		text: cachedText(`enqueue-one|${s}`, () => enqueueOneText(schema, s)),
+		values: [
+			row.id,
+			row.queue,
+			row.payload,
+			row.idempotency_key,
+			row.payload_fingerprint,
+			...oneRowValues(row),
+			row.ord,
+		],
+		prepare: true,
+	};
+}
+
+function enqueueOneText(schema: string, s: string): string {
+	return `
 WITH inserted AS (
 	INSERT INTO ${s}.jobs (id, queue, payload, idempotency_key, payload_fingerprint, priority, run_at,
 		max_attempts, ordering_key, callback_url, correlation_id, status_token_hash)
@@ -102,18 +118,7 @@ LEFT JOIN LATERAL (
 	SELECT e.id, e.status, e.run_at, e.payload_fingerprint FROM ${s}.jobs e
 	WHERE n.id IS NULL AND e.queue = $2::text AND e.idempotency_key = $4::text
 	OFFSET 0
-) e ON true`,
-		values: [
-			row.id,
-			row.queue,
-			row.payload,
-			row.idempotency_key,
-			row.payload_fingerprint,
-			...oneRowValues(row),
-			row.ord,
-		],
-		prepare: true,
-	};
+) e ON true`;
 }
 
 /**
@@ -243,13 +248,16 @@ FROM unnest($12::text[], $13::timestamptz[], $14::bigint[]) AS k(key, run_at, de
  */
 function enqueueOneWithoutKeyQuery(schema: string, s: string, row: EnqueueRow): SqlQuery {
 	return {
-		text: `
+		text: cachedText(
+			`enqueue-one-without-key|${s}`,
+			() => `
 INSERT INTO ${s}.jobs (id, queue, payload, priority, run_at, max_attempts, ordering_key, callback_url,
 	correlation_id, status_token_hash)
 VALUES ($1::uuid, $2::text, $3::jsonb, coalesce($4::int, 0),
 	coalesce($5::timestamptz, now() + coalesce($6::bigint, 0) * interval '1 millisecond'),
 	$7::int, $8::text, $9::text, $10::text, decode($11::text, 'base64'))
 RETURNING $12::text AS key, run_at, ${insertedNotice(schema)}, ${countedInsertMark(schema)}`,
+		),
 		values: [row.id, row.queue, row.payload, ...oneRowValues(row), runAtKey(row)],
 		prepare: true,
 	};

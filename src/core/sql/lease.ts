@@ -2,7 +2,7 @@ import { closeAttemptsSql, runningAttemptColumns } from './attempts';
 import { countTerminalSql, countedMark } from './counting';
 import { jsonRows } from './json';
 import { cachedText } from './textCache';
-import type { SqlQuery } from './types';
+import { resultColumns, type SqlQuery } from './types';
 
 /**
  * One job a lease may take: the attempt id it gets, and the lease length and n8n ids of the
@@ -174,7 +174,7 @@ WITH queued AS (
 		FROM exhausted_jobs x`,
 	)}
 )
-SELECT ${LEASED_COLUMNS.join(', ')}, ord, expired
+SELECT ${resultColumns(LEASED_COLUMNS)}, ord, expired
 FROM leased${commitWithoutFlush(options)}
 ORDER BY slot`,
 	);
@@ -287,7 +287,7 @@ WITH probe AS MATERIALIZED (
 	RETURNING ${LEASED_COLUMNS.map((column) => `j.${column}`).join(', ')}, a.slot, a.ord,
 		${countedMark(schema)}
 )
-SELECT ${LEASED_COLUMNS.join(', ')}, ord, false AS expired, false AS rerun
+SELECT ${resultColumns(LEASED_COLUMNS)}, ord, false AS expired, false AS rerun
 FROM leased${commitWithoutFlush(options)}
 UNION ALL
 SELECT ${LEASED_COLUMNS.map(() => 'NULL').join(', ')}, slot.ord, false, true

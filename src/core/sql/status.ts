@@ -1,5 +1,5 @@
 import { closeAttemptsSql, runningAttemptColumns } from './attempts';
-import { JOB_COLUMNS, type SqlQuery } from './types';
+import { JOB_COLUMN_NAMES, JOB_COLUMNS, resultColumns, type SqlQuery } from './types';
 
 /**
  * Only the id and token hash: the status check reads the same few bytes whether the job
@@ -18,9 +18,7 @@ export function tokenHashesQuery(s: string, jobIds: string[]): SqlQuery {
 export function statusViewsQuery(s: string, jobIds: string[]): SqlQuery {
 	return {
 		text: `
-SELECT ${JOB_COLUMNS.split(',')
-			.map((column) => `j.${column.trim()}`)
-			.join(', ')},
+SELECT ${resultColumns(JOB_COLUMN_NAMES, 'j')},
 	(SELECT coalesce(json_agg(json_build_object(
 		'attempt_id', a.attempt_id, 'job_id', a.job_id, 'attempt', a.attempt, 'workflow_id', a.workflow_id,
 		'execution_id', a.execution_id, 'started_at', a.started_at, 'lease_until', a.lease_until,
