@@ -4,7 +4,11 @@
  * pre-filled queue through one engine and prints, as JSON on stdout:
  *   - pg_stat_statements: calls, planning and execution time, WAL bytes per statement;
  *   - sampled wait events of the worker connections, and the relations of contended row locks;
- *   - WAL bytes per job.
+ *   - WAL bytes per job;
+ *   - how fast the machine was just before and after the drain (`speedProbe`): the same
+ *     in-server query and Node.js loop every time. This machine's speed changes by a fifth and
+ *     more from one half-minute to the next, which tells a slow run of the code from a run on a
+ *     slow machine.
  *
  *   npx tsx bench/profile.ts [--engine ours|pgboss|graphile] [--jobs 4000] [--workers 1,8] [--batch 1]
  *     [--plans-log plans.log]   # also write EXPLAIN ANALYZE of 5% of the statements (auto_explain)
@@ -20,6 +24,26 @@ import { OursEngine } from './lib/ours';
 import { PgBossEngine } from './lib/pgboss';
 import { startProfilingPostgres } from './lib/profiling';
 import { log, now, round, runMain, sleep, vacuumAnalyzeSchema } from './lib/util';
+
+/**
+ * The time of a fixed piece of work in the server (a sum over a million-row series) and in
+ * Node.js (a fixed arithmetic loop), in ms: best of three each, lower is faster.
+ */
+async function speedProbe(admin: pg.Pool): Promise<{ serverMs: number; nodeMs: number }> {
+	let serverMs = Infinity;
+	let nodeMs = Infinity;
+	for (let attempt = 0; attempt < 3; attempt++) {
+		let started = now();
+		await admin.query('SELECT sum(i) FROM generate_series(1, 1000000) AS i');
+		serverMs = Math.min(serverMs, now() - started);
+		started = now();
+		let sink = 0;
+		for (let i = 0; i < 20_000_000; i++) sink = (sink + i * 7) % 1_000_003;
+		if (sink < 0) log('unreachable');
+		nodeMs = Math.min(nodeMs, now() - started);
+	}
+	return { serverMs: round(serverMs, 1), nodeMs: round(nodeMs, 1) };
+}
 
 interface Options {
 	engine: EngineId;
@@ -122,6 +146,7 @@ async function main(): Promise<void> {
 			const [{ lsn: before }] = (
 				await admin.query<{ lsn: string }>('SELECT pg_current_wal_lsn()::text AS lsn')
 			).rows;
+			const speedBefore = await speedProbe(admin);
 			const watch = sampler(admin, 'postgres');
 			const started = now();
 			const outcome =
@@ -130,6 +155,7 @@ async function main(): Promise<void> {
 					: await engine.drainBatch(workers, options.batch);
 			const seconds = (now() - started) / 1000;
 			const waits = await watch.stop();
+			const speedAfter = await speedProbe(admin);
 			const [{ bytes }] = (
 				await admin.query<{ bytes: string }>(
 					'SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), $1::pg_lsn)::bigint AS bytes',
@@ -153,11 +179,12 @@ async function main(): Promise<void> {
 				seconds: round(seconds, 3),
 				jobsPerSec: round(processed / seconds, 0),
 				walBytesPerJob: round(Number(bytes) / Math.max(1, processed), 0),
+				speedProbe: { before: speedBefore, after: speedAfter },
 				...waits,
 				statements,
 			};
 			log(
-				`${options.engine} workers=${workers}: ${run.jobsPerSec} jobs/s, ${run.walBytesPerJob} WAL bytes/job`,
+				`${options.engine} workers=${workers}: ${run.jobsPerSec} jobs/s, ${run.walBytesPerJob} WAL bytes/job, speed probe ${JSON.stringify(run.speedProbe)}`,
 			);
 			(report.runs as unknown[]).push(run);
 		}

@@ -25,7 +25,9 @@
  * A lone enqueue (`--enqueues` calls of each, alternating in a new random order every time, one
  * at a time, commits waiting for the WAL flush as they ship): JobStore.enqueue of one job with
  * call coalescing (the default), the same without it, and its statement sent straight through
- * the pool.
+ * the pool; and, to split the call's time, a prepared `SELECT 1` (the round trip) and the
+ * statement and the store on a connection with synchronous_commit off (without the wait for
+ * the WAL flush; for measuring only, never how the package runs).
  */
 import pg from 'pg';
 
@@ -82,7 +84,14 @@ const STATEMENT_VARIANTS = [
 	'trigger_when',
 ] as const;
 const ROW_VARIANTS = ['none', 'checks', 'shipped', 'function_check', 'domains'] as const;
-const ENQUEUE_VARIANTS = ['store', 'store_without_coalescing', 'statement_only'] as const;
+const ENQUEUE_VARIANTS = [
+	'store',
+	'store_without_coalescing',
+	'statement_only',
+	'round_trip',
+	'statement_without_flush_wait',
+	'store_without_flush_wait',
+] as const;
 
 type Variant = (typeof STATEMENT_VARIANTS)[number];
 
@@ -274,18 +283,30 @@ async function main(): Promise<void> {
 
 		const store = new JobStore(pool, { schema: SCHEMA });
 		const storeWithoutCoalescing = new JobStore(pool, { schema: SCHEMA, coalesceCalls: false });
+		const noFlushWait = new pg.Pool({
+			connectionString: postgres.url,
+			max: 1,
+			options: '-c synchronous_commit=off',
+		});
+		noFlushWait.on('error', () => undefined);
+		const storeWithoutFlushWait = new JobStore(noFlushWait, { schema: SCHEMA });
+		const sendStatement = async (target: pg.Pool, n: number) => {
+			const query = enqueueWithoutKeysQuery(SCHEMA, s, [lonelyRow(n)]);
+			await target.query({
+				name: statementName(query.text),
+				text: query.text,
+				values: query.values,
+			});
+		};
 		const send: Record<(typeof ENQUEUE_VARIANTS)[number], (n: number) => Promise<unknown>> = {
 			store: (n) => store.enqueue([{ queue: 'bench', payload: { n } }]),
 			store_without_coalescing: (n) =>
 				storeWithoutCoalescing.enqueue([{ queue: 'bench', payload: { n } }]),
-			statement_only: async (n) => {
-				const query = enqueueWithoutKeysQuery(SCHEMA, s, [lonelyRow(n)]);
-				await pool.query({
-					name: statementName(query.text),
-					text: query.text,
-					values: query.values,
-				});
-			},
+			statement_only: (n) => sendStatement(pool, n),
+			round_trip: () => pool.query({ name: 'write_costs_round_trip', text: 'SELECT 1' }),
+			statement_without_flush_wait: (n) => sendStatement(noFlushWait, n),
+			store_without_flush_wait: (n) =>
+				storeWithoutFlushWait.enqueue([{ queue: 'bench', payload: { n } }]),
 		};
 		const enqueueMs: Record<string, number[]> = {};
 		for (let n = -200; n < enqueues; n++) {
@@ -297,6 +318,7 @@ async function main(): Promise<void> {
 				if (n >= 0) (enqueueMs[variant] ??= []).push(performance.now() - started);
 			}
 		}
+		await noFlushWait.end();
 		const report = {
 			postgres: (await pool.query<{ v: string }>('SELECT version() AS v')).rows[0].v,
 			node: process.version,
