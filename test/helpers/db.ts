@@ -5,11 +5,14 @@ import {
 	DurableJobsError,
 	JobStore,
 	closeAllPools,
+	loadMigrations,
 	migrate,
 	type CompleteResult,
 	type ConnectionConfig,
 	type LeasedJob,
 } from '../../src/core';
+import { renderMigration } from '../../src/core/migrate';
+import { createMigrationsTableQuery, recordMigrationQuery } from '../../src/core/sql/migrations';
 import { parseDatabaseUrl } from '../../scripts/lib/database-url';
 
 /** The test database: jest's global set-up (test/helpers/global-postgres.ts) sets DATABASE_URL. */
@@ -64,6 +67,24 @@ export async function freshStore(
 	await dropSchema(pool, schema);
 	await migrate(pool, schema);
 	return new JobStore(pool, { schema, ...options });
+}
+
+/**
+ * Creates `schema` as a version of the package that shipped migrations 1 to `lastId` left it,
+ * for upgrade tests: the later migrations are still pending.
+ */
+export async function schemaAtMigration(
+	pool: pg.Pool,
+	schema: string,
+	lastId: number,
+): Promise<void> {
+	const s = `"${schema}"`;
+	await pool.query(`CREATE SCHEMA ${s}`);
+	await pool.query(createMigrationsTableQuery(s));
+	for (const migration of loadMigrations().filter((m) => m.id <= lastId)) {
+		await pool.query(renderMigration(migration, schema));
+		await pool.query(recordMigrationQuery(s, migration.id, migration.name));
+	}
 }
 
 export interface TestSchemaOptions {

@@ -1,9 +1,7 @@
 import type pg from 'pg';
 
-import { JobStore, loadMigrations, migrate } from '../../src/core';
-import { renderMigration } from '../../src/core/migrate';
-import { createMigrationsTableQuery, recordMigrationQuery } from '../../src/core/sql/migrations';
-import { newPool, ok, sleep, testSchema, useTestSchema } from '../helpers/db';
+import { JobStore, migrate } from '../../src/core';
+import { newPool, ok, schemaAtMigration, sleep, testSchema, useTestSchema } from '../helpers/db';
 
 const upgradeSchema = testSchema(__filename, 'upgrade');
 const upgradeReader = `${upgradeSchema}_reader`;
@@ -346,12 +344,7 @@ describe('attempt rows', () => {
 
 	it('of attempts an older version started are ended by the new statements after the upgrade', async () => {
 		const s = `"${upgradeSchema}"`;
-		await pool.query(`CREATE SCHEMA ${s}`);
-		await pool.query(createMigrationsTableQuery(s));
-		for (const migration of loadMigrations().filter((m) => m.id <= 8)) {
-			await pool.query(renderMigration(migration, upgradeSchema));
-			await pool.query(recordMigrationQuery(s, migration.id, migration.name));
-		}
+		await schemaAtMigration(pool, upgradeSchema, 8);
 		await pool.query(`CREATE ROLE "${upgradeReader}"`);
 		await pool.query(`GRANT USAGE ON SCHEMA ${s} TO "${upgradeReader}"`);
 		await pool.query(`GRANT SELECT, INSERT, UPDATE ON ${s}.job_attempts TO "${upgradeReader}"`);

@@ -11,9 +11,14 @@ import {
 	openStore,
 	resetMigrationCache,
 } from '../../src/core';
-import { renderMigration } from '../../src/core/migrate';
-import { createMigrationsTableQuery, recordMigrationQuery } from '../../src/core/sql/migrations';
-import { connectionConfig, databaseUrl, dropSchema, newPool, useTestSchema } from '../helpers/db';
+import {
+	connectionConfig,
+	databaseUrl,
+	dropSchema,
+	newPool,
+	schemaAtMigration,
+	useTestSchema,
+} from '../helpers/db';
 
 const defaultDatabase = `djt_default_${process.pid}`;
 const domainsReader = `djt_domains_reader_${process.pid}`;
@@ -126,12 +131,7 @@ describe('migrations', () => {
 	it('0015 turns four conditions of jobs into domains without rewriting a file, keeps the grants of job_attempts, and every condition still rejects its bad value', async () => {
 		const upgraded = `${schema}_d`;
 		const s = `"${upgraded}"`;
-		await pool.query(`CREATE SCHEMA ${s}`);
-		await pool.query(createMigrationsTableQuery(s));
-		for (const migration of loadMigrations().filter((m) => m.id <= 14)) {
-			await pool.query(renderMigration(migration, upgraded));
-			await pool.query(recordMigrationQuery(s, migration.id, migration.name));
-		}
+		await schemaAtMigration(pool, upgraded, 14);
 		await pool.query(
 			`INSERT INTO ${s}.jobs (id, queue, payload, status, attempts, max_attempts, idempotency_key, error_class,
 				attempt_id, attempt_checkpoint, finished_at)
