@@ -78,3 +78,7 @@ SELECT j.attempt_id, j.id, j.attempts, j.attempt_workflow_id, j.attempt_executio
 FROM {{schema}}.jobs j
 WHERE j.status = 'done' AND j.attempt_id IS NOT NULL
 	AND NOT EXISTS (SELECT 1 FROM {{schema}}.job_attempt_records r WHERE r.attempt_id = j.attempt_id);
+
+-- Changing a column's type drops its statistics; the planner would estimate filters on these
+-- columns (requeue by error class, say) from defaults until autovacuum analyzed the table.
+ANALYZE {{schema}}.jobs (attempts, max_attempts, error_class, attempt_checkpoint);

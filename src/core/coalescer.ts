@@ -163,33 +163,20 @@ export class Coalescer {
 		const holding: Holding = { startedAt: performance.now(), stallTimer: null };
 		lane.holding = holding;
 		lane.running++;
-		let rows = 0;
-		let count = 0;
-		/** The sameRowKey of every row taken so far (see RowStatement.sameRowKey). */
-		const written = new Set<string>();
-		while (count < lane.waiting.length) {
-			const { statement } = lane.waiting[count];
-			const size = statement.rows.length;
-			if (count > 0 && rows + size > MAX_ROWS_PER_FLUSH) break;
-			if (statement.sameRowKey) {
-				const keys = statement.rows.map(statement.sameRowKey);
-				if (count > 0 && keys.some((key) => written.has(key))) break;
-				for (const key of keys) written.add(key);
-			}
-			rows += size;
-			count++;
-		}
-		const calls = lane.waiting.splice(0, count);
-		if (lane.waiting.length > 0) this.watchForStall(key, holding, lane);
-		this.stats.flushes++;
-		this.stats.calls += calls.length;
-		this.stats.largestFlush = Math.max(this.stats.largestFlush, calls.length);
+		let calls: Call[] = [];
 		try {
+			calls = lane.waiting.splice(0, this.takeable(lane.waiting));
+			if (lane.waiting.length > 0) this.watchForStall(key, holding, lane);
+			this.stats.flushes++;
+			this.stats.calls += calls.length;
+			this.stats.largestFlush = Math.max(this.stats.largestFlush, calls.length);
 			if (calls.length === 1) await runAlone(calls[0]);
 			else await this.runMerged(calls);
 		} catch (error) {
 			// Nothing above is meant to throw; if it does, no caller may be left waiting (a
-			// promise settles once, so callers already answered keep their answer).
+			// promise settles once, so callers already answered keep their answer). Thrown while
+			// choosing the calls, it came from the first waiting call (see takeable).
+			if (calls.length === 0) calls = lane.waiting.splice(0, 1);
 			for (const call of calls) call.reject(classifyDatabaseError(error));
 		} finally {
 			if (holding.stallTimer) clearTimeout(holding.stallTimer);
@@ -198,6 +185,37 @@ export class Coalescer {
 			if (lane.waiting.length > 0) this.schedule(key, lane);
 			else if (lane.running === 0 && this.lanes.get(key) === lane) this.lanes.delete(key);
 		}
+	}
+
+	/**
+	 * How many of the waiting calls, from the first, one flush takes: up to MAX_ROWS_PER_FLUSH
+	 * rows (at least one call), and none after a call that repeats a row key of the calls
+	 * before it (see RowStatement.sameRowKey). A call whose row keys cannot be computed is left
+	 * for a flush of its own, where the error is its alone.
+	 */
+	private takeable(waiting: Call[]): number {
+		let rows = 0;
+		let count = 0;
+		const written = new Set<string>();
+		while (count < waiting.length) {
+			const { statement } = waiting[count];
+			const size = statement.rows.length;
+			if (count > 0 && rows + size > MAX_ROWS_PER_FLUSH) break;
+			if (statement.sameRowKey) {
+				let keys: string[];
+				try {
+					keys = statement.rows.map(statement.sameRowKey);
+				} catch (error) {
+					if (count > 0) break;
+					throw error;
+				}
+				if (count > 0 && keys.some((key) => written.has(key))) break;
+				for (const key of keys) written.add(key);
+			}
+			rows += size;
+			count++;
+		}
+		return count;
 	}
 
 	private async runMerged(calls: Call[]): Promise<void> {

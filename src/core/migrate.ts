@@ -104,10 +104,56 @@ export interface MigrateResult {
 }
 
 /**
+ * A migration that changes a table or a view takes its locks one object at a time, and a query
+ * of n8n may take the same ones in another order: PostgreSQL then aborts one side with a
+ * deadlock. The migration's transaction left nothing behind, so it runs again.
+ */
+const MIGRATION_ATTEMPTS = 5;
+
+function isDeadlock(error: unknown): boolean {
+	const cause = error instanceof Error ? error.cause : undefined;
+	return (cause as { code?: unknown } | undefined)?.code === '40P01';
+}
+
+async function retriedAfterDeadlock<T>(work: () => Promise<T>): Promise<T> {
+	for (let attempt = 1; ; attempt++) {
+		try {
+			return await work();
+		} catch (error) {
+			if (attempt >= MIGRATION_ATTEMPTS || !isDeadlock(error)) throw error;
+		}
+	}
+}
+
+/** Applies the first pending migration in a transaction of its own; null when none is left. */
+async function applyNextMigration(
+	db: Executor,
+	schema: string,
+	s: string,
+): Promise<Migration | null> {
+	return await db.transaction(async (tx) => {
+		await tx.run(migrationLockQuery(schema));
+		// Only create what is missing: a migration role that owns a schema created by a DBA
+		// needs no CREATE privilege on the database.
+		const [present] = await tx.run<{ schema_exists: boolean }>(schemaExistsQuery(schema));
+		if (!present?.schema_exists) await tx.run(createSchemaQuery(s));
+		const appliedIds = await readAppliedIds(tx, schema);
+		if (appliedIds === null) await tx.run(createMigrationsTableQuery(s));
+		const done = new Set(appliedIds ?? []);
+		const pending = loadMigrations().find((migration) => !done.has(migration.id));
+		if (!pending) return null;
+		await tx.run(migrationQuery(renderMigration(pending, schema)));
+		await tx.run(recordMigrationQuery(s, pending.id, pending.name));
+		return pending;
+	});
+}
+
+/**
  * Applies pending migrations, each in its own transaction. Every transaction first takes a
  * transaction-scoped advisory lock for the schema, so concurrent migrators (several n8n
  * processes starting at once) queue up and each file is applied exactly once. Transaction
- * locks, unlike session locks, also work through PgBouncer in transaction mode.
+ * locks, unlike session locks, also work through PgBouncer in transaction mode. A migration
+ * that PostgreSQL aborts in a deadlock with a query runs again (MIGRATION_ATTEMPTS).
  */
 export async function migrate(pool: pg.Pool, schemaName: string): Promise<MigrateResult> {
 	const schema = validateSchemaName(schemaName);
@@ -115,21 +161,7 @@ export async function migrate(pool: pg.Pool, schemaName: string): Promise<Migrat
 	const db = new Executor(pool, false);
 	const applied: string[] = [];
 	for (;;) {
-		const next = await db.transaction(async (tx) => {
-			await tx.run(migrationLockQuery(schema));
-			// Only create what is missing: a migration role that owns a schema created by a DBA
-			// needs no CREATE privilege on the database.
-			const [present] = await tx.run<{ schema_exists: boolean }>(schemaExistsQuery(schema));
-			if (!present?.schema_exists) await tx.run(createSchemaQuery(s));
-			const appliedIds = await readAppliedIds(tx, schema);
-			if (appliedIds === null) await tx.run(createMigrationsTableQuery(s));
-			const done = new Set(appliedIds ?? []);
-			const pending = loadMigrations().find((migration) => !done.has(migration.id));
-			if (!pending) return null;
-			await tx.run(migrationQuery(renderMigration(pending, schema)));
-			await tx.run(recordMigrationQuery(s, pending.id, pending.name));
-			return pending;
-		});
+		const next = await retriedAfterDeadlock(() => applyNextMigration(db, schema, s));
 		if (!next) break;
 		applied.push(next.name);
 	}

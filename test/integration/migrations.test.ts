@@ -11,6 +11,7 @@ import {
 	openStore,
 	resetMigrationCache,
 } from '../../src/core';
+import { migrationLockQuery } from '../../src/core/sql/migrations';
 import {
 	connectionConfig,
 	databaseUrl,
@@ -18,6 +19,7 @@ import {
 	newPool,
 	schemaAtMigration,
 	useTestSchema,
+	waitFor,
 } from '../helpers/db';
 
 const defaultDatabase = `djt_default_${process.pid}`;
@@ -29,6 +31,7 @@ const { schema, pool } = useTestSchema(__filename, {
 		await dropSchema(pool, `${schema}_c`);
 		await dropSchema(pool, `${schema}_d`);
 		await dropSchema(pool, `${schema}_e`);
+		await dropSchema(pool, `${schema}_f`);
 		await pool.query(`DROP ROLE IF EXISTS "${domainsReader}"`);
 		await pool
 			.query(`DROP DATABASE IF EXISTS ${defaultDatabase} WITH (FORCE)`)
@@ -131,6 +134,7 @@ describe('migrations', () => {
 	it('0015 turns four conditions of jobs into domains without rewriting a file, keeps the grants of job_attempts, and every condition still rejects its bad value', async () => {
 		const upgraded = `${schema}_d`;
 		const s = `"${upgraded}"`;
+		await dropSchema(pool, upgraded);
 		await schemaAtMigration(pool, upgraded, 14);
 		await pool.query(
 			`INSERT INTO ${s}.jobs (id, queue, payload, status, attempts, max_attempts, idempotency_key, error_class,
@@ -171,6 +175,22 @@ describe('migrations', () => {
 			WHERE a.attrelid = $1::regclass AND a.attname IN ('status', 'idempotency_key', 'attempts',
 				'max_attempts', 'error_class', 'attempt_checkpoint') ORDER BY a.attname`,
 			[`${upgraded}.jobs`],
+		);
+		// NOT VALID: validating would read the whole table under the migration's lock.
+		const { rows: conditions } = await pool.query<{ conname: string; convalidated: boolean }>(
+			`SELECT conname, convalidated FROM pg_constraint WHERE connamespace = $1::regnamespace
+			AND conname IN ('jobs_status_check', 'jobs_attempts_check', 'jobs_max_attempts_check',
+				'jobs_error_class_check', 'jobs_attempt_checkpoint_length') ORDER BY conname`,
+			[upgraded],
+		);
+		expect(conditions).toEqual(
+			[
+				'jobs_attempt_checkpoint_length',
+				'jobs_attempts_check',
+				'jobs_error_class_check',
+				'jobs_max_attempts_check',
+				'jobs_status_check',
+			].map((conname) => ({ conname, convalidated: false })),
 		);
 		expect(Object.fromEntries(types.map((row) => [row.attname, row.type]))).toEqual({
 			attempt_checkpoint: `${upgraded}.job_checkpoint`,
@@ -232,4 +252,40 @@ describe('migrations', () => {
 		await dropSchema(pool, upgraded);
 		await dropSchema(pool, fresh);
 	});
+
+	it('a migration that deadlocks with a query runs again and is applied once', async () => {
+		const target = `${schema}_f`;
+		await dropSchema(pool, target);
+		await schemaAtMigration(pool, target, 14);
+		const reader = await pool.connect();
+		try {
+			// A reader of job_attempts, as Job Status is, holds the view; 0015 waits for it while
+			// holding the schema's migration lock, which the reader then asks for. PostgreSQL
+			// aborts the side that waited first: the migration.
+			await reader.query('BEGIN');
+			await reader.query(`SELECT count(*) FROM "${target}".job_attempts`);
+			const migrating = migrate(pool, target);
+			await waitFor(
+				async () =>
+					(
+						await pool.query<{ n: number }>(
+							`SELECT count(*)::int AS n FROM pg_locks l JOIN pg_class c ON c.oid = l.relation
+							WHERE NOT l.granted AND c.relname = 'job_attempts' AND c.relnamespace = $1::regnamespace`,
+							[target],
+						)
+					).rows[0].n === 1,
+				'the migration to wait for the view',
+			);
+			const lock = migrationLockQuery(target);
+			await reader.query(lock.text, lock.values);
+			await reader.query('COMMIT');
+			expect((await migrating).applied).toEqual(['0015_column_domains.sql']);
+			const { rows } = await pool.query(`SELECT name FROM "${target}".migrations WHERE id = 15`);
+			expect(rows).toEqual([{ name: '0015_column_domains.sql' }]);
+		} finally {
+			await reader.query('ROLLBACK').catch(() => undefined);
+			reader.release();
+			await dropSchema(pool, target);
+		}
+	}, 30_000);
 });
