@@ -35,6 +35,7 @@ import { JobStore, migrate, quoteIdentifier } from '../src/core';
 import { statementName } from '../src/core/executor';
 import { newJobId } from '../src/core/ids';
 import { enqueueWithoutKeysQuery, type EnqueueRow } from '../src/core/sql/enqueue';
+import { DOMAIN_COLUMN_TYPES } from '../src/core/sql/types';
 import { startPostgres } from '../scripts/lib/postgres';
 import { log, median, readFlags, round, runMain } from './lib/util';
 
@@ -64,14 +65,6 @@ const DOMAINS: Array<[string, string, string]> = [
 	['attempt_checkpoint', 'text', CONDITIONS[5].replace('attempt_checkpoint', 'VALUE')],
 ];
 const DOMAIN_COLUMNS = DOMAINS.map(([column]) => [column, `d_${column}`] as const);
-
-/** The columns of jobs that migration 0015 made domains, with their base types. */
-const SHIPPED_DOMAIN_COLUMNS = [
-	['attempts', 'integer'],
-	['max_attempts', 'integer'],
-	['error_class', 'text'],
-	['attempt_checkpoint', 'text'],
-] as const;
 
 const STATEMENT_VARIANTS = [
 	'none',
@@ -113,7 +106,7 @@ function copySql(
 		for (const definition of shippedChecks)
 			statements.push(`ALTER TABLE ${s}.${table} ADD ${definition}`);
 	else
-		for (const [column, base] of SHIPPED_DOMAIN_COLUMNS)
+		for (const [column, base] of Object.entries(DOMAIN_COLUMN_TYPES))
 			statements.push(`ALTER TABLE ${s}.${table} ALTER COLUMN ${column} TYPE ${base}`);
 	// A CHECK passes unless its condition is false, so the conjunction of the six passes and
 	// fails on exactly the rows the six do (NULL AND true is NULL, which passes).

@@ -11,12 +11,12 @@ export interface SqlQuery {
 
 /**
  * Columns of jobs whose type is a domain (migration 0015), with the domain's base type. A
- * statement returns them cast to that type (`resultColumns`): a prepared statement whose result
+ * prepared statement returns them cast to that type (`resultColumns`): one whose result
  * types change fails with "cached plan must not change result type" until its connection
  * closes, and domains made again (a schema dropped and migrated under the same name, or this
  * migration) are new types.
  */
-const DOMAIN_COLUMNS: Readonly<Record<string, string>> = {
+export const DOMAIN_COLUMN_TYPES: Readonly<Record<string, string>> = {
 	attempts: 'integer',
 	max_attempts: 'integer',
 	error_class: 'text',
@@ -28,7 +28,7 @@ export function resultColumns(columns: readonly string[], alias?: string): strin
 	return columns
 		.map((column) => {
 			const source = alias ? `${alias}.${column}` : column;
-			const base = DOMAIN_COLUMNS[column];
+			const base = DOMAIN_COLUMN_TYPES[column];
 			return base ? `${source}::${base} AS ${column}` : source;
 		})
 		.join(', ');
