@@ -336,6 +336,8 @@ interface Run {
 	jobs: number;
 	latencyMs?: Summary;
 	fetchCalls?: number;
+	/** What one commit cost on this machine just before and just after the run (`commitProbe`). */
+	commitProbe?: { before: CommitCost; after: CommitCost };
 }
 
 interface EngineResult {
@@ -396,9 +398,55 @@ function rotation(engines: Engine[], repeat: number): Engine[] {
 	return [...engines.slice(shift), ...engines.slice(0, shift)];
 }
 
+/** Median ms of a round trip and of a one-row commit, on one connection kept busy as a library's is. */
+interface CommitCost {
+	roundTripMs: number;
+	commitMs: number;
+}
+
+const PROBE_TABLE = 'public.durable_jobs_bench_commit_probe';
+const PROBE_CALLS = 300;
+
+/**
+ * The cost of a commit on this machine right now: the median of PROBE_CALLS prepared `SELECT 1`
+ * and of as many one-row INSERTs, each its own transaction waiting for its WAL flush, on one
+ * connection used back to back (as a library's connection is in a sequential enqueue). A
+ * single enqueue of any library pays one round trip and one such flush; their time changes from
+ * one minute to the next on a shared machine, and with it every library's jobs/s.
+ */
+async function commitProbe(admin: pg.Pool): Promise<CommitCost> {
+	const client = await admin.connect();
+	try {
+		await client.query(
+			`CREATE TABLE IF NOT EXISTS ${PROBE_TABLE} (id bigint GENERATED ALWAYS AS IDENTITY)`,
+		);
+		await client.query(`TRUNCATE ${PROBE_TABLE}`);
+		const time = async (query: pg.QueryConfig): Promise<number> => {
+			for (let i = 0; i < 20; i++) await client.query(query);
+			const samples = new Array<number>(PROBE_CALLS);
+			for (let i = 0; i < PROBE_CALLS; i++) {
+				const started = now();
+				await client.query(query);
+				samples[i] = now() - started;
+			}
+			return round(median(samples), 4);
+		};
+		return {
+			roundTripMs: await time({ name: 'commit_probe_round_trip', text: 'SELECT 1' }),
+			commitMs: await time({
+				name: 'commit_probe_insert',
+				text: `INSERT INTO ${PROBE_TABLE} DEFAULT VALUES`,
+			}),
+		};
+	} finally {
+		client.release();
+	}
+}
+
 async function measureEnqueueSingle(engine: Engine, admin: pg.Pool, count: number): Promise<Run> {
 	await engine.reset();
 	for (let i = 0; i < 20; i++) await engine.enqueueOne(-i - 1); // warm-up: connections, plans, caches
+	const before = await commitProbe(admin);
 	await checkpoint(admin);
 	const latencies = new Array<number>(count);
 	const started = now();
@@ -408,11 +456,13 @@ async function measureEnqueueSingle(engine: Engine, admin: pg.Pool, count: numbe
 		latencies[i] = now() - t;
 	}
 	const seconds = (now() - started) / 1000;
+	const after = await commitProbe(admin);
 	return {
 		opsPerSec: round(count / seconds, 0),
 		seconds: round(seconds, 3),
 		jobs: count,
 		latencyMs: summarize(latencies),
+		commitProbe: { before, after },
 	};
 }
 
@@ -493,11 +543,14 @@ async function runThroughput(
 			const latency = run.latencyMs
 				? `  p50 ${run.latencyMs.p50} ms  p95 ${run.latencyMs.p95} ms`
 				: '';
+			const probe = run.commitProbe
+				? `  (commit ${run.commitProbe.before.commitMs} → ${run.commitProbe.after.commitMs} ms, round trip ${run.commitProbe.before.roundTripMs} → ${run.commitProbe.after.roundTripMs} ms)`
+				: '';
 			const label = warmup
 				? `warm-up ${r + 1}/${rounds.warmup}`
 				: `run ${r - rounds.warmup + 1}/${rounds.repeat}`;
 			log(
-				`  ${engine.id.padEnd(8)} ${label}: ${run.opsPerSec.toLocaleString('en-US')} ${unit} (${run.jobs} jobs in ${run.seconds} s)${latency}`,
+				`  ${engine.id.padEnd(8)} ${label}: ${run.opsPerSec.toLocaleString('en-US')} ${unit} (${run.jobs} jobs in ${run.seconds} s)${latency}${probe}`,
 			);
 		}
 	}
@@ -656,6 +709,7 @@ async function main(): Promise<void> {
 		for (const engine of engines) {
 			await engine.close().catch(() => undefined);
 		}
+		await admin.query(`DROP TABLE IF EXISTS ${PROBE_TABLE}`).catch(() => undefined);
 		await admin.end().catch(() => undefined);
 		await postgres.stop();
 	}

@@ -16,6 +16,8 @@
  *   domains         the six as domains of their columns
  *   trigger         the update trigger of jobs (statement level, transition tables), no condition
  *   trigger_when    the same trigger with the counted-mark comparison as its WHEN clause
+ *   written_indexes the shipped guards, but only the two indexes a queued job has entries in
+ *                   (primary key, claim): what the seven other partial indexes cost a statement
  * - per statement: an UPDATE of one row that moves it between queued and running and sets the
  *   counted mark in its RETURNING list, as the lease and the completion do (`--calls` calls),
  *   and an INSERT of one row, as an enqueue of one job does (`--calls` calls);
@@ -23,11 +25,12 @@
  *   function_check, domains), the cost a batch pays for each of its jobs.
  *
  * A lone enqueue (`--enqueues` calls of each, alternating in a new random order every time, one
- * at a time, commits waiting for the WAL flush as they ship): JobStore.enqueue of one job with
- * call coalescing (the default), the same without it, and its statement sent straight through
- * the pool; and, to split the call's time, a prepared `SELECT 1` (the round trip) and the
- * statement and the store on a connection with synchronous_commit off (without the wait for
- * the WAL flush; for measuring only, never how the package runs).
+ * at a time, all on one connection, commits waiting for the WAL flush as they ship):
+ * JobStore.enqueue of one job with call coalescing (the default), the same without it, and its
+ * statement sent straight through the pool; and, to split the call's time, a prepared
+ * `SELECT 1` (the round trip), an INSERT of one row into a table of one column (a commit with
+ * next to nothing in it), and the statement with synchronous_commit turned off inside it (its
+ * commit does not wait for the WAL flush; for measuring only, never how the package runs).
  */
 import pg from 'pg';
 
@@ -75,15 +78,16 @@ const STATEMENT_VARIANTS = [
 	'domains',
 	'trigger',
 	'trigger_when',
+	'written_indexes',
 ] as const;
 const ROW_VARIANTS = ['none', 'checks', 'shipped', 'function_check', 'domains'] as const;
 const ENQUEUE_VARIANTS = [
 	'store',
 	'store_without_coalescing',
-	'statement_only',
-	'round_trip',
+	'statement',
 	'statement_without_flush_wait',
-	'store_without_flush_wait',
+	'one_row_commit',
+	'round_trip',
 ] as const;
 
 type Variant = (typeof STATEMENT_VARIANTS)[number];
@@ -98,11 +102,19 @@ function copySql(
 	indexes: boolean,
 	shippedChecks: string[],
 ): string {
-	const like = `LIKE ${s}.jobs INCLUDING DEFAULTS INCLUDING IDENTITY${indexes ? ' INCLUDING INDEXES' : ''}`;
+	const allIndexes = indexes && variant !== 'written_indexes';
+	const like = `LIKE ${s}.jobs INCLUDING DEFAULTS INCLUDING IDENTITY${allIndexes ? ' INCLUDING INDEXES' : ''}`;
 	const statements = [`CREATE TABLE ${s}.${table} (${like}) WITH (fillfactor = 80)`];
-	// LIKE copies the columns' types, and so the domains of jobs: every variant but the one that
-	// ships starts from the plain types.
-	if (variant === 'shipped')
+	// Only the two indexes a queued job has entries in: the other seven are partial indexes that
+	// a statement still opens and whose predicates it prepares and tests.
+	if (indexes && variant === 'written_indexes')
+		statements.push(
+			`ALTER TABLE ${s}.${table} ADD PRIMARY KEY (id)`,
+			`CREATE INDEX ON ${s}.${table} (queue, priority DESC, run_at, seq) WHERE status = 'queued'`,
+		);
+	// LIKE copies the columns' types, and so the domains of jobs: every variant but the ones with
+	// the shipped guards starts from the plain types.
+	if (variant === 'shipped' || variant === 'written_indexes')
 		for (const definition of shippedChecks)
 			statements.push(`ALTER TABLE ${s}.${table} ADD ${definition}`);
 	else
@@ -274,32 +286,37 @@ async function main(): Promise<void> {
 			log(`round ${r + 1}/${rounds}: per statement ${JSON.stringify(perStatement)}`);
 		}
 
-		const store = new JobStore(pool, { schema: SCHEMA });
-		const storeWithoutCoalescing = new JobStore(pool, { schema: SCHEMA, coalesceCalls: false });
-		const noFlushWait = new pg.Pool({
-			connectionString: postgres.url,
-			max: 1,
-			options: '-c synchronous_commit=off',
-		});
-		noFlushWait.on('error', () => undefined);
-		const storeWithoutFlushWait = new JobStore(noFlushWait, { schema: SCHEMA });
-		const sendStatement = async (target: pg.Pool, n: number) => {
+		// One connection for every variant, as a library's sequential enqueues use one: calls that
+		// alternate between backends find each of them cold, and a round trip then takes about
+		// twice as long as on a connection in use.
+		const lone = new pg.Pool({ connectionString: postgres.url, max: 1 });
+		lone.on('error', () => undefined);
+		await lone.query(
+			`CREATE TABLE ${s}.one_row_commits (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY)`,
+		);
+		const store = new JobStore(lone, { schema: SCHEMA });
+		const storeWithoutCoalescing = new JobStore(lone, { schema: SCHEMA, coalesceCalls: false });
+		const sendStatement = async (n: number, withoutFlushWait: boolean) => {
 			const query = enqueueWithoutKeysQuery(SCHEMA, s, [lonelyRow(n)]);
-			await target.query({
-				name: statementName(query.text),
-				text: query.text,
-				values: query.values,
-			});
+			// synchronous_commit is read when the transaction commits, so setting it inside the
+			// statement makes this one commit return before its WAL flush (for measuring only).
+			const text = withoutFlushWait
+				? `${query.text}, (SELECT set_config('synchronous_commit', 'off', true)) AS without_flush_wait`
+				: query.text;
+			await lone.query({ name: statementName(text), text, values: query.values });
 		};
 		const send: Record<(typeof ENQUEUE_VARIANTS)[number], (n: number) => Promise<unknown>> = {
 			store: (n) => store.enqueue([{ queue: 'bench', payload: { n } }]),
 			store_without_coalescing: (n) =>
 				storeWithoutCoalescing.enqueue([{ queue: 'bench', payload: { n } }]),
-			statement_only: (n) => sendStatement(pool, n),
-			round_trip: () => pool.query({ name: 'write_costs_round_trip', text: 'SELECT 1' }),
-			statement_without_flush_wait: (n) => sendStatement(noFlushWait, n),
-			store_without_flush_wait: (n) =>
-				storeWithoutFlushWait.enqueue([{ queue: 'bench', payload: { n } }]),
+			statement: (n) => sendStatement(n, false),
+			statement_without_flush_wait: (n) => sendStatement(n, true),
+			one_row_commit: () =>
+				lone.query({
+					name: 'write_costs_one_row_commit',
+					text: `INSERT INTO ${s}.one_row_commits DEFAULT VALUES`,
+				}),
+			round_trip: () => lone.query({ name: 'write_costs_round_trip', text: 'SELECT 1' }),
 		};
 		const enqueueMs: Record<string, number[]> = {};
 		for (let n = -200; n < enqueues; n++) {
@@ -311,7 +328,9 @@ async function main(): Promise<void> {
 				if (n >= 0) (enqueueMs[variant] ??= []).push(performance.now() - started);
 			}
 		}
-		await noFlushWait.end();
+		await lone.end();
+		const lonely = mediansOf(enqueueMs);
+		const part = (value: number) => round(value, 4);
 		const report = {
 			postgres: (await pool.query<{ v: string }>('SELECT version() AS v')).rows[0].v,
 			node: process.version,
@@ -323,7 +342,15 @@ async function main(): Promise<void> {
 			usPerRowOfBulkUpdate: summary(perRow, 'none'),
 			msPerLoneEnqueue: {
 				calls: enqueues,
-				medians: mediansOf(enqueueMs),
+				medians: lonely,
+				split: {
+					roundTrip: lonely.round_trip,
+					statementInServer: part(lonely.statement_without_flush_wait - lonely.round_trip),
+					walFlushWait: part(lonely.statement - lonely.statement_without_flush_wait),
+					storeInNode: part(lonely.store - lonely.statement),
+					coalescer: part(lonely.store - lonely.store_without_coalescing),
+					statementOverOneRowCommit: part(lonely.statement - lonely.one_row_commit),
+				},
 				means: Object.fromEntries(
 					Object.entries(enqueueMs).map(([name, values]) => [
 						name,
