@@ -404,7 +404,8 @@ interface CommitCost {
 	commitMs: number;
 }
 
-const PROBE_TABLE = 'public.durable_jobs_bench_commit_probe';
+const PROBE_SCHEMA = 'bench_commit_probe';
+const PROBE_TABLE = `${PROBE_SCHEMA}.commits`;
 const PROBE_CALLS = 300;
 
 /**
@@ -417,6 +418,7 @@ const PROBE_CALLS = 300;
 async function commitProbe(admin: pg.Pool): Promise<CommitCost> {
 	const client = await admin.connect();
 	try {
+		await client.query(`CREATE SCHEMA IF NOT EXISTS ${PROBE_SCHEMA}`);
 		await client.query(
 			`CREATE TABLE IF NOT EXISTS ${PROBE_TABLE} (id bigint GENERATED ALWAYS AS IDENTITY)`,
 		);
@@ -709,7 +711,7 @@ async function main(): Promise<void> {
 		for (const engine of engines) {
 			await engine.close().catch(() => undefined);
 		}
-		await admin.query(`DROP TABLE IF EXISTS ${PROBE_TABLE}`).catch(() => undefined);
+		await admin.query(`DROP SCHEMA IF EXISTS ${PROBE_SCHEMA} CASCADE`).catch(() => undefined);
 		await admin.end().catch(() => undefined);
 		await postgres.stop();
 	}
