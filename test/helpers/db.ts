@@ -7,6 +7,7 @@ import {
 	closeAllPools,
 	loadMigrations,
 	migrate,
+	quoteIdentifier,
 	type CompleteResult,
 	type ConnectionConfig,
 	type LeasedJob,
@@ -78,7 +79,7 @@ export async function schemaAtMigration(
 	schema: string,
 	lastId: number,
 ): Promise<void> {
-	const s = `"${schema}"`;
+	const s = quoteIdentifier(schema);
 	await pool.query(`CREATE SCHEMA ${s}`);
 	await pool.query(createMigrationsTableQuery(s));
 	for (const migration of loadMigrations().filter((m) => m.id <= lastId)) {
