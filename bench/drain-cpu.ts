@@ -1,83 +1,214 @@
 /**
- * Where the Node.js time of a drain goes: drains a pre-filled queue through JobStore with the
- * V8 sampling profiler on for the drain only (not the fill), and prints, as JSON, the drain's
- * throughput, the process's CPU time and the functions with the most self time.
+ * Where the CPU time of a drain goes: drains a pre-filled queue through one engine with the V8
+ * sampling profiler on for the drain only (not the fill), and prints, as JSON, the drain's
+ * throughput, this process's CPU time, the CPU time of the PostgreSQL server's processes, and
+ * the functions with the most self time.
  *
- *   DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres npx tsx bench/drain-cpu.ts [--batch 100] [--workers 2] [--jobs 40000] [--rounds 3]
+ *   DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres npx tsx bench/drain-cpu.ts [--engine ours|pgboss|graphile] [--batch 100] [--workers 2] [--jobs 40000] [--rounds 3] [--profile on|off]
  *
- * The last round's profile is reported (the first ones warm up the JIT and the prepared
- * statements). `(idle)` is time the thread waited for PostgreSQL; a native frame such as
- * `writev` also counts the time the thread was descheduled inside it.
+ * Each round fills the queue, then runs VACUUM ANALYZE and a CHECKPOINT, as `npm run bench`
+ * does before a drain. The last round's profile is reported (the first ones warm up the JIT
+ * and the prepared statements), as self and inclusive time per function. `(idle)` is time the thread waited for PostgreSQL; a native
+ * frame such as `writev` also counts the time the thread was descheduled inside it. The
+ * sampling costs CPU time of its own: `--profile off` measures the CPU times without it.
+ *
+ * `postgresCpuMs` adds up the user and system time of every process named `postgres` on this
+ * machine (from /proc), so it means something only when the server runs here and nothing else
+ * uses it; it is null where /proc cannot be read. On two cores the drain's throughput follows
+ * the two sums together: this process and the server share the cores.
  */
+import { readdirSync, readFileSync } from 'node:fs';
 import { Session } from 'node:inspector/promises';
 
+import pg from 'pg';
+
+import { ENGINE_IDS, type Engine, type EngineId } from './lib/engine';
+import { GraphileEngine } from './lib/graphile';
 import { OursEngine } from './lib/ours';
-import { readFlags, round } from './lib/util';
+import { PgBossEngine } from './lib/pgboss';
+import { checkpoint, readFlags, round, runMain, vacuumAnalyzeSchema } from './lib/util';
 
 interface ProfileNode {
 	id: number;
 	callFrame: { functionName: string; url: string; lineNumber: number };
+	children?: number[];
 }
 
-function selfTimes(profile: {
+interface CpuProfile {
 	nodes: ProfileNode[];
 	samples?: number[];
 	timeDeltas?: number[];
-}): Array<{ function: string; ms: number; share: number }> {
+}
+
+interface FunctionTime {
+	function: string;
+	ms: number;
+	/** Of all sampled time, `(idle)` included. */
+	share: number;
+	/** Per job drained, in µs. */
+	perJobMicros: number;
+}
+
+function frameName(node: ProfileNode): string {
+	const frame = node.callFrame;
+	return `${frame.functionName || '(anonymous)'} ${frame.url.split('/').pop() ?? ''}:${frame.lineNumber}`;
+}
+
+/**
+ * The functions with the most time in the profile: `self` counts a sample for the function it
+ * was taken in, `inclusive` for that function and every caller on its stack (once each, so a
+ * recursive function is not counted twice). Idle samples count for neither list's callers.
+ */
+function functionTimes(
+	profile: CpuProfile,
+	jobs: number,
+): { self: FunctionTime[]; inclusive: FunctionTime[] } {
 	const byId = new Map(profile.nodes.map((node) => [node.id, node]));
-	const totals = new Map<string, number>();
+	const parentOf = new Map<number, number>();
+	for (const node of profile.nodes)
+		for (const child of node.children ?? []) parentOf.set(child, node.id);
+	const self = new Map<string, number>();
+	const inclusive = new Map<string, number>();
 	let all = 0;
 	(profile.samples ?? []).forEach((id, index) => {
-		const frame = byId.get(id)!.callFrame;
-		const name = `${frame.functionName || '(anonymous)'} ${frame.url.split('/').pop() ?? ''}:${frame.lineNumber}`;
 		const micros = profile.timeDeltas?.[index] ?? 0;
-		totals.set(name, (totals.get(name) ?? 0) + micros);
+		const name = frameName(byId.get(id)!);
+		self.set(name, (self.get(name) ?? 0) + micros);
 		all += micros;
+		if (name.startsWith('(idle)')) return;
+		const seen = new Set<string>();
+		for (
+			let current: number | undefined = id;
+			current !== undefined;
+			current = parentOf.get(current)
+		) {
+			const frame = frameName(byId.get(current)!);
+			if (seen.has(frame)) continue;
+			seen.add(frame);
+			inclusive.set(frame, (inclusive.get(frame) ?? 0) + micros);
+		}
 	});
-	return [...totals.entries()]
-		.sort((a, b) => b[1] - a[1])
-		.slice(0, 25)
-		.map(([name, micros]) => ({
-			function: name,
-			ms: round(micros / 1000, 1),
-			share: round(micros / all, 3),
-		}));
+	const top = (totals: Map<string, number>): FunctionTime[] =>
+		[...totals.entries()]
+			.sort((a, b) => b[1] - a[1])
+			.slice(0, 50)
+			.map(([name, micros]) => ({
+				function: name,
+				ms: round(micros / 1000, 1),
+				share: round(micros / all, 3),
+				perJobMicros: round(micros / jobs, 2),
+			}));
+	return { self: top(self), inclusive: top(inclusive) };
+}
+
+/** The user + system CPU time, in ms, of the processes named `postgres` on this machine; null without /proc. */
+function postgresCpuMs(): number | null {
+	let ticks = 0;
+	let entries: string[];
+	try {
+		entries = readdirSync('/proc');
+	} catch {
+		return null;
+	}
+	for (const pid of entries) {
+		if (!/^\d+$/.test(pid)) continue;
+		let stat: string;
+		try {
+			stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+		} catch {
+			continue; // the process ended between the listing and the read
+		}
+		const name = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
+		if (!name.startsWith('postgres')) continue;
+		// Fields after the name: state is the first, utime the 12th and stime the 13th.
+		const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+		ticks += Number(fields[11]) + Number(fields[12]);
+	}
+	// Linux reports these times in clock ticks of 10 ms (USER_HZ = 100).
+	return ticks * 10;
+}
+
+function createEngine(id: EngineId, url: string): Engine {
+	switch (id) {
+		case 'ours':
+			return new OursEngine(url, 'bench_drain_cpu', 12);
+		case 'pgboss':
+			return new PgBossEngine(url, 'bench_drain_cpu_pgboss');
+		case 'graphile':
+			return new GraphileEngine(url, 'bench_drain_cpu_graphile');
+	}
 }
 
 async function main(): Promise<void> {
-	const { int } = readFlags(process.argv.slice(2), ['batch', 'workers', 'jobs', 'rounds']);
+	const { flags, int } = readFlags(process.argv.slice(2), [
+		'engine',
+		'batch',
+		'workers',
+		'jobs',
+		'rounds',
+		'profile',
+	]);
+	const engineId = (flags.get('engine') ?? 'ours') as EngineId;
+	if (!ENGINE_IDS.includes(engineId))
+		throw new Error(`--engine must be one of ${ENGINE_IDS.join(', ')}`);
 	const batch = int('batch', 100, 1);
 	const workers = int('workers', 2, 1);
 	const jobs = int('jobs', 40_000, 1);
 	const rounds = int('rounds', 3, 1);
+	const profileFlag = flags.get('profile') ?? 'on';
+	if (profileFlag !== 'on' && profileFlag !== 'off') throw new Error('--profile must be on or off');
+	const profiling = profileFlag === 'on';
 	const url = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
-	const engine = new OursEngine(url, 'bench_drain_cpu', 12);
+	const admin = new pg.Pool({ connectionString: url, max: 1 });
+	admin.on('error', () => undefined);
+	const engine = createEngine(engineId, url);
 	const session = new Session();
 	session.connect();
 	await session.post('Profiler.enable');
 	await session.post('Profiler.setSamplingInterval', { interval: 200 });
 	const results = [];
-	for (let roundNo = 1; roundNo <= rounds; roundNo++) {
-		await engine.reset();
-		await engine.prefill(jobs);
-		await session.post('Profiler.start');
-		const cpuBefore = process.cpuUsage();
-		const started = performance.now();
-		const outcome = await engine.drainBatch(workers, batch);
-		const seconds = (performance.now() - started) / 1000;
-		const cpu = process.cpuUsage(cpuBefore);
-		const { profile } = await session.post('Profiler.stop');
-		results.push({
-			round: roundNo,
-			jobsPerSec: Math.round(outcome.processed / seconds),
-			wallMs: Math.round(seconds * 1000),
-			userCpuMs: Math.round(cpu.user / 1000),
-			systemCpuMs: Math.round(cpu.system / 1000),
-			top: roundNo === rounds ? selfTimes(profile) : undefined,
-		});
+	try {
+		for (let roundNo = 1; roundNo <= rounds; roundNo++) {
+			await engine.reset();
+			await engine.prefill(jobs);
+			await vacuumAnalyzeSchema(admin, engine.schema);
+			await checkpoint(admin);
+			if (profiling) await session.post('Profiler.start');
+			const postgresBefore = postgresCpuMs();
+			const cpuBefore = process.cpuUsage();
+			const started = performance.now();
+			const outcome =
+				batch === 1 ? await engine.drainSingle(workers) : await engine.drainBatch(workers, batch);
+			const seconds = (performance.now() - started) / 1000;
+			const cpu = process.cpuUsage(cpuBefore);
+			const postgresAfter = postgresCpuMs();
+			const profile: CpuProfile | null = profiling
+				? (await session.post('Profiler.stop')).profile
+				: null;
+			if (outcome === null) throw new Error(`${engineId} has no batch drain`);
+			const processed = outcome.processed;
+			const postgresMs =
+				postgresBefore === null || postgresAfter === null ? null : postgresAfter - postgresBefore;
+			results.push({
+				round: roundNo,
+				jobsPerSec: Math.round(processed / seconds),
+				wallMs: Math.round(seconds * 1000),
+				userCpuMs: Math.round(cpu.user / 1000),
+				systemCpuMs: Math.round(cpu.system / 1000),
+				postgresCpuMs: postgresMs,
+				perJobMicros: {
+					wall: round((seconds * 1e6) / processed, 1),
+					nodeCpu: round((cpu.user + cpu.system) / processed, 1),
+					postgresCpu: postgresMs === null ? null : round((postgresMs * 1000) / processed, 1),
+				},
+				profile: profile && roundNo === rounds ? functionTimes(profile, processed) : undefined,
+			});
+		}
+	} finally {
+		await engine.close().catch(() => undefined);
+		await admin.end().catch(() => undefined);
 	}
-	await engine.close();
-	console.log(JSON.stringify({ batch, workers, jobs, rounds: results }, null, 2));
+	console.log(JSON.stringify({ engine: engineId, batch, workers, jobs, rounds: results }, null, 2));
 }
 
-void main();
+runMain(main);

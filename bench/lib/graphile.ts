@@ -18,7 +18,8 @@ const silentLogger = new Logger(() => () => undefined);
  * graphile-worker 0.18. Draining uses the library's own run-once worker pool (`runOnce`), the
  * same entry point graphile-worker's perfTest uses: each of `concurrency` workers fetches one
  * job (one UPDATE ... FOR UPDATE SKIP LOCKED), runs the no-op task and completes it (one
- * DELETE), and exits when nothing is left. Batch mode turns on the library's documented
+ * DELETE), and exits when nothing is left. A worker does not wait for its DELETE: it fetches
+ * its next job while the completion is still running on another connection. Batch mode turns on the library's documented
  * batching: localQueue (fetch N jobs per query) and completeJobBatchDelay = 0 (one DELETE for
  * the completions of one tick).
  */
@@ -44,7 +45,8 @@ export class GraphileEngine implements Engine {
 			api: {
 				enqueueOne: 'WorkerUtils.addJob(task, payload)',
 				enqueueBatch: 'WorkerUtils.addJobs(specs[1000]) (SQL add_jobs)',
-				single: 'runOnce({ concurrency: W }) with a no-op task: get job (batch 1) + delete per job',
+				single:
+					'runOnce({ concurrency: W }) with a no-op task: get job (batch 1) + delete per job, the next get job not waiting for the delete',
 				batch: `W x runOnce({ concurrency: ${this.batchConcurrency}, localQueue: { size: N }, completeJobBatchDelay: 0 })`,
 				stats: 'none (completed jobs are deleted; no queue-stats API)',
 			},
