@@ -2,15 +2,17 @@
  * Where the CPU time of a drain goes: drains a pre-filled queue through one engine with the V8
  * sampling profiler on for the drain only (not the fill), and prints, as JSON, the drain's
  * throughput, this process's CPU time, the CPU time of the PostgreSQL server's processes, and
- * the functions with the most self time.
+ * the functions with the most self and inclusive time.
  *
  *   DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres npx tsx bench/drain-cpu.ts [--engine ours|pgboss|graphile] [--batch 100] [--workers 2] [--jobs 40000] [--rounds 3] [--profile on|off]
  *
- * Each round fills the queue, then runs VACUUM ANALYZE and a CHECKPOINT, as `npm run bench`
- * does before a drain. The last round's profile is reported (the first ones warm up the JIT
- * and the prepared statements), as self and inclusive time per function. `(idle)` is time the thread waited for PostgreSQL; a native
- * frame such as `writev` also counts the time the thread was descheduled inside it. The
- * sampling costs CPU time of its own: `--profile off` measures the CPU times without it.
+ * With `--batch 1` each library drains as in the benchmark's "lease 1 + complete 1" scenarios
+ * (Engine.drainSingle), otherwise as in "lease N + complete N" (Engine.drainBatch). Each round
+ * fills the queue, then runs VACUUM ANALYZE and a CHECKPOINT, as `npm run bench` does before a
+ * drain. The last round's profile is reported (the first ones warm up the JIT and the prepared
+ * statements). `(idle)` is time the thread waited for PostgreSQL; a native frame such as
+ * `writev` also counts the time the thread was descheduled inside it. The sampling costs CPU
+ * time of its own: `--profile off` measures the CPU times without it.
  *
  * `postgresCpuMs` adds up the user and system time of every process named `postgres` on this
  * machine (from /proc), so it means something only when the server runs here and nothing else

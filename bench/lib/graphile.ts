@@ -19,9 +19,9 @@ const silentLogger = new Logger(() => () => undefined);
  * same entry point graphile-worker's perfTest uses: each of `concurrency` workers fetches one
  * job (one UPDATE ... FOR UPDATE SKIP LOCKED), runs the no-op task and completes it (one
  * DELETE), and exits when nothing is left. A worker does not wait for its DELETE: it fetches
- * its next job while the completion is still running on another connection. Batch mode turns on the library's documented
- * batching: localQueue (fetch N jobs per query) and completeJobBatchDelay = 0 (one DELETE for
- * the completions of one tick).
+ * its next job while the completion is still running on another connection. Batch mode turns
+ * on the library's documented batching: localQueue (fetch N jobs per query) and
+ * completeJobBatchDelay = 0 (one DELETE for the completions of one tick).
  */
 export class GraphileEngine implements Engine {
 	readonly id = 'graphile' as const;
