@@ -100,7 +100,7 @@ class Subject {
 		await Promise.all(
 			Array.from({ length: workers }, async () => {
 				for (;;) {
-					const jobs = await this.store.lease({ queue: QUEUE, limit });
+					const jobs = await this.store.lease({ queue: QUEUE, limit, includeMetadata: false });
 					if (jobs.length === 0) return;
 					if (workMs > 0) await sleep(workMs);
 					const results = await this.store.complete(

@@ -675,6 +675,28 @@ async function main(): Promise<void> {
 							engine.drainBatch(config.batchWorkers, config.batchSize),
 						),
 				);
+			// Report only: both sides lease every job with its metadata. graphile-worker's jobs
+			// always carry every column, so its figure is the one above.
+			scenarios[`lease_complete_batch${config.batchSize}_w${config.batchWorkers}_metadata`] =
+				await runThroughput(
+					`lease ${config.batchSize} + complete ${config.batchSize} with each job's metadata, ${config.batchWorkers} workers (drain ${config.batchJobs} pre-filled jobs)`,
+					'jobs/s',
+					{
+						jobs: config.batchJobs,
+						workers: config.batchWorkers,
+						batchSize: config.batchSize,
+						metadata: true,
+					},
+					engines,
+					config,
+					async (engine) =>
+						engine.id === 'graphile'
+							? null
+							: await measureDrain(engine, admin, config.batchJobs, () =>
+									engine.drainBatch(config.batchWorkers, config.batchSize, true),
+								),
+					{ graphile: 'its jobs always carry every column: see the drain without metadata' },
+				);
 		}
 
 		if (config.scenarios.includes('stats')) {

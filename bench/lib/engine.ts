@@ -44,8 +44,13 @@ export interface Engine {
 	 * each job waits that long (a timer, like a short call to another service) before it completes.
 	 */
 	drainSingle(workers: number, workMs?: number): Promise<DrainOutcome>;
-	/** `workers` concurrent loops of lease-`batch` + one complete of the batch; null = no equivalent. */
-	drainBatch(workers: number, batch: number): Promise<DrainOutcome | null>;
+	/**
+	 * `workers` concurrent loops of lease-`batch` + one complete of the batch; null = no equivalent.
+	 * Every drain leases what running a job needs (its id, attempt and payload); with `metadata`,
+	 * the batch drain leases each job with its metadata too (ours' and pg-boss's
+	 * `includeMetadata`).
+	 */
+	drainBatch(workers: number, batch: number, metadata?: boolean): Promise<DrainOutcome | null>;
 	/** A short description of the configuration used, for the JSON report. */
 	describe(): Record<string, unknown>;
 }

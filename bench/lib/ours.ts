@@ -5,7 +5,7 @@ import {
 	JobStore,
 	migrate,
 	type EnqueueInput,
-	type LeasedJob,
+	type LeasedJobEssentials,
 } from '../../src/core';
 import { QUEUE, type DrainOutcome, type Engine } from './engine';
 import { dropSchema, sleep } from './util';
@@ -45,8 +45,9 @@ export class OursEngine implements Engine {
 			api: {
 				enqueueOne: 'JobStore.enqueue([job])',
 				enqueueBatch: 'JobStore.enqueue(jobs[1000])',
-				single: 'lease({ limit: 1 }) + complete([1])',
-				batch: 'lease({ limit: N }) + complete([N])',
+				single: 'lease({ limit: 1, includeMetadata: false }) + complete([1])',
+				batch: 'lease({ limit: N, includeMetadata: false }) + complete([N])',
+				batchWithMetadata: 'lease({ limit: N }) + complete([N])',
 				stats: "stats('bench')",
 			},
 			pool: this.pool.options.max,
@@ -96,14 +97,23 @@ export class OursEngine implements Engine {
 			await this.enqueueBatch(start, Math.min(1000, count - start));
 	}
 
-	private async drain(workers: number, limit: number, workMs = 0): Promise<DrainOutcome> {
+	private async drain(
+		workers: number,
+		limit: number,
+		workMs = 0,
+		includeMetadata = false,
+	): Promise<DrainOutcome> {
 		let processed = 0;
 		let fetchCalls = 0;
 		const store = this.store;
 		const worker = async () => {
 			for (;;) {
 				fetchCalls++;
-				const jobs: LeasedJob[] = await store.lease({ queue: QUEUE, limit });
+				const jobs: LeasedJobEssentials[] = await store.lease({
+					queue: QUEUE,
+					limit,
+					includeMetadata,
+				});
 				if (jobs.length === 0) return;
 				if (workMs > 0) await sleep(workMs);
 				const results = check(
@@ -128,7 +138,7 @@ export class OursEngine implements Engine {
 		return this.drain(workers, 1, workMs);
 	}
 
-	drainBatch(workers: number, batch: number): Promise<DrainOutcome> {
-		return this.drain(workers, batch);
+	drainBatch(workers: number, batch: number, metadata = false): Promise<DrainOutcome> {
+		return this.drain(workers, batch, 0, metadata);
 	}
 }

@@ -47,6 +47,8 @@ export class PgBossEngine implements Engine {
 				enqueueBatch: 'insert(name, jobs[1000])',
 				single: 'fetch(name, { batchSize: 1 }) + complete(name, id)',
 				batch: 'fetch(name, { batchSize: N }) + complete(name, ids[N])',
+				batchWithMetadata:
+					'fetch(name, { batchSize: N, includeMetadata: true }) + complete(name, ids[N])',
 				stats: 'getQueueStats(name)',
 			},
 			pool: this.options.max,
@@ -99,14 +101,19 @@ export class PgBossEngine implements Engine {
 			await this.enqueueBatch(start, Math.min(1000, count - start));
 	}
 
-	private async drain(workers: number, batchSize: number, workMs = 0): Promise<DrainOutcome> {
+	private async drain(
+		workers: number,
+		batchSize: number,
+		workMs = 0,
+		includeMetadata = false,
+	): Promise<DrainOutcome> {
 		let processed = 0;
 		let fetchCalls = 0;
 		const boss = this.boss;
 		const worker = async () => {
 			for (;;) {
 				fetchCalls++;
-				const jobs = await boss.fetch<{ n: number }>(QUEUE, { batchSize });
+				const jobs = await boss.fetch<{ n: number }>(QUEUE, { batchSize, includeMetadata });
 				if (jobs.length === 0) return;
 				if (workMs > 0) await sleep(workMs);
 				// CommandResponse is declared as an empty interface; at run time it carries `affected`.
@@ -127,7 +134,7 @@ export class PgBossEngine implements Engine {
 		return this.drain(workers, 1, workMs);
 	}
 
-	drainBatch(workers: number, batch: number): Promise<DrainOutcome> {
-		return this.drain(workers, batch);
+	drainBatch(workers: number, batch: number, metadata = false): Promise<DrainOutcome> {
+		return this.drain(workers, batch, 0, metadata);
 	}
 }

@@ -10,11 +10,23 @@ import {
 	type ITriggerResponse,
 } from 'n8n-workflow';
 
-import { JobTriggerEngine, peekJob, release, type Job, type LeasedJob } from '../../src/core';
+import {
+	JobTriggerEngine,
+	peekJob,
+	release,
+	type Job,
+	type LeasedJob,
+	type LeasedJobEssentials,
+} from '../../src/core';
 import { leasedJobJson } from '../JobLease/JobLease.node';
 import { credentialToConfig, storeFor, CREDENTIAL_TYPE } from '../shared/connection';
 import { testDurableJobsConnection } from '../shared/credentialTest';
-import { concurrencyLimitField, leaseSecondsField, queueField } from '../shared/descriptions';
+import {
+	concurrencyLimitField,
+	includeMetadataOption,
+	leaseSecondsField,
+	queueField,
+} from '../shared/descriptions';
 import { toNodeError } from '../shared/errors';
 
 /** A test run that leases a real job holds it at most this long if the run is abandoned. */
@@ -104,6 +116,7 @@ export class JobTrigger implements INodeType {
 						description:
 							'How often to look for jobs no notice announced: expired leases of crashed workers, notices lost while disconnected, jobs finished by another n8n instance',
 					},
+					includeMetadataOption,
 					{
 						displayName: 'Poll Interval (Seconds)',
 						name: 'pollIntervalSeconds',
@@ -167,7 +180,8 @@ export class JobTrigger implements INodeType {
 				manualTriggerFunction: async () => {
 					try {
 						const next = await peekJob(await openStore(), queue);
-						this.emit([[{ json: sampleJson(next, queue, leaseSeconds) }]]);
+						const sample = sampleJson(next, queue, leaseSeconds, options.includeMetadata !== false);
+						this.emit([[{ json: sample }]]);
 					} catch (error) {
 						throw toNodeError(node, error);
 					}
@@ -177,7 +191,7 @@ export class JobTrigger implements INodeType {
 
 		const manual = this.getMode() === 'manual';
 		const leasedSeconds = manual ? Math.min(leaseSeconds, TEST_LEASE_MAX_SECONDS) : leaseSeconds;
-		const toItems = (jobs: LeasedJob[]): INodeExecutionData[] =>
+		const toItems = (jobs: Array<LeasedJob | LeasedJobEssentials>): INodeExecutionData[] =>
 			jobs.map((job) => ({ json: leasedJobJson(job, leasedSeconds) }));
 		let engine: JobTriggerEngine;
 		try {
@@ -197,6 +211,7 @@ export class JobTrigger implements INodeType {
 				connection: config,
 				applicationName: `n8n-nodes-durable-jobs trigger pid=${process.pid}`,
 				workflowId: this.getWorkflow().id ?? null,
+				includeMetadata: options.includeMetadata as boolean | undefined,
 				logger: this.logger,
 				emit: async (jobs) => {
 					const done = this.helpers.createDeferredPromise<IRun>();
@@ -243,37 +258,46 @@ function sampleJson(
 	job: (Job & { due: boolean }) | null,
 	queue: string,
 	leaseSeconds: number,
+	includeMetadata: boolean,
 ): IDataObject {
 	const now = new Date();
-	const base = job
-		? leasedJobJson(
-				{
-					...job,
-					attempt_id: NIL_UUID,
-					attempts: job.attempts + 1,
-					lease_until: now,
-					recovered: false,
+	const leased: LeasedJob = job
+		? {
+				...job,
+				attempt_id: NIL_UUID,
+				attempts: job.attempts + 1,
+				lease_until: now,
+				recovered: false,
+			}
+		: {
+				id: NIL_UUID,
+				queue,
+				payload: {},
+				idempotency_key: null,
+				priority: 0,
+				attempts: 1,
+				max_attempts: 5,
+				attempt_id: NIL_UUID,
+				lease_until: now,
+				ordering_key: null,
+				correlation_id: null,
+				created_at: now,
+				recovered: false,
+			};
+	const base = leasedJobJson(
+		includeMetadata
+			? leased
+			: {
+					id: leased.id,
+					queue: leased.queue,
+					payload: leased.payload,
+					attempts: leased.attempts,
+					max_attempts: leased.max_attempts,
+					attempt_id: leased.attempt_id,
+					recovered: leased.recovered,
 				},
-				leaseSeconds,
-			)
-		: leasedJobJson(
-				{
-					id: NIL_UUID,
-					queue,
-					payload: {},
-					idempotency_key: null,
-					priority: 0,
-					attempts: 1,
-					max_attempts: 5,
-					attempt_id: NIL_UUID,
-					lease_until: now,
-					ordering_key: null,
-					correlation_id: null,
-					created_at: now,
-					recovered: false,
-				},
-				leaseSeconds,
-			);
+		leaseSeconds,
+	);
 	return {
 		...base,
 		test_run: job

@@ -32,6 +32,16 @@ export function optionsCollection(options: INodeProperties[]): INodeProperties {
 	};
 }
 
+/** Job Lease's and Job Trigger's option to leave a job's metadata out of its item (LeaseInput.includeMetadata). */
+export const includeMetadataOption: INodeProperties = {
+	displayName: 'Include Job Metadata',
+	name: 'includeMetadata',
+	type: 'boolean',
+	default: true,
+	description:
+		"Whether each job's item also holds its lease end, enqueue idempotency key, priority, ordering key, correlation ID and creation time. Turn off when the workflow reads only the job ID, attempt and payload: smaller items and execution data.",
+};
+
 export const queueField: INodeProperties = {
 	displayName: 'Queue',
 	name: 'queue',

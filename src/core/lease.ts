@@ -14,9 +14,17 @@ import {
 	type LeaseSlot,
 } from './sql/lease';
 import { nextDueQuery, peekQuery } from './sql/trigger';
-import type { ExtendInput, ExtendResult, Job, LeaseInput, LeasedJob } from './types';
+import type {
+	ExtendInput,
+	ExtendResult,
+	Job,
+	LeaseInput,
+	LeasedJob,
+	LeasedJobEssentials,
+} from './types';
 import {
 	inRange,
+	optionalBoolean,
 	optionalInRange,
 	optionalText,
 	validateCheckpoint,
@@ -33,8 +41,14 @@ type LeaseReturnRow = Omit<LeasedJob, 'recovered'> & {
 	rerun?: boolean;
 };
 
-/** Claims up to `limit` due jobs of one queue (or jobs whose lease expired) in one statement. */
-export async function lease(ctx: StoreContext, input: LeaseInput): Promise<LeasedJob[]> {
+/**
+ * Claims up to `limit` due jobs of one queue (or jobs whose lease expired) in one statement.
+ * Without metadata (`includeMetadata: false`) the jobs are LeasedJobEssentials.
+ */
+export async function lease(
+	ctx: StoreContext,
+	input: LeaseInput,
+): Promise<Array<LeasedJob | LeasedJobEssentials>> {
 	const queue = validateQueueName(input.queue);
 	const limit = inRange(input.limit, 'limit', LEASE_LIMIT);
 	const leaseMs = inRange(input.leaseMs, 'leaseMs', LEASE);
@@ -45,6 +59,8 @@ export async function lease(ctx: StoreContext, input: LeaseInput): Promise<Lease
 	);
 	const workflowId = optionalText(input.workflowId, 'workflowId', 255);
 	const executionId = optionalText(input.executionId, 'executionId', 255);
+	const metadata = optionalBoolean(input.includeMetadata, 'includeMetadata', true);
+	const statementOptions = { waitForFlush: ctx.durableLeases, metadata };
 	const slots = (count: number): LeaseSlot[] =>
 		Array.from({ length: count }, (_, ord) => ({
 			ord,
@@ -60,10 +76,9 @@ export async function lease(ctx: StoreContext, input: LeaseInput): Promise<Lease
 		// sends is in its slots).
 		const run = (kind: string, query: typeof leaseQuery) =>
 			ctx.db.runRows<LeaseReturnRow, LeaseSlot>({
-				key: `${kind}:${ctx.s}:${queue}:${ctx.durableLeases ? 'durable' : 'flush-later'}`,
+				key: `${kind}:${ctx.s}:${queue}:${ctx.durableLeases ? 'durable' : 'flush-later'}:${metadata ? 'metadata' : 'essentials'}`,
 				rows: callSlots,
-				build: (batch) =>
-					query(ctx.schema, ctx.s, queue, batch, { waitForFlush: ctx.durableLeases }),
+				build: (batch) => query(ctx.schema, ctx.s, queue, batch, statementOptions),
 				coalesce: true,
 			});
 		// The usual statement takes queued jobs only; when a lease of the queue has expired it
@@ -80,9 +95,20 @@ export async function lease(ctx: StoreContext, input: LeaseInput): Promise<Lease
 			const free = Math.min(limit, concurrencyLimit - running);
 			if (free <= 0) return [];
 			return await tx.run<LeaseReturnRow>(
-				leaseQuery(ctx.schema, ctx.s, queue, slots(free), { waitForFlush: ctx.durableLeases }),
+				leaseQuery(ctx.schema, ctx.s, queue, slots(free), statementOptions),
 			);
 		});
+	}
+	if (!metadata) {
+		return rows.map((row) => ({
+			id: row.id,
+			queue,
+			payload: row.payload,
+			attempts: row.attempts,
+			max_attempts: row.max_attempts,
+			attempt_id: row.attempt_id,
+			recovered: row.expired,
+		}));
 	}
 	return rows.map((row) => ({
 		id: row.id,

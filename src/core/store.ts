@@ -55,6 +55,7 @@ import type {
 	JobStatusView,
 	LeaseInput,
 	LeasedJob,
+	LeasedJobEssentials,
 	OutboxEventInput,
 	OutboxResult,
 	QueueStats,
@@ -151,7 +152,11 @@ export class JobStore {
 		return await enqueue(this.ctx, items, options);
 	}
 
-	async lease(input: LeaseInput): Promise<LeasedJob[]> {
+	/** Claims up to `limit` due jobs of one queue; see LeaseInput.includeMetadata. */
+	lease(input: LeaseInput & { includeMetadata?: true }): Promise<LeasedJob[]>;
+	lease(input: LeaseInput & { includeMetadata: false }): Promise<LeasedJobEssentials[]>;
+	lease(input: LeaseInput): Promise<LeasedJobEssentials[]>;
+	async lease(input: LeaseInput): Promise<LeasedJobEssentials[]> {
 		return await lease(this.ctx, input);
 	}
 

@@ -92,6 +92,12 @@ export interface LeaseInput {
 	concurrencyLimit?: number | null;
 	workflowId?: string | null;
 	executionId?: string | null;
+	/**
+	 * Return each job's metadata too (default true): its idempotency key, priority, lease end,
+	 * ordering key, correlation id and creation time. False returns LeasedJobEssentials, for
+	 * a worker that needs only the job's id, attempt and payload: less to send and parse per job.
+	 */
+	includeMetadata?: boolean;
 }
 
 /**
@@ -116,6 +122,12 @@ export interface LeasedJob {
 	/** True when this lease took over a job whose previous lease had expired. */
 	recovered: boolean;
 }
+
+/** A job as a lease with `includeMetadata: false` returns it. */
+export type LeasedJobEssentials = Pick<
+	LeasedJob,
+	'id' | 'queue' | 'payload' | 'attempts' | 'max_attempts' | 'attempt_id' | 'recovered'
+>;
 
 export interface ExtendInput {
 	jobId: string;
@@ -159,6 +171,7 @@ export interface CompleteResult {
 	status: JobStatus | null;
 	attempts: number | null;
 	maxAttempts: number | null;
+	/** When the job is due again: only when the item queued it again (retry, release), else null. */
 	runAt: Date | null;
 	errorCode: string | null;
 	errorClass: ErrorClass | null;

@@ -122,6 +122,19 @@ export function optionalInRange(
 	return integerInRange(value, field, range.min, range.max, range.default ?? range.min);
 }
 
+/** An optional flag: undefined and null give `fallback`; anything but a boolean is refused. */
+export function optionalBoolean(value: unknown, field: string, fallback: boolean): boolean {
+	if (value === undefined || value === null) return fallback;
+	if (typeof value !== 'boolean') {
+		throw new ValidationError(
+			field,
+			`"${String(value).slice(0, 40)}" is not true or false`,
+			`Set ${field} to true or false`,
+		);
+	}
+	return value;
+}
+
 export function optionalDate(value: unknown, field: string): Date | null {
 	if (value === undefined || value === null || value === '') return null;
 	const date =

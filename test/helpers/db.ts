@@ -228,7 +228,10 @@ export function poolWithOwnTimestampParser(max = 2): pg.Pool {
 }
 
 /** Completes every job as succeeded, in one call; each item's result (an error throws). */
-export async function succeedAll(store: JobStore, jobs: LeasedJob[]): Promise<CompleteResult[]> {
+export async function succeedAll(
+	store: JobStore,
+	jobs: Array<Pick<LeasedJob, 'id' | 'attempt_id'>>,
+): Promise<CompleteResult[]> {
 	return (
 		await store.complete(
 			jobs.map((job) => ({

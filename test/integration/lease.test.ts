@@ -101,6 +101,80 @@ describe('lease and complete', () => {
 		expect(await store.lease({ queue: 'single' })).toHaveLength(0);
 	});
 
+	it('a lease without metadata returns only what running the attempt needs, and leases and fences like any other', async () => {
+		const [jobId] = await enqueueMany('essentials', 1, () => ({
+			priority: 3,
+			correlationId: 'order-1',
+			orderingKey: 'customer-1',
+			idempotencyKey: 'k-1',
+		}));
+		const [job] = await store.lease({
+			queue: 'essentials',
+			leaseMs: 30_000,
+			includeMetadata: false,
+		});
+		expect(job).toEqual({
+			id: jobId,
+			queue: 'essentials',
+			payload: { n: 0 },
+			attempts: 1,
+			max_attempts: expect.any(Number),
+			attempt_id: expect.stringMatching(/^[0-9a-f-]{36}$/),
+			recovered: false,
+		});
+		const row = (
+			await pool.query(
+				`SELECT status, attempt_id, lease_until > now() + interval '20 seconds' AS leased FROM ${schema}.jobs WHERE id = $1`,
+				[jobId],
+			)
+		).rows[0];
+		expect(row).toEqual({ status: 'running', attempt_id: job.attempt_id, leased: true });
+		// A recovered job comes back without metadata too, marked recovered.
+		await expireLease(jobId);
+		const [again] = await store.lease({ queue: 'essentials', includeMetadata: false });
+		expect(again).toMatchObject({ id: jobId, attempts: 2, recovered: true });
+		expect(Object.keys(again).sort()).toEqual(Object.keys(job).sort());
+		const [lost, applied] = await store.complete([
+			{ jobId, attemptId: job.attempt_id, outcome: 'succeeded' },
+			{ jobId, attemptId: again.attempt_id, outcome: 'succeeded' },
+		]);
+		expect(ok(lost)).toMatchObject({ applied: false, leaseLostReason: 'attempt_superseded' });
+		expect(ok(applied)).toMatchObject({ applied: true, status: 'done', runAt: null });
+	});
+
+	it('concurrent leases with and without metadata each get their own shape, every job once', async () => {
+		await enqueueMany('shapes', 400);
+		const seen = new Set<string>();
+		let duplicates = 0;
+		const worker = async (metadata: boolean) => {
+			for (;;) {
+				const jobs = await store.lease({ queue: 'shapes', limit: 5, includeMetadata: metadata });
+				if (jobs.length === 0) return;
+				for (const job of jobs) {
+					if (seen.has(job.id)) duplicates++;
+					seen.add(job.id);
+					expect('created_at' in job).toBe(metadata);
+					expect('lease_until' in job).toBe(metadata);
+				}
+				await succeedAll(store, jobs);
+			}
+		};
+		await Promise.all(Array.from({ length: 16 }, (_, n) => worker(n % 2 === 0)));
+		expect(duplicates).toBe(0);
+		expect(seen.size).toBe(400);
+	});
+
+	it('includeMetadata that is not a boolean is refused by name before anything is leased', async () => {
+		await enqueueMany('metadata-flag', 1);
+		await expect(
+			store.lease({ queue: 'metadata-flag', includeMetadata: 'no' as unknown as boolean }),
+		).rejects.toThrow(/includeMetadata.*true or false/s);
+		const { rows } = await pool.query(
+			`SELECT status FROM ${schema}.jobs WHERE queue = 'metadata-flag'`,
+		);
+		expect(rows).toEqual([{ status: 'queued' }]);
+	});
+
 	it('an expired lease is re-leased with a new attempt; the old attempt gets Lease Lost and changes nothing', async () => {
 		await enqueueMany('expiry', 1);
 		const [first] = await store.lease({ queue: 'expiry', leaseMs: 60_000 });
@@ -529,10 +603,13 @@ describe('lease and complete', () => {
 		).map(ok);
 		expect(retry.runAt!.getTime() - before).toBeGreaterThanOrEqual(29_000);
 		expect(release).toMatchObject({ status: 'queued', attempts: 0 });
+		expect(release.runAt).toBeInstanceOf(Date);
+		// runAt says when the job is due again, so a job that is not queued again has none.
 		expect(failed).toMatchObject({
 			status: 'failed',
 			errorCode: 'invalid_document',
 			errorClass: 'needs_mapping',
+			runAt: null,
 		});
 		const dead = (
 			await pool.query(

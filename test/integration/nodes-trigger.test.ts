@@ -142,6 +142,45 @@ describe('Job Trigger: production activation', () => {
 		}
 	});
 
+	it('Include Job Metadata off: emits the same item as Job Lease with the option off, and the test run shows that shape', async () => {
+		const [leasedByNode, emittedByTrigger] = [
+			(await enqueue('lean-lease', 1, { correlationId: 'c-lease' }))[0],
+			(await enqueue('lean-trigger', 1, { correlationId: 'c-trigger' }))[0],
+		];
+		const lease = await nodes.run(new JobLease(), {
+			parameters: { queue: 'lean-lease', options: { includeMetadata: false } },
+		});
+		const [leaseItem] = lease.output('Leased');
+		expect(leaseItem.json.job_id).toBe(leasedByNode);
+		expect(leaseItem.json).not.toHaveProperty('correlation_id');
+
+		const sample = createTrigger(new JobTrigger(), {
+			mode: 'manual',
+			parameters: { queue: 'lean-trigger', options: { includeMetadata: false } },
+		});
+		const [sampled] = await sample.runManual();
+		const { test_run: testRun, ...sampledItem } = sampled.json;
+		expect(testRun).toMatch(/without leasing it/);
+		expect(Object.keys(sampledItem).sort()).toEqual(Object.keys(leaseItem.json).sort());
+
+		let executions = 0;
+		const trigger = createTrigger(new JobTrigger(), {
+			parameters: { queue: 'lean-trigger', options: { includeMetadata: false } },
+			execution: completeExecution(() => `exec-lean-${++executions}`),
+		});
+		await trigger.activate();
+		try {
+			const emission = await waitFor(() => trigger.emissions[0], 'emission');
+			await waitFor(() => emission.finished, 'the execution');
+			const item = emission.items[0].json;
+			expect(Object.keys(item).sort()).toEqual(Object.keys(leaseItem.json).sort());
+			expect(item).toMatchObject({ job_id: emittedByTrigger, attempt: 1, lease_seconds: 300 });
+			expect(await jobRow(emittedByTrigger)).toMatchObject({ status: 'done', attempts: 1 });
+		} finally {
+			await trigger.deactivate();
+		}
+	});
+
 	it('attempt history: the first heartbeat (Extend Lease) names the execution the trigger started; later writes never replace an id', async () => {
 		const queue = 'history';
 		const [id] = await enqueue(queue);

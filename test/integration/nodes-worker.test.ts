@@ -106,6 +106,29 @@ describe('Job Lease → Job Complete', () => {
 		}
 	});
 
+	it('Include Job Metadata off: each item holds the job id, attempt and payload (and what Extend Lease and Job Complete read), no metadata', async () => {
+		const [id] = await enqueue('lean', [{ doc: 'c.pdf' }], { correlationId: 'corr-2' });
+		const result = await lease('lean', { options: { includeMetadata: false } }, 'exec-lean');
+		const [item] = result.output('Leased');
+		expect(item.json).toEqual({
+			job_id: id,
+			attempt_id: expect.stringMatching(UUID),
+			attempt: 1,
+			max_attempts: expect.any(Number),
+			queue: 'lean',
+			payload: { doc: 'c.pdf' },
+			lease_seconds: 60,
+			idempotency_key: id,
+			recovered: false,
+		});
+		const complete = await nodes.run(new JobComplete(), {
+			items: [item.json],
+			parameters: { outcome: 'succeeded' },
+		});
+		expect(complete.output('Completed')).toHaveLength(1);
+		expect(await job(id)).toMatchObject({ status: 'done', correlation_id: 'corr-2' });
+	});
+
 	it('nothing due: one item on Empty, nothing on Leased', async () => {
 		const result = await lease('work');
 		expect(result.output('Leased')).toEqual([]);

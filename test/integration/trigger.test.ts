@@ -65,9 +65,10 @@ async function startTrigger(
 		backstopMs: 600_000,
 		leaseMs: 60_000,
 		...options,
+		// LeasedJob unless a test turns includeMetadata off (and then reads only the essentials).
 		emit: async (jobs) => {
-			emissions.push({ jobs, at: Date.now() });
-			await work(jobs);
+			emissions.push({ jobs: jobs as LeasedJob[], at: Date.now() });
+			await work(jobs as LeasedJob[]);
 		},
 	});
 	triggers.push(trigger);
@@ -374,6 +375,27 @@ describe('back-pressure and limits', () => {
 		expect(emissions.every((emission) => emission.jobs.length <= 3)).toBe(true);
 	});
 
+	it('without metadata the emitted jobs hold only the essentials, and complete like any other', async () => {
+		const queue = 'essentials';
+		const { trigger, emissions } = await startTrigger(
+			{ queue, maxInFlight: 4, batchSize: 2, includeMetadata: false },
+			async (jobs) => {
+				for (const job of jobs) await complete(job);
+			},
+		);
+		await enqueue(queue, 6, { correlationId: 'c-1', priority: 2 });
+		await waitDone(queue, 6);
+		await trigger.settled();
+		const emitted = emissions.flatMap((emission) => emission.jobs);
+		expect(emitted).toHaveLength(6);
+		for (const job of emitted) {
+			expect(Object.keys(job).sort()).toEqual(
+				['attempt_id', 'attempts', 'id', 'max_attempts', 'payload', 'queue', 'recovered'].sort(),
+			);
+			expect(job).toMatchObject({ queue, attempts: 1, recovered: false });
+		}
+	});
+
 	it('Concurrency Limit 3 holds across two triggers on two pools (the advisory-lock limit of Job Lease)', async () => {
 		const queue = 'limited';
 		const otherPool = newPool(10);
@@ -520,6 +542,9 @@ describe('polling and stopping', () => {
 			/^connection: a LISTEN connection/,
 		);
 		expect(() => new JobTriggerEngine({ ...base, backstopMs: 10 })).toThrow(/backstopMs/);
+		expect(
+			() => new JobTriggerEngine({ ...base, includeMetadata: 'off' as unknown as boolean }),
+		).toThrow(/^includeMetadata: "off" is not true or false/);
 	});
 });
 

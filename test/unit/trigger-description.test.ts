@@ -69,6 +69,7 @@ describe('Job Trigger node description', () => {
 			.options as Array<{ name: string; default: unknown }>;
 		expect(Object.fromEntries(options.map((option) => [option.name, option.default]))).toEqual({
 			backstopSeconds: 30,
+			includeMetadata: true,
 			pollIntervalSeconds: 0,
 			testRun: 'sample',
 		});

@@ -193,7 +193,9 @@ const CALLBACK_EVENT_ID = `('job_' || j.id || '_' || j.status || '_' || j.attemp
 
 /**
  * The last CTE of both statements and their answer: the job-finished events of the jobs with a
- * callback URL, and one row per item with what became of it.
+ * callback URL, and one row per item with what became of it. The answer has the job's run_at
+ * only when it is queued again (when it is due): a finished job's is of no use, and each
+ * timestamp is one more value for the client to parse.
  */
 function callbacksAndAnswer(s: string): string {
 	return `callbacks AS MATERIALIZED (
@@ -204,7 +206,8 @@ function callbacksAndAnswer(s: string): string {
 	WHERE u.callback_url IS NOT NULL AND u.status IN ('done', 'failed')
 )
 SELECT x.ord, u.id IS NOT NULL AS applied, u.status,
-	${resultColumns(['attempts', 'max_attempts', 'run_at', 'error_code', 'error_class'], 'u')}, c.callback_event_id,
+	${resultColumns(['attempts', 'max_attempts', 'error_code', 'error_class'], 'u')},
+	CASE WHEN u.status = 'queued' THEN u.run_at END AS run_at, c.callback_event_id,
 	cur.status AS current_status, cur.attempt_id AS current_attempt_id, cur.id IS NOT NULL AS job_exists
 FROM input x
 LEFT JOIN updated u ON u.ord = x.ord

@@ -56,6 +56,19 @@ const LEASED_COLUMNS = [
 	'created_at',
 ] as const;
 
+/**
+ * The columns a lease without metadata returns per job: what running the attempt needs. The
+ * queue is the caller's own. The others (key, priority, lease end, ordering key, correlation
+ * id, creation time) cost a value to send and parse each, two of them timestamps.
+ */
+const ESSENTIAL_LEASED_COLUMNS = [
+	'id',
+	'payload',
+	'attempts',
+	'max_attempts',
+	'attempt_id',
+] as const;
+
 /** What a lease writes on each job it takes (`a`: the job's slot). */
 const LEASED_SET = `status = 'running', attempts = j.attempts + 1, attempt_id = a.new_attempt_id,
 		lease_until = now() + a.lease_ms * interval '1 millisecond', started_at = coalesce(j.started_at, now()),
@@ -111,7 +124,7 @@ export function leaseQuery(
 		queue,
 		slots,
 		options,
-		(limit) => `
+		(limit, columns) => `
 WITH queued AS (
 	SELECT j.id, j.priority, j.run_at, j.seq, j.attempt_id AS previous_attempt_id, false AS expired
 	FROM ${s}.jobs j
@@ -161,7 +174,7 @@ WITH queued AS (
 	SET ${LEASED_SET}
 	FROM assigned a
 	WHERE j.id = ANY(ARRAY(SELECT id FROM candidates)) AND j.id = a.id
-	RETURNING ${LEASED_COLUMNS.map((column) => `j.${column}`).join(', ')},
+	RETURNING ${columns.map((column) => `j.${column}`).join(', ')},
 		a.previous_attempt_id, a.expired, a.slot, a.ord, ${countedMark(schema)}
 ), closed_attempts AS (
 	${closeAttemptsSql(
@@ -174,7 +187,7 @@ WITH queued AS (
 		FROM exhausted_jobs x`,
 	)}
 )
-SELECT ${resultColumns(LEASED_COLUMNS)}, ord, expired
+SELECT ${resultColumns(columns)}, ord, expired
 FROM leased${commitWithoutFlush(options)}
 ORDER BY slot`,
 	);
@@ -182,6 +195,8 @@ ORDER BY slot`,
 
 interface LeaseOptions {
 	waitForFlush: boolean;
+	/** Return every column of LEASED_COLUMNS (default); false: only ESSENTIAL_LEASED_COLUMNS. */
+	metadata?: boolean;
 }
 
 /**
@@ -194,11 +209,15 @@ function leaseStatement(
 	queue: string,
 	slots: LeaseSlot[],
 	options: LeaseOptions,
-	text: (limit: number) => string,
+	text: (limit: number, columns: readonly string[]) => string,
 ): SqlQuery {
 	const limit = lockingLimit(slots.length);
+	const metadata = options.metadata ?? true;
+	const columns = metadata ? LEASED_COLUMNS : ESSENTIAL_LEASED_COLUMNS;
 	return {
-		text: cachedText(`${key}|${limit}|${options.waitForFlush}`, () => text(limit)),
+		text: cachedText(`${key}|${limit}|${options.waitForFlush}|${metadata}`, () =>
+			text(limit, columns),
+		),
 		values: [
 			queue,
 			slots.length,
@@ -256,7 +275,7 @@ export function leaseQueuedQuery(
 		queue,
 		slots,
 		options,
-		(limit) => `
+		(limit, columns) => `
 WITH probe AS MATERIALIZED (
 	SELECT EXISTS (
 		SELECT 1 FROM ${s}.jobs e WHERE e.queue = $1 AND e.status = 'running' AND e.lease_until < now()
@@ -284,13 +303,13 @@ WITH probe AS MATERIALIZED (
 	SET ${LEASED_SET}
 	FROM assigned a
 	WHERE j.id = ANY(ARRAY(SELECT id FROM assigned)) AND j.id = a.id
-	RETURNING ${LEASED_COLUMNS.map((column) => `j.${column}`).join(', ')}, a.slot, a.ord,
+	RETURNING ${columns.map((column) => `j.${column}`).join(', ')}, a.slot, a.ord,
 		${countedMark(schema)}
 )
-SELECT ${resultColumns(LEASED_COLUMNS)}, ord, false AS expired, false AS rerun
+SELECT ${resultColumns(columns)}, ord, false AS expired, false AS rerun
 FROM leased${commitWithoutFlush(options)}
 UNION ALL
-SELECT ${LEASED_COLUMNS.map(() => 'NULL').join(', ')}, slot.ord, false, true
+SELECT ${columns.map(() => 'NULL').join(', ')}, slot.ord, false, true
 FROM probe, unnest($3::int[]) AS slot (ord)
 WHERE probe.lease_expired
 ORDER BY ord`,

@@ -1,7 +1,7 @@
 import { isUnreachableError } from '../errors';
 import { notifyChannel } from '../identifiers';
 import type { JobStore } from '../store';
-import type { Job, LeasedJob } from '../types';
+import type { Job, LeasedJobEssentials } from '../types';
 import { NotificationListener, silentLogger, type TriggerLogger } from './listener';
 import { triggerSettings, type JobTriggerOptions, type TriggerSettings } from './options';
 import { WakeUps, type WakeReason } from './wakeups';
@@ -177,7 +177,7 @@ export class JobTriggerEngine {
 			// Lease limits are powers of two: each distinct limit is a statement text (and a
 			// prepared statement per connection) of its own, see sql/lease.ts.
 			const limit = 2 ** Math.floor(Math.log2(room));
-			let jobs: LeasedJob[];
+			let jobs: LeasedJobEssentials[];
 			try {
 				jobs = await store.lease({
 					queue: this.queue,
@@ -185,6 +185,7 @@ export class JobTriggerEngine {
 					leaseMs: this.settings.leaseMs,
 					concurrencyLimit: this.settings.concurrencyLimit,
 					workflowId: this.options.workflowId ?? null,
+					includeMetadata: this.settings.includeMetadata,
 				});
 			} catch (error) {
 				this.leaseFailed(error);
@@ -206,7 +207,7 @@ export class JobTriggerEngine {
 		if (dry && !this.stopped && this.emissionsLeft > 0) await this.armDueTimer(store);
 	}
 
-	private dispatch(jobs: LeasedJob[]): void {
+	private dispatch(jobs: LeasedJobEssentials[]): void {
 		for (let start = 0; start < jobs.length; start += this.batchSize) {
 			const batch = jobs.slice(start, start + this.batchSize);
 			this.inFlightJobs += batch.length;
@@ -271,7 +272,7 @@ export class JobTriggerEngine {
 /** Gives jobs back without using an attempt (fenced: a job finished meanwhile is not touched). */
 export async function release(
 	store: JobStore,
-	jobs: Array<Pick<LeasedJob, 'id' | 'attempt_id'>>,
+	jobs: Array<Pick<LeasedJobEssentials, 'id' | 'attempt_id'>>,
 	logger: TriggerLogger = silentLogger,
 ): Promise<void> {
 	if (jobs.length === 0) return;

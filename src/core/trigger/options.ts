@@ -2,8 +2,8 @@ import { ValidationError } from '../errors';
 import { validateQueueName, validateSchemaName } from '../identifiers';
 import type { ConnectionConfig } from '../pool';
 import type { JobStore } from '../store';
-import type { LeasedJob } from '../types';
-import { integerInRange } from '../validate';
+import type { LeasedJob, LeasedJobEssentials } from '../types';
+import { integerInRange, optionalBoolean } from '../validate';
 import type { TriggerLogger } from './listener';
 
 export const DEFAULT_MAX_IN_FLIGHT = 10;
@@ -39,11 +39,14 @@ export interface JobTriggerOptions {
 	applicationName?: string;
 	/** Recorded on every attempt this trigger leases. */
 	workflowId?: string | null;
+	/** Lease the jobs with their metadata (default true); false: LeasedJobEssentials. */
+	includeMetadata?: boolean;
 	/**
 	 * Starts the execution(s) for these jobs. The returned promise settles when the execution
-	 * has finished (successfully or not): only then does its slot count as free again.
+	 * has finished (successfully or not): only then does its slot count as free again. The jobs
+	 * are LeasedJob unless `includeMetadata` is false.
 	 */
-	emit: (jobs: LeasedJob[]) => Promise<unknown>;
+	emit: (jobs: Array<LeasedJob | LeasedJobEssentials>) => Promise<unknown>;
 	/** Stop after this many emissions (a test run leases one job); default unlimited. */
 	maxEmissions?: number;
 	/** Keep-alive and reconnect timing of the LISTEN connection (defaults are for production). */
@@ -67,6 +70,7 @@ export interface TriggerSettings {
 	backstopMs: number;
 	/** Null: LISTEN instead of polling. */
 	pollIntervalMs: number | null;
+	includeMetadata: boolean;
 }
 
 /** Checks the options before anything starts; a bad one throws a ValidationError naming it. */
@@ -100,6 +104,7 @@ export function triggerSettings(options: JobTriggerOptions): TriggerSettings {
 			options.pollIntervalMs === 0
 				? null
 				: integerInRange(options.pollIntervalMs, 'pollIntervalMs', 100, 24 * 3600_000, 5_000),
+		includeMetadata: optionalBoolean(options.includeMetadata, 'includeMetadata', true),
 	};
 	if (settings.pollIntervalMs === null && !options.connection) {
 		throw new ValidationError(

@@ -5,9 +5,15 @@ import type {
 	INodeProperties,
 } from 'n8n-workflow';
 
-import type { LeasedJob } from '../../../../src/core';
+import type { LeasedJob, LeasedJobEssentials } from '../../../../src/core';
 import { runOnce } from '../../../shared/batch';
-import { concurrencyLimitField, leaseSecondsField, queueField } from '../../../shared/descriptions';
+import {
+	concurrencyLimitField,
+	includeMetadataOption,
+	leaseSecondsField,
+	optionsCollection,
+	queueField,
+} from '../../../shared/descriptions';
 import { withDisplayOptions } from '../../../shared/operations';
 
 const properties: INodeProperties[] = [
@@ -22,22 +28,38 @@ const properties: INodeProperties[] = [
 	},
 	leaseSecondsField,
 	concurrencyLimitField,
+	optionsCollection([includeMetadataOption]),
 ];
 
 export const description = withDisplayOptions({ show: { operation: ['lease'] } }, properties);
 
 /**
  * The item a worker receives for one leased job. `leaseSeconds` is the lease it was leased
- * with, so Extend Lease downstream can renew by as much without a second setting.
+ * with, so Extend Lease downstream can renew by as much without a second setting. A job leased
+ * without metadata (LeasedJobEssentials) gives the same item without the metadata fields.
  */
-export function leasedJobJson(job: LeasedJob, leaseSeconds: number): IDataObject {
-	return {
+export function leasedJobJson(
+	job: LeasedJob | LeasedJobEssentials,
+	leaseSeconds: number,
+): IDataObject {
+	const essentials: IDataObject = {
 		job_id: job.id,
 		attempt_id: job.attempt_id,
 		attempt: job.attempts,
 		max_attempts: job.max_attempts,
 		queue: job.queue,
 		payload: job.payload as IDataObject,
+	};
+	if (!('created_at' in job)) {
+		return {
+			...essentials,
+			lease_seconds: leaseSeconds,
+			idempotency_key: job.id,
+			recovered: job.recovered,
+		};
+	}
+	return {
+		...essentials,
 		lease_until: job.lease_until.toISOString(),
 		lease_seconds: leaseSeconds,
 		// The key for external calls is the job id: stable across attempts, so a retried or
@@ -69,6 +91,8 @@ export async function execute(this: IExecuteFunctions): Promise<INodeExecutionDa
 				concurrencyLimit: concurrencyLimit > 0 ? concurrencyLimit : null,
 				workflowId: this.getWorkflow().id ?? null,
 				executionId: this.getExecutionId() ?? null,
+				includeMetadata: (this.getNodeParameter('options', 0, {}) as IDataObject)
+					.includeMetadata as boolean | undefined,
 			};
 		},
 		call: async (store, input) => await store.lease(input),
