@@ -4,12 +4,13 @@
  * throughput, this process's CPU time, the CPU time of the PostgreSQL server's processes, and
  * the functions with the most self and inclusive time.
  *
- *   DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres npx tsx bench/drain-cpu.ts [--engine ours|pgboss|graphile] [--batch 100] [--workers 2] [--jobs 40000] [--rounds 3] [--profile on|off]
+ *   DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres npx tsx bench/drain-cpu.ts [--engine ours|pgboss|graphile] [--batch 100] [--workers 2] [--jobs 40000] [--rounds 3] [--profile on|off] [--metadata off|on]
  *
  * With `--batch 1` each library drains as in the benchmark's "lease 1 + complete 1" scenarios
- * (Engine.drainSingle), otherwise as in "lease N + complete N" (Engine.drainBatch). Each round
- * fills the queue, then runs VACUUM ANALYZE and a CHECKPOINT, as `npm run bench` does before a
- * drain. The last round's profile is reported (the first ones warm up the JIT and the prepared
+ * (Engine.drainSingle), otherwise as in "lease N + complete N" (Engine.drainBatch); with
+ * `--metadata on` ours and pg-boss lease each job with its metadata, as in the benchmark's row
+ * of that name. Each round fills the queue, then runs VACUUM ANALYZE and a CHECKPOINT, as
+ * `npm run bench` does before a drain. The last round's profile is reported (the first ones warm up the JIT and the prepared
  * statements). `(idle)` is time the thread waited for PostgreSQL; a native frame such as
  * `writev` also counts the time the thread was descheduled inside it. The sampling costs CPU
  * time of its own: `--profile off` measures the CPU times without it.
@@ -19,7 +20,6 @@
  * uses it; it is null where /proc cannot be read. On two cores the drain's throughput follows
  * the two sums together: this process and the server share the cores.
  */
-import { readdirSync, readFileSync } from 'node:fs';
 import { Session } from 'node:inspector/promises';
 
 import pg from 'pg';
@@ -28,6 +28,7 @@ import { ENGINE_IDS, type Engine, type EngineId } from './lib/engine';
 import { GraphileEngine } from './lib/graphile';
 import { OursEngine } from './lib/ours';
 import { PgBossEngine } from './lib/pgboss';
+import { postgresCpuMs } from './lib/proc';
 import { checkpoint, readFlags, round, runMain, vacuumAnalyzeSchema } from './lib/util';
 
 interface ProfileNode {
@@ -103,33 +104,6 @@ function functionTimes(
 	return { self: top(self), inclusive: top(inclusive) };
 }
 
-/** The user + system CPU time, in ms, of the processes named `postgres` on this machine; null without /proc. */
-function postgresCpuMs(): number | null {
-	let ticks = 0;
-	let entries: string[];
-	try {
-		entries = readdirSync('/proc');
-	} catch {
-		return null;
-	}
-	for (const pid of entries) {
-		if (!/^\d+$/.test(pid)) continue;
-		let stat: string;
-		try {
-			stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-		} catch {
-			continue; // the process ended between the listing and the read
-		}
-		const name = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
-		if (!name.startsWith('postgres')) continue;
-		// Fields after the name: state is the first, utime the 12th and stime the 13th.
-		const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-		ticks += Number(fields[11]) + Number(fields[12]);
-	}
-	// Linux reports these times in clock ticks of 10 ms (USER_HZ = 100).
-	return ticks * 10;
-}
-
 function createEngine(id: EngineId, url: string): Engine {
 	switch (id) {
 		case 'ours':
@@ -149,6 +123,7 @@ async function main(): Promise<void> {
 		'jobs',
 		'rounds',
 		'profile',
+		'metadata',
 	]);
 	const engineId = (flags.get('engine') ?? 'ours') as EngineId;
 	if (!ENGINE_IDS.includes(engineId))
@@ -160,6 +135,10 @@ async function main(): Promise<void> {
 	const profileFlag = flags.get('profile') ?? 'on';
 	if (profileFlag !== 'on' && profileFlag !== 'off') throw new Error('--profile must be on or off');
 	const profiling = profileFlag === 'on';
+	const metadataFlag = flags.get('metadata') ?? 'off';
+	if (metadataFlag !== 'on' && metadataFlag !== 'off')
+		throw new Error('--metadata must be on or off');
+	const metadata = metadataFlag === 'on';
 	const url = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 	const admin = new pg.Pool({ connectionString: url, max: 1 });
 	admin.on('error', () => undefined);
@@ -180,7 +159,9 @@ async function main(): Promise<void> {
 			const cpuBefore = process.cpuUsage();
 			const started = performance.now();
 			const outcome =
-				batch === 1 ? await engine.drainSingle(workers) : await engine.drainBatch(workers, batch);
+				batch === 1
+					? await engine.drainSingle(workers)
+					: await engine.drainBatch(workers, batch, metadata);
 			const seconds = (performance.now() - started) / 1000;
 			const cpu = process.cpuUsage(cpuBefore);
 			const postgresAfter = postgresCpuMs();
@@ -210,7 +191,9 @@ async function main(): Promise<void> {
 		await engine.close().catch(() => undefined);
 		await admin.end().catch(() => undefined);
 	}
-	console.log(JSON.stringify({ engine: engineId, batch, workers, jobs, rounds: results }, null, 2));
+	console.log(
+		JSON.stringify({ engine: engineId, batch, workers, jobs, metadata, rounds: results }, null, 2),
+	);
 }
 
 runMain(main);

@@ -140,6 +140,15 @@ describe('lease and complete', () => {
 		]);
 		expect(ok(lost)).toMatchObject({ applied: false, leaseLostReason: 'attempt_superseded' });
 		expect(ok(applied)).toMatchObject({ applied: true, status: 'done', runAt: null });
+		// A lease with a concurrency limit (its own transaction and statement) answers the same shape.
+		const [limitedId] = await enqueueMany('essentials', 1);
+		const [limited] = await store.lease({
+			queue: 'essentials',
+			concurrencyLimit: 2,
+			includeMetadata: false,
+		});
+		expect(limited).toMatchObject({ id: limitedId, attempts: 1, recovered: false });
+		expect(Object.keys(limited).sort()).toEqual(Object.keys(job).sort());
 	});
 
 	it('concurrent leases with and without metadata each get their own shape, every job once', async () => {
