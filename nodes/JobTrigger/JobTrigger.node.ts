@@ -24,6 +24,7 @@ import { testDurableJobsConnection } from '../shared/credentialTest';
 import {
 	concurrencyLimitField,
 	includeMetadataOption,
+	includeMetadataValue,
 	leaseSecondsField,
 	queueField,
 } from '../shared/descriptions';
@@ -180,7 +181,7 @@ export class JobTrigger implements INodeType {
 				manualTriggerFunction: async () => {
 					try {
 						const next = await peekJob(await openStore(), queue);
-						const sample = sampleJson(next, queue, leaseSeconds, options.includeMetadata !== false);
+						const sample = sampleJson(next, queue, leaseSeconds, includeMetadataValue(options));
 						this.emit([[{ json: sample }]]);
 					} catch (error) {
 						throw toNodeError(node, error);
@@ -211,7 +212,7 @@ export class JobTrigger implements INodeType {
 				connection: config,
 				applicationName: `n8n-nodes-durable-jobs trigger pid=${process.pid}`,
 				workflowId: this.getWorkflow().id ?? null,
-				includeMetadata: options.includeMetadata as boolean | undefined,
+				includeMetadata: includeMetadataValue(options),
 				logger: this.logger,
 				emit: async (jobs) => {
 					const done = this.helpers.createDeferredPromise<IRun>();

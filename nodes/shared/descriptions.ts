@@ -1,4 +1,11 @@
-import { NodeConnectionTypes, type INodeProperties, type INodeTypeDescription } from 'n8n-workflow';
+import {
+	NodeConnectionTypes,
+	type IDataObject,
+	type INodeProperties,
+	type INodeTypeDescription,
+} from 'n8n-workflow';
+
+import { ValidationError } from '../../src/core';
 
 import { testDurableJobsConnection } from './credentialTest';
 
@@ -32,15 +39,33 @@ export function optionsCollection(options: INodeProperties[]): INodeProperties {
 	};
 }
 
-/** Job Lease's and Job Trigger's option to leave a job's metadata out of its item (LeaseInput.includeMetadata). */
+/**
+ * Job Lease's and Job Trigger's option to leave a job's metadata out of its item
+ * (LeaseInput.includeMetadata), read with includeMetadataValue.
+ */
 export const includeMetadataOption: INodeProperties = {
 	displayName: 'Include Job Metadata',
 	name: 'includeMetadata',
 	type: 'boolean',
 	default: true,
 	description:
-		"Whether each job's item also holds its lease end, enqueue idempotency key, priority, ordering key, correlation ID and creation time. Turn off when the workflow reads only the job ID, attempt and payload: smaller items and execution data.",
+		"Whether each job's item also holds its lease end, enqueue idempotency key, priority, ordering key, correlation ID and creation time. Turn off when the workflow reads only the job ID, attempt and payload: smaller items and execution data. When off, expressions that read one of those fields get nothing.",
 };
+
+/**
+ * The Include Job Metadata option of an Options collection: on unless set off. An expression may
+ * give the text "true" or "false"; anything else is refused by the option's display name.
+ */
+export function includeMetadataValue(options: IDataObject): boolean {
+	const value = options.includeMetadata;
+	if (value === undefined || value === null || value === true || value === 'true') return true;
+	if (value === false || value === 'false') return false;
+	throw new ValidationError(
+		'Include Job Metadata',
+		`"${String(value).slice(0, 40)}" is not true or false`,
+		'Turn Options → Include Job Metadata on or off, or give it an expression that yields true or false',
+	);
+}
 
 export const queueField: INodeProperties = {
 	displayName: 'Queue',

@@ -129,6 +129,20 @@ describe('Job Lease → Job Complete', () => {
 		expect(await job(id)).toMatchObject({ status: 'done', correlation_id: 'corr-2' });
 	});
 
+	it('Include Job Metadata from an expression: "false" turns it off, anything but true or false is refused by name and leases nothing', async () => {
+		const [id] = await enqueue('lean-expression', [{ doc: 'd.pdf' }]);
+		const refused = (await lease('lean-expression', { options: { includeMetadata: 'no' } }).catch(
+			(caught: unknown) => caught,
+		)) as NodeOperationError;
+		expect(refused).toBeInstanceOf(NodeOperationError);
+		expect(refused.message).toMatch(/Include Job Metadata: "no" is not true or false/);
+		expect(await job(id)).toMatchObject({ status: 'queued', attempts: 0 });
+		const result = await lease('lean-expression', { options: { includeMetadata: 'false' } });
+		const [item] = result.output('Leased');
+		expect(item.json).toMatchObject({ job_id: id, payload: { doc: 'd.pdf' } });
+		expect(item.json).not.toHaveProperty('created_at');
+	});
+
 	it('nothing due: one item on Empty, nothing on Leased', async () => {
 		const result = await lease('work');
 		expect(result.output('Leased')).toEqual([]);

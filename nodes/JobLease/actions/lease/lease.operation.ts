@@ -10,6 +10,7 @@ import { runOnce } from '../../../shared/batch';
 import {
 	concurrencyLimitField,
 	includeMetadataOption,
+	includeMetadataValue,
 	leaseSecondsField,
 	optionsCollection,
 	queueField,
@@ -91,8 +92,9 @@ export async function execute(this: IExecuteFunctions): Promise<INodeExecutionDa
 				concurrencyLimit: concurrencyLimit > 0 ? concurrencyLimit : null,
 				workflowId: this.getWorkflow().id ?? null,
 				executionId: this.getExecutionId() ?? null,
-				includeMetadata: (this.getNodeParameter('options', 0, {}) as IDataObject)
-					.includeMetadata as boolean | undefined,
+				includeMetadata: includeMetadataValue(
+					this.getNodeParameter('options', 0, {}) as IDataObject,
+				),
 			};
 		},
 		call: async (store, input) => await store.lease(input),
