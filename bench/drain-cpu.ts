@@ -24,11 +24,9 @@ import { Session } from 'node:inspector/promises';
 
 import pg from 'pg';
 
-import { ENGINE_IDS, type Engine, type EngineId } from './lib/engine';
-import { GraphileEngine } from './lib/graphile';
-import { OursEngine } from './lib/ours';
-import { PgBossEngine } from './lib/pgboss';
-import { postgresCpuMs } from './lib/proc';
+import { ENGINE_IDS, type EngineId } from './lib/engine';
+import { engineInSchemas } from './lib/engines';
+import { postgresUsage } from './lib/proc';
 import { checkpoint, readFlags, round, runMain, vacuumAnalyzeSchema } from './lib/util';
 
 interface ProfileNode {
@@ -104,17 +102,6 @@ function functionTimes(
 	return { self: top(self), inclusive: top(inclusive) };
 }
 
-function createEngine(id: EngineId, url: string): Engine {
-	switch (id) {
-		case 'ours':
-			return new OursEngine(url, 'bench_drain_cpu', 12);
-		case 'pgboss':
-			return new PgBossEngine(url, 'bench_drain_cpu_pgboss');
-		case 'graphile':
-			return new GraphileEngine(url, 'bench_drain_cpu_graphile');
-	}
-}
-
 async function main(): Promise<void> {
 	const { flags, int } = readFlags(process.argv.slice(2), [
 		'engine',
@@ -142,7 +129,7 @@ async function main(): Promise<void> {
 	const url = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 	const admin = new pg.Pool({ connectionString: url, max: 1 });
 	admin.on('error', () => undefined);
-	const engine = createEngine(engineId, url);
+	const engine = engineInSchemas(engineId, url, 'bench_drain_cpu');
 	const session = new Session();
 	session.connect();
 	await session.post('Profiler.enable');
@@ -155,7 +142,7 @@ async function main(): Promise<void> {
 			await vacuumAnalyzeSchema(admin, engine.schema);
 			await checkpoint(admin);
 			if (profiling) await session.post('Profiler.start');
-			const postgresBefore = postgresCpuMs();
+			const postgresBefore = postgresUsage()?.cpuMs ?? null;
 			const cpuBefore = process.cpuUsage();
 			const started = performance.now();
 			const outcome =
@@ -164,7 +151,7 @@ async function main(): Promise<void> {
 					: await engine.drainBatch(workers, batch, metadata);
 			const seconds = (performance.now() - started) / 1000;
 			const cpu = process.cpuUsage(cpuBefore);
-			const postgresAfter = postgresCpuMs();
+			const postgresAfter = postgresUsage()?.cpuMs ?? null;
 			const profile: CpuProfile | null = profiling
 				? (await session.post('Profiler.stop')).profile
 				: null;

@@ -3,7 +3,8 @@
  * benchmark's "enqueue, 1 job per transaction"), the engines taking turns block by block, and
  * per block the p50 latency, the CPU time per call of this process and of the PostgreSQL
  * processes on this machine, the server's minor page faults per call, and the one-row commit
- * just before the block. Prints one JSON document; progress goes to stderr.
+ * and round trip just before the block (lib/commit-probe.ts, as `npm run bench` times them).
+ * Prints one JSON document; progress goes to stderr.
  *
  *   DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres npx tsx bench/enqueue-cpu.ts [--engines ours,graphile,pgboss] [--blocks 12] [--calls 1000]
  *
@@ -16,48 +17,13 @@
  */
 import pg from 'pg';
 
-import { ENGINE_IDS, type Engine, type EngineId } from './lib/engine';
-import { GraphileEngine } from './lib/graphile';
-import { OursEngine } from './lib/ours';
-import { PgBossEngine } from './lib/pgboss';
+import { ENGINE_IDS, type EngineId } from './lib/engine';
+import { commitProbe, createCommitProbe, dropCommitProbe } from './lib/commit-probe';
+import { engineInSchemas } from './lib/engines';
 import { postgresUsage } from './lib/proc';
 import { checkpoint, log, median, now, readFlags, round, runMain } from './lib/util';
 
 const PROBE_SCHEMA = 'bench_enqueue_cpu_probe';
-const PROBE_CALLS = 300;
-
-function createEngine(id: EngineId, url: string): Engine {
-	switch (id) {
-		case 'ours':
-			return new OursEngine(url, 'bench_enqueue_cpu');
-		case 'pgboss':
-			return new PgBossEngine(url, 'bench_enqueue_cpu_pgboss');
-		case 'graphile':
-			return new GraphileEngine(url, 'bench_enqueue_cpu_graphile');
-	}
-}
-
-/** Median time of a one-row INSERT committed on its own (waiting for its WAL flush), in ms. */
-async function oneRowCommitMs(admin: pg.Pool): Promise<number> {
-	const client = await admin.connect();
-	try {
-		await client.query(`TRUNCATE ${PROBE_SCHEMA}.commits`);
-		const insert = {
-			name: 'enqueue-cpu-probe',
-			text: `INSERT INTO ${PROBE_SCHEMA}.commits DEFAULT VALUES`,
-		};
-		for (let i = 0; i < 20; i++) await client.query(insert);
-		const samples: number[] = [];
-		for (let i = 0; i < PROBE_CALLS; i++) {
-			const started = now();
-			await client.query(insert);
-			samples.push(now() - started);
-		}
-		return round(median(samples), 3);
-	} finally {
-		client.release();
-	}
-}
 
 async function main(): Promise<void> {
 	const { flags, int } = readFlags(process.argv.slice(2), ['engines', 'blocks', 'calls']);
@@ -69,19 +35,16 @@ async function main(): Promise<void> {
 	const url = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 	const admin = new pg.Pool({ connectionString: url, max: 1 });
 	admin.on('error', () => undefined);
-	const engines = engineIds.map((id) => createEngine(id, url));
+	const engines = engineIds.map((id) => engineInSchemas(id, url, 'bench_enqueue_cpu'));
 	const results = [];
 	try {
-		await admin.query(`CREATE SCHEMA IF NOT EXISTS ${PROBE_SCHEMA}`);
-		await admin.query(
-			`CREATE TABLE IF NOT EXISTS ${PROBE_SCHEMA}.commits (id bigint GENERATED ALWAYS AS IDENTITY)`,
-		);
+		await createCommitProbe(admin, PROBE_SCHEMA);
 		for (let block = 0; block < blocks; block++) {
 			const engine = engines[block % engines.length];
 			await engine.reset();
 			for (let i = 0; i < 20; i++) await engine.enqueueOne(-i - 1);
 			await checkpoint(admin);
-			const commitMs = await oneRowCommitMs(admin);
+			const { commitMs, roundTripMs } = await commitProbe(admin, PROBE_SCHEMA);
 			const latencies = new Array<number>(calls);
 			const serverBefore = postgresUsage();
 			const cpuBefore = process.cpuUsage();
@@ -105,6 +68,7 @@ async function main(): Promise<void> {
 				block,
 				engine: engine.id,
 				oneRowCommitMs: commitMs,
+				roundTripMs,
 				p50Ms: round(median(latencies), 3),
 				callsPerSec: Math.round(calls / seconds),
 				perCall: {
@@ -121,7 +85,7 @@ async function main(): Promise<void> {
 		}
 	} finally {
 		for (const engine of engines) await engine.close().catch(() => undefined);
-		await admin.query(`DROP SCHEMA IF EXISTS ${PROBE_SCHEMA} CASCADE`).catch(() => undefined);
+		await dropCommitProbe(admin, PROBE_SCHEMA).catch(() => undefined);
 		await admin.end().catch(() => undefined);
 	}
 	console.log(JSON.stringify({ engines: engineIds, blocks, calls, results }, null, 2));

@@ -25,6 +25,12 @@ import {
 	type Engine,
 	type EngineId,
 } from './lib/engine';
+import {
+	commitProbe,
+	createCommitProbe,
+	dropCommitProbe,
+	type CommitCost,
+} from './lib/commit-probe';
 import { GraphileEngine } from './lib/graphile';
 import { OursEngine } from './lib/ours';
 import { PgBossEngine } from './lib/pgboss';
@@ -398,61 +404,13 @@ function rotation(engines: Engine[], repeat: number): Engine[] {
 	return [...engines.slice(shift), ...engines.slice(0, shift)];
 }
 
-/** Median ms of a round trip and of a one-row commit, on one connection kept busy as a library's is. */
-interface CommitCost {
-	roundTripMs: number;
-	commitMs: number;
-}
-
+/** The commit probe's schema: made once before the enqueue scenarios, dropped by main at the end. */
 const PROBE_SCHEMA = 'bench_commit_probe';
-const PROBE_TABLE = `${PROBE_SCHEMA}.commits`;
-const PROBE_CALLS = 300;
-
-/**
- * The cost of a commit on this machine right now: the median of PROBE_CALLS prepared `SELECT 1`
- * and of as many one-row INSERTs, each its own transaction waiting for its WAL flush, on one
- * connection used back to back (as a library's connection is in a sequential enqueue). A
- * single enqueue of any library pays one round trip and one such flush; their time changes from
- * one minute to the next on a shared machine, and with it every library's jobs/s.
- */
-async function commitProbe(admin: pg.Pool): Promise<CommitCost> {
-	const client = await admin.connect();
-	try {
-		await client.query(`TRUNCATE ${PROBE_TABLE}`);
-		const time = async (query: pg.QueryConfig): Promise<number> => {
-			for (let i = 0; i < 20; i++) await client.query(query);
-			const samples = new Array<number>(PROBE_CALLS);
-			for (let i = 0; i < PROBE_CALLS; i++) {
-				const started = now();
-				await client.query(query);
-				samples[i] = now() - started;
-			}
-			return round(median(samples), 4);
-		};
-		return {
-			roundTripMs: await time({ name: 'commit_probe_round_trip', text: 'SELECT 1' }),
-			commitMs: await time({
-				name: 'commit_probe_insert',
-				text: `INSERT INTO ${PROBE_TABLE} DEFAULT VALUES`,
-			}),
-		};
-	} finally {
-		client.release();
-	}
-}
-
-/** The commit probe's table, made once before the enqueue scenarios; main drops its schema at the end. */
-async function createCommitProbeTable(admin: pg.Pool): Promise<void> {
-	await admin.query(`CREATE SCHEMA IF NOT EXISTS ${PROBE_SCHEMA}`);
-	await admin.query(
-		`CREATE TABLE IF NOT EXISTS ${PROBE_TABLE} (id bigint GENERATED ALWAYS AS IDENTITY)`,
-	);
-}
 
 async function measureEnqueueSingle(engine: Engine, admin: pg.Pool, count: number): Promise<Run> {
 	await engine.reset();
 	for (let i = 0; i < 20; i++) await engine.enqueueOne(-i - 1); // warm-up: connections, plans, caches
-	const before = await commitProbe(admin);
+	const before = await commitProbe(admin, PROBE_SCHEMA);
 	await checkpoint(admin);
 	const latencies = new Array<number>(count);
 	const started = now();
@@ -462,7 +420,7 @@ async function measureEnqueueSingle(engine: Engine, admin: pg.Pool, count: numbe
 		latencies[i] = now() - t;
 	}
 	const seconds = (now() - started) / 1000;
-	const after = await commitProbe(admin);
+	const after = await commitProbe(admin, PROBE_SCHEMA);
 	return {
 		opsPerSec: round(count / seconds, 0),
 		seconds: round(seconds, 3),
@@ -608,7 +566,7 @@ async function main(): Promise<void> {
 		);
 
 		if (config.scenarios.includes('enqueue')) {
-			await createCommitProbeTable(admin);
+			await createCommitProbe(admin, PROBE_SCHEMA);
 			scenarios.enqueue_single = await runThroughput(
 				`enqueue, 1 job per transaction (${config.enqueueSingle} sequential)`,
 				'jobs/s',
@@ -738,7 +696,7 @@ async function main(): Promise<void> {
 		for (const engine of engines) {
 			await engine.close().catch(() => undefined);
 		}
-		await admin.query(`DROP SCHEMA IF EXISTS ${PROBE_SCHEMA} CASCADE`).catch(() => undefined);
+		await dropCommitProbe(admin, PROBE_SCHEMA).catch(() => undefined);
 		await admin.end().catch(() => undefined);
 		await postgres.stop();
 	}

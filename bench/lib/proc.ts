@@ -38,8 +38,3 @@ export function postgresUsage(): ProcessUsage | null {
 	}
 	return usage;
 }
-
-/** The user + system CPU time, in ms, of the processes named `postgres`; null without /proc. */
-export function postgresCpuMs(): number | null {
-	return postgresUsage()?.cpuMs ?? null;
-}
