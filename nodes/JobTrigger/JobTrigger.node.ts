@@ -214,7 +214,7 @@ export class JobTrigger implements INodeType {
 				workflowId: this.getWorkflow().id ?? null,
 				includeMetadata: includeMetadataValue(options),
 				logger: this.logger,
-				emit: async (jobs) => {
+				emit: async (jobs: Array<LeasedJob | LeasedJobEssentials>) => {
 					const done = this.helpers.createDeferredPromise<IRun>();
 					this.emit([toItems(jobs)], undefined, done);
 					if (!manual) return await done.promise;

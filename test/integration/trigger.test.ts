@@ -8,6 +8,7 @@ import {
 	type ConnectionConfig,
 	type JobTriggerOptions,
 	type LeasedJob,
+	type LeasedJobEssentials,
 } from '../../src/core';
 import {
 	connectionConfig,
@@ -66,7 +67,7 @@ async function startTrigger(
 		leaseMs: 60_000,
 		...options,
 		// LeasedJob unless a test turns includeMetadata off (and then reads only the essentials).
-		emit: async (jobs) => {
+		emit: async (jobs: Array<LeasedJob | LeasedJobEssentials>) => {
 			emissions.push({ jobs: jobs as LeasedJob[], at: Date.now() });
 			await work(jobs as LeasedJob[]);
 		},
@@ -84,7 +85,7 @@ async function enqueue(queue: string, count = 1, extra: Record<string, unknown> 
 }
 
 async function complete(
-	job: LeasedJob,
+	job: Pick<LeasedJobEssentials, 'id' | 'attempt_id'>,
 	outcome: 'succeeded' | 'retry' = 'succeeded',
 	delayMs?: number,
 ) {
@@ -377,16 +378,29 @@ describe('back-pressure and limits', () => {
 
 	it('without metadata the emitted jobs hold only the essentials, and complete like any other', async () => {
 		const queue = 'essentials';
-		const { trigger, emissions } = await startTrigger(
-			{ queue, maxInFlight: 4, batchSize: 2, includeMetadata: false },
-			async (jobs) => {
+		// The options' type gives this emit the essentials: it needs no cast, and one that reads
+		// metadata is refused at compile time (below).
+		const emitted: LeasedJobEssentials[] = [];
+		const trigger = new JobTriggerEngine({
+			store,
+			schema,
+			connection: connectionConfig(),
+			applicationName: LISTENER_APP,
+			backstopMs: 600_000,
+			queue,
+			maxInFlight: 4,
+			batchSize: 2,
+			includeMetadata: false,
+			emit: async (jobs: LeasedJobEssentials[]) => {
+				emitted.push(...jobs);
 				for (const job of jobs) await complete(job);
 			},
-		);
+		});
+		triggers.push(trigger);
+		await trigger.start();
 		await enqueue(queue, 6, { correlationId: 'c-1', priority: 2 });
 		await waitDone(queue, 6);
 		await trigger.settled();
-		const emitted = emissions.flatMap((emission) => emission.jobs);
 		expect(emitted).toHaveLength(6);
 		for (const job of emitted) {
 			expect(Object.keys(job).sort()).toEqual(
@@ -545,6 +559,31 @@ describe('polling and stopping', () => {
 		expect(
 			() => new JobTriggerEngine({ ...base, includeMetadata: 'off' as unknown as boolean }),
 		).toThrow(/^includeMetadata: "off" is not true or false/);
+	});
+
+	it('ties the type of the jobs emit receives to includeMetadata (checked by npm run typecheck)', () => {
+		const base = { store, schema, queue: 'q', connection: connectionConfig() };
+		const readsMetadata = async (jobs: LeasedJob[]) => jobs.map((job) => job.created_at);
+		const readsEssentials = async (jobs: LeasedJobEssentials[]) => jobs.map((job) => job.id);
+		const either = async (jobs: Array<LeasedJob | LeasedJobEssentials>) => jobs.length;
+		const flag = process.env.NO_SUCH_FLAG === undefined;
+		const accepted: JobTriggerOptions[] = [
+			{ ...base, emit: readsMetadata },
+			{ ...base, includeMetadata: true, emit: readsMetadata },
+			{ ...base, includeMetadata: false, emit: readsEssentials },
+			{ ...base, emit: readsEssentials },
+			{ ...base, includeMetadata: flag, emit: either },
+		];
+		// @ts-expect-error jobs leased without metadata have no created_at to read
+		const withoutMetadata: JobTriggerOptions = {
+			...base,
+			includeMetadata: false,
+			emit: readsMetadata,
+		};
+		// @ts-expect-error a flag known only at run time may lease either shape
+		const decidedLater: JobTriggerOptions = { ...base, includeMetadata: flag, emit: readsMetadata };
+		for (const options of [...accepted, withoutMetadata, decidedLater])
+			expect(() => new JobTriggerEngine(options)).not.toThrow();
 	});
 });
 

@@ -3,7 +3,12 @@ import { notifyChannel } from '../identifiers';
 import type { JobStore } from '../store';
 import type { Job, LeasedJobEssentials } from '../types';
 import { NotificationListener, silentLogger, type TriggerLogger } from './listener';
-import { triggerSettings, type JobTriggerOptions, type TriggerSettings } from './options';
+import {
+	triggerSettings,
+	type EmitJobs,
+	type JobTriggerOptions,
+	type TriggerSettings,
+} from './options';
 import { WakeUps, type WakeReason } from './wakeups';
 
 export interface JobTriggerStats {
@@ -62,6 +67,12 @@ export class JobTriggerEngine {
 	private started = false;
 	private emissionsLeft: number;
 	private readonly running = new Set<Promise<unknown>>();
+	/**
+	 * `options.emit`, typed by what every shape of leased job has. The lease answers the shape
+	 * `includeMetadata` asks for, the one JobTriggerOptions ties this `emit` to; the compiler
+	 * cannot follow that through the flag's value.
+	 */
+	private readonly emitJobs: EmitJobs<LeasedJobEssentials>;
 
 	constructor(private readonly options: JobTriggerOptions) {
 		this.settings = triggerSettings(options);
@@ -71,6 +82,7 @@ export class JobTriggerEngine {
 		this.backstopMs = this.settings.backstopMs;
 		this.pollIntervalMs = this.settings.pollIntervalMs;
 		this.emissionsLeft = options.maxEmissions ?? Number.POSITIVE_INFINITY;
+		this.emitJobs = options.emit as EmitJobs<LeasedJobEssentials>;
 		this.logger = options.logger ?? silentLogger;
 		this.wakeUps = new WakeUps(async () => await this.fill(), this.stats.wakes);
 	}
@@ -217,7 +229,7 @@ export class JobTriggerEngine {
 			this.emissionsLeft--;
 			let finished: Promise<unknown>;
 			try {
-				finished = Promise.resolve(this.options.emit(batch));
+				finished = Promise.resolve(this.emitJobs(batch));
 			} catch (error) {
 				finished = Promise.reject(error as Error);
 			}

@@ -10,7 +10,8 @@ export const DEFAULT_MAX_IN_FLIGHT = 10;
 export const DEFAULT_BACKSTOP_MS = 30_000;
 const DEFAULT_LEASE_MS = 300_000;
 
-export interface JobTriggerOptions {
+/** Every option but the shape of the leased jobs and the `emit` that receives them. */
+export interface JobTriggerCommonOptions {
 	/**
 	 * The store, or how to open it: opened on first use and again after a failure, so a
 	 * database that is down when the trigger starts is waited for.
@@ -39,14 +40,6 @@ export interface JobTriggerOptions {
 	applicationName?: string;
 	/** Recorded on every attempt this trigger leases. */
 	workflowId?: string | null;
-	/** Lease the jobs with their metadata (default true); false: LeasedJobEssentials. */
-	includeMetadata?: boolean;
-	/**
-	 * Starts the execution(s) for these jobs. The returned promise settles when the execution
-	 * has finished (successfully or not): only then does its slot count as free again. The jobs
-	 * are LeasedJob unless `includeMetadata` is false.
-	 */
-	emit: (jobs: Array<LeasedJob | LeasedJobEssentials>) => Promise<unknown>;
 	/** Stop after this many emissions (a test run leases one job); default unlimited. */
 	maxEmissions?: number;
 	/** Keep-alive and reconnect timing of the LISTEN connection (defaults are for production). */
@@ -58,6 +51,24 @@ export interface JobTriggerOptions {
 	};
 	logger?: TriggerLogger;
 }
+
+/**
+ * Starts the execution(s) for these jobs. The returned promise settles when the execution has
+ * finished (successfully or not): only then does its slot count as free again.
+ */
+export type EmitJobs<TJob> = (jobs: TJob[]) => Promise<unknown>;
+
+/**
+ * The trigger's options. `includeMetadata` (default true) decides what `emit` receives: LeasedJob
+ * with the metadata, LeasedJobEssentials without it, and either when the flag is only known at
+ * run time (a node's parameter), so an `emit` that reads metadata cannot be given jobs without it.
+ */
+export type JobTriggerOptions = JobTriggerCommonOptions &
+	(
+		| { includeMetadata?: true; emit: EmitJobs<LeasedJob> }
+		| { includeMetadata: false; emit: EmitJobs<LeasedJobEssentials> }
+		| { includeMetadata?: boolean; emit: EmitJobs<LeasedJob | LeasedJobEssentials> }
+	);
 
 /** The options' numbers and names, checked and with their defaults filled in. */
 export interface TriggerSettings {
