@@ -653,6 +653,48 @@ describe('prepared statements', () => {
 		await dropSchema(pool, other);
 	});
 
+	// Statements sent without a name return the domain columns of jobs uncast: PostgreSQL
+	// describes a domain column by its base type, so the driver parses them all the same.
+	it('without prepared statements, the domain columns of jobs come back as their base types', async () => {
+		const unprepared = new JobStore(pool, { schema, preparedStatements: false });
+		const queue = 'domains-unprepared';
+		const enqueued = ok(
+			(await unprepared.enqueue([{ queue, payload: { n: 1 }, maxAttempts: 2 }]))[0],
+		);
+		const [leased] = await unprepared.lease({ queue, limit: 1 });
+		expect(leased).toMatchObject({ attempts: 1, max_attempts: 2 });
+		ok(
+			(
+				await unprepared.extendLease([
+					{ jobId: leased.id, attemptId: leased.attempt_id, checkpoint: 'half' },
+				])
+			)[0],
+		);
+		const [completed] = await unprepared.complete([
+			{
+				jobId: leased.id,
+				attemptId: leased.attempt_id,
+				outcome: 'failed',
+				errorClass: 'needs_mapping',
+			},
+		]);
+		expect(ok(completed)).toMatchObject({
+			applied: true,
+			attempts: 1,
+			maxAttempts: 2,
+			errorClass: 'needs_mapping',
+		});
+		const [view] = await unprepared.getJobs([enqueued.jobId]);
+		expect(view.job).toMatchObject({
+			status: 'failed',
+			attempts: 1,
+			max_attempts: 2,
+			error_class: 'needs_mapping',
+		});
+		expect(typeof view.job.attempts).toBe('number');
+		expect(view.attempts.map((attempt) => attempt.attempt)).toEqual([1]);
+	});
+
 	// A prepared statement whose result columns change type fails with "cached plan must not
 	// change result type" until its connection closes. Domains made by a new migration have new
 	// type ids, so prepared statements return the base types of the domain columns of jobs.
