@@ -4,7 +4,8 @@
  * Execute Workflow, from git `--old-ref`), side by side where both apply:
  *
  *  1. receiver latency: POST /webhook/jobs (validate → Job Enqueue → 202) against a bare
- *     Webhook → Respond to Webhook workflow on the same n8n, p50/p95 and their ratio;
+ *     Webhook → Respond to Webhook workflow and the receiver without its validation (Webhook →
+ *     Job Enqueue → 202) on the same n8n, taking turns: p50/p95 and the ratios to the bare one;
  *  2. idle executions: with every workflow published and nothing queued, the executions n8n
  *     creates in `--idle-seconds` (rows of its execution_entity): those it keeps (its execution
  *     list) and those it discards when they end (workflows set not to save successful runs);
@@ -33,6 +34,7 @@ import {
 	type WorkflowJson,
 } from '../scripts/lib/environment';
 import { startPostgres } from '../scripts/lib/postgres';
+import { bareWebhookWorkflow, enqueueOnlyWorkflow } from './lib/receiver-workflows';
 import { runMain } from './lib/util';
 
 /** The last commit whose bundled workflows poll with Schedule Triggers (before Job Trigger). */
@@ -61,37 +63,6 @@ const round = (value: number) => Math.round(value * 10) / 10;
 const load = () => loadavg().map((value) => Math.round(value * 100) / 100);
 const log = (line: string) => process.stderr.write(`[n8n-pipeline] ${line}\n`);
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-const bareWorkflow: WorkflowJson = {
-	id: 'DjBenchBare00001',
-	name: 'Bench: bare webhook',
-	nodes: [
-		{
-			name: 'POST /bare',
-			type: 'n8n-nodes-base.webhook',
-			parameters: { httpMethod: 'POST', path: 'bare', responseMode: 'responseNode', options: {} },
-			typeVersion: 2.1,
-			position: [0, 0],
-			webhookId: '6d7f8e9a-0b1c-4d2e-8f3a-4b5c6d7e8f90',
-			id: '6d7f8e9a-0b1c-4d2e-8f3a-4b5c6d7e8f91',
-		} as never,
-		{
-			name: 'Respond',
-			type: 'n8n-nodes-base.respondToWebhook',
-			parameters: {
-				respondWith: 'json',
-				responseBody: '={{ { ok: true } }}',
-				options: { responseCode: 202 },
-			},
-			typeVersion: 1.5,
-			position: [220, 0],
-			id: '6d7f8e9a-0b1c-4d2e-8f3a-4b5c6d7e8f92',
-		} as never,
-	],
-	connections: { 'POST /bare': { main: [[{ node: 'Respond', type: 'main', index: 0 }]] } },
-	settings: { executionOrder: 'v1' },
-	active: false,
-};
 
 /** The bundled workflows as they were at `ref` (read with git, not checked out). */
 function workflowsAt(ref: string): WorkflowJson[] {
@@ -126,26 +97,43 @@ async function waitDrained(env: Environment, timeoutMs: number): Promise<void> {
 	}
 }
 
+/** The paths whose latency is compared, each with the status it must answer. */
+const LATENCY_PATHS = [
+	{ name: 'bare_webhook', path: 'bare', status: 202 },
+	{ name: 'enqueue_only', path: 'enqueue-only', status: 202 },
+	{ name: 'receiver', path: 'jobs', status: 202 },
+] as const;
+
 async function receiverLatency(env: Environment, requests: number) {
-	for (let i = 0; i < 10; i++) {
-		await env.request('bare', { method: 'POST', body: body(i) });
-		await env.request('jobs', { method: 'POST', body: body(i) });
-	}
-	log(`receiver latency: ${requests} requests per path, alternating`);
-	const bare: number[] = [];
-	const receiver: number[] = [];
+	for (let i = 0; i < 10; i++)
+		for (const { path } of LATENCY_PATHS)
+			await env.request(path, { method: 'POST', body: body(i) });
+	log(`receiver latency: ${requests} requests per path, taking turns`);
+	const samples = new Map<string, number[]>(LATENCY_PATHS.map(({ name }) => [name, []]));
 	for (let i = 0; i < requests; i++) {
-		bare.push((await env.request('bare', { method: 'POST', body: body(i) })).ms);
-		const answer = await env.request('jobs', { method: 'POST', body: body(i) });
-		if (answer.status !== 202) throw new Error(`receiver answered ${answer.status}`);
-		receiver.push(answer.ms);
+		// Each round starts with another path, so none always follows the same one.
+		for (let turn = 0; turn < LATENCY_PATHS.length; turn++) {
+			const { name, path, status } = LATENCY_PATHS[(i + turn) % LATENCY_PATHS.length];
+			const answer = await env.request(path, { method: 'POST', body: body(i) });
+			if (answer.status !== status) throw new Error(`${path} answered ${answer.status}`);
+			samples.get(name)!.push(answer.ms);
+		}
 	}
 	await waitDrained(env, 600_000);
+	const summary = (name: string) => ({
+		p50: round(percentile(samples.get(name)!, 50)),
+		p95: round(percentile(samples.get(name)!, 95)),
+	});
+	const ratio = (name: string, p: number) =>
+		round(percentile(samples.get(name)!, p) / percentile(samples.get('bare_webhook')!, p));
 	return {
-		bare_webhook: { p50: round(percentile(bare, 50)), p95: round(percentile(bare, 95)) },
-		receiver: { p50: round(percentile(receiver, 50)), p95: round(percentile(receiver, 95)) },
-		ratio_p50: round(percentile(receiver, 50) / percentile(bare, 50)),
-		ratio_p95: round(percentile(receiver, 95) / percentile(bare, 95)),
+		bare_webhook: summary('bare_webhook'),
+		enqueue_only: summary('enqueue_only'),
+		receiver: summary('receiver'),
+		ratio_p50: ratio('receiver', 50),
+		ratio_p95: ratio('receiver', 95),
+		enqueue_only_ratio_p50: ratio('enqueue_only', 50),
+		enqueue_only_ratio_p95: ratio('enqueue_only', 95),
 		requests,
 		load_average: load(),
 	};
@@ -283,7 +271,8 @@ async function runScenario(
 		// but Monitoring's (every minute, not changed by this setting).
 		pollSeconds: options.oldPollSeconds,
 		workflows: old ? structuredClone(options.oldWorkflows) : undefined,
-		extraWorkflows: scenario === 'regular-new' ? [bareWorkflow] : [],
+		extraWorkflows:
+			scenario === 'regular-new' ? [bareWebhookWorkflow(), enqueueOnlyWorkflow()] : [],
 		queue: workers ? { workers } : undefined,
 		log,
 	});

@@ -1,0 +1,191 @@
+/**
+ * Where a receiver request's time goes in a real n8n: sequential POSTs, taking turns, to
+ *
+ *  - `bare`: Webhook → Respond to Webhook;
+ *  - `credential-node`: Webhook → JWT (sign, a built-in node that reads a credential) → Respond;
+ *  - `enqueue-only`: Webhook → Job Enqueue → Respond (the receiver without its validation);
+ *  - `jobs`: the bundled receiver (Webhook → validation Code node → If → Job Enqueue → Respond);
+ *
+ * and, for each, the client's latency and, from the executions n8n saved, the execution's time,
+ * the time from its start to its first node, and each node's `executionTime`. Prints one JSON
+ * document; progress goes to stderr. Never asserted.
+ *
+ *   DATABASE_URL=postgres://… npx tsx bench/n8n-receiver.ts [--requests 100] [--dispatcher off|on]
+ *     [--triggers on|off]
+ *
+ * Deviations from the bundled set, for the measurement: every measured workflow saves its
+ * successful executions (the node times are read from them), and with `--dispatcher off` (the
+ * default) the Dispatcher is not published, so no job runs beside the requests; the jobs the
+ * requests enqueue stay queued until the environment is dropped. `--triggers off` leaves the
+ * other triggered workflows (Callback relay, Outbox relay, Monitoring) unpublished as well: a
+ * control, with nothing of this package running between the requests.
+ *
+ * n8n starts some executions late (`slow_starts`: more than SLOW_START_MS from the execution's
+ * start to its first node), whatever the workflow; `fast_start_execution_ms` is the execution's
+ * time over the others only, which compares the workflows without that lottery.
+ */
+import { loadavg } from 'node:os';
+import { createRequire } from 'node:module';
+import { join } from 'node:path';
+
+import pg from 'pg';
+
+import { POLLING_DISPATCHER_ID, startEnvironment } from '../scripts/lib/environment';
+import { startPostgres } from '../scripts/lib/postgres';
+import {
+	bareWebhookWorkflow,
+	credentialNodeWorkflow,
+	enqueueOnlyWorkflow,
+} from './lib/receiver-workflows';
+import { readFlags, round, runMain } from './lib/util';
+
+const RECEIVER_ID = 'DjReceiver000001';
+const DISPATCHER_ID = 'DjDispatcher0001';
+/** The bundled workflows, other than the Dispatcher, that run on a trigger of their own. */
+const OTHER_TRIGGERED_IDS = ['DjCallbackRelay1', 'DjOutboxRelay001', 'DjMonitoring0001'];
+const SAVE_SUCCESSES = { saveDataSuccessExecution: 'all' };
+
+const PATHS = [
+	{ path: 'bare', workflowId: 'DjBenchBare00001' },
+	{ path: 'credential-node', workflowId: 'DjBenchCredNode1' },
+	{ path: 'enqueue-only', workflowId: 'DjBenchEnqOnly01' },
+	{ path: 'jobs', workflowId: RECEIVER_ID },
+] as const;
+
+/** An execution's start to its first node's start above this counts as a slow start. */
+const SLOW_START_MS = 30;
+
+const log = (line: string) => process.stderr.write(`[n8n-receiver] ${line}\n`);
+
+function percentile(values: number[], p: number): number | null {
+	if (values.length === 0) return null;
+	const sorted = [...values].sort((a, b) => a - b);
+	return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
+}
+
+function spread(values: number[]) {
+	const p50 = percentile(values, 50);
+	const p95 = percentile(values, 95);
+	return { p50: p50 === null ? null : round(p50, 1), p95: p95 === null ? null : round(p95, 1) };
+}
+
+interface TaskData {
+	startTime: number;
+	executionTime: number;
+}
+
+async function main(): Promise<void> {
+	const { flags, int } = readFlags(process.argv.slice(2), ['requests', 'dispatcher', 'triggers']);
+	const requests = int('requests', 100, 1);
+	const dispatcher = flags.get('dispatcher') ?? 'off';
+	const triggers = flags.get('triggers') ?? 'on';
+	if (!['on', 'off'].includes(dispatcher)) throw new Error('--dispatcher takes on or off');
+	if (!['on', 'off'].includes(triggers)) throw new Error('--triggers takes on or off');
+	const postgres = await startPostgres();
+	const env = await startEnvironment({
+		databaseUrl: postgres.url,
+		schema: 'dj_bench_receiver',
+		log,
+		customize: (workflows) => {
+			const receiver = workflows.find((workflow) => workflow.id === RECEIVER_ID);
+			if (!receiver) throw new Error(`the bundled receiver (${RECEIVER_ID}) was not found`);
+			receiver.settings = { ...(receiver.settings as object), ...SAVE_SUCCESSES };
+		},
+		extraWorkflows: [
+			bareWebhookWorkflow(SAVE_SUCCESSES),
+			credentialNodeWorkflow(SAVE_SUCCESSES),
+			enqueueOnlyWorkflow(SAVE_SUCCESSES),
+		],
+		unpublished: [
+			...(dispatcher === 'on' ? [POLLING_DISPATCHER_ID] : [POLLING_DISPATCHER_ID, DISPATCHER_ID]),
+			...(triggers === 'on' ? [] : OTHER_TRIGGERED_IDS),
+		],
+	});
+	const n8nDb = new pg.Client({ connectionString: env.n8n.databaseUrl });
+	try {
+		await n8nDb.connect();
+		const body = (n: number) => ({ document: { id: `receiver-${n}`, text: 'hello' } });
+		for (let i = 0; i < 10; i++)
+			for (const { path } of PATHS) await env.request(path, { method: 'POST', body: body(i) });
+		const { rows: before } = await n8nDb.query<{ id: string }>(
+			'SELECT coalesce(max(id::bigint), 0)::text AS id FROM execution_entity',
+		);
+		log(`${requests} requests per path, taking turns`);
+		const client = new Map<string, number[]>(PATHS.map(({ path }) => [path, []]));
+		for (let i = 0; i < requests; i++) {
+			for (let turn = 0; turn < PATHS.length; turn++) {
+				const { path } = PATHS[(i + turn) % PATHS.length];
+				const answer = await env.request(path, { method: 'POST', body: body(i) });
+				if (answer.status !== 202) throw new Error(`${path} answered ${answer.status}`);
+				client.get(path)!.push(answer.ms);
+			}
+		}
+		// Executions are saved after they answered; give the last ones time to be written.
+		await new Promise((resolve) => setTimeout(resolve, 3000));
+		const { parse } = createRequire(
+			join(env.n8n.install.installDir, 'node_modules', 'n8n', 'package.json'),
+		)('flatted') as { parse: (text: string) => unknown };
+		const { rows } = await n8nDb.query<{
+			workflowId: string;
+			startedAt: Date;
+			stoppedAt: Date;
+			data: string;
+		}>(
+			`SELECT e."workflowId", e."startedAt", e."stoppedAt", d.data
+			FROM execution_entity e JOIN execution_data d ON d."executionId" = e.id
+			WHERE e.id::bigint > $1::bigint AND e."workflowId" = ANY($2::text[])`,
+			[before[0].id, PATHS.map(({ workflowId }) => workflowId)],
+		);
+		const result: Record<string, unknown> = {};
+		for (const { path, workflowId } of PATHS) {
+			const executions = rows.filter((row) => row.workflowId === workflowId);
+			const total: number[] = [];
+			const toFirstNode: number[] = [];
+			const nodes = new Map<string, number[]>();
+			for (const execution of executions) {
+				const data = parse(execution.data) as {
+					resultData: { runData: Record<string, TaskData[]> };
+				};
+				const started = execution.startedAt.getTime();
+				total.push(execution.stoppedAt.getTime() - started);
+				const tasks = Object.entries(data.resultData.runData);
+				toFirstNode.push(Math.min(...tasks.map(([, runs]) => runs[0].startTime)) - started);
+				for (const [name, runs] of tasks) {
+					if (!nodes.has(name)) nodes.set(name, []);
+					nodes.get(name)!.push(runs[0].executionTime);
+				}
+			}
+			result[path] = {
+				client_ms: spread(client.get(path)!),
+				executions: executions.length,
+				execution_ms: spread(total),
+				start_to_first_node_ms: spread(toFirstNode),
+				slow_starts: toFirstNode.filter((ms) => ms > SLOW_START_MS).length,
+				fast_start_execution_ms: spread(
+					total.filter((_, index) => toFirstNode[index] <= SLOW_START_MS),
+				),
+				node_ms: Object.fromEntries([...nodes].map(([name, values]) => [name, spread(values)])),
+			};
+		}
+		process.stdout.write(
+			`${JSON.stringify(
+				{
+					requestsPerPath: requests,
+					dispatcher,
+					triggers,
+					slowStartAboveMs: SLOW_START_MS,
+					loadAverage: loadavg().map((value) => round(value, 2)),
+					paths: result,
+				},
+				null,
+				2,
+			)}\n`,
+		);
+	} finally {
+		await n8nDb.end().catch(() => undefined);
+		await env.stop();
+		await postgres.stop();
+	}
+}
+
+runMain(main);
