@@ -4,8 +4,8 @@
  * Execute Workflow, from git `--old-ref`), side by side where both apply:
  *
  *  1. receiver latency: POST /webhook/jobs (validate → Job Enqueue → 202) against a bare
- *     Webhook → Respond to Webhook workflow and the receiver without its validation (Webhook →
- *     Job Enqueue → 202) on the same n8n, taking turns: p50/p95 and the ratios to the bare one;
+ *     Webhook → Respond to Webhook workflow on the same n8n, p50/p95 and their ratio (where the
+ *     receiver's time goes inside n8n: bench/n8n-receiver.ts);
  *  2. idle executions: with every workflow published and nothing queued, the executions n8n
  *     creates in `--idle-seconds` (rows of its execution_entity): those it keeps (its execution
  *     list) and those it discards when they end (workflows set not to save successful runs);
@@ -34,7 +34,7 @@ import {
 	type WorkflowJson,
 } from '../scripts/lib/environment';
 import { startPostgres } from '../scripts/lib/postgres';
-import { bareWebhookWorkflow, enqueueOnlyWorkflow } from './lib/receiver-workflows';
+import { bareWebhookWorkflow } from './lib/receiver-workflows';
 import { runMain } from './lib/util';
 
 /** The last commit whose bundled workflows poll with Schedule Triggers (before Job Trigger). */
@@ -97,43 +97,26 @@ async function waitDrained(env: Environment, timeoutMs: number): Promise<void> {
 	}
 }
 
-/** The paths whose latency is compared, each with the status it must answer. */
-const LATENCY_PATHS = [
-	{ name: 'bare_webhook', path: 'bare', status: 202 },
-	{ name: 'enqueue_only', path: 'enqueue-only', status: 202 },
-	{ name: 'receiver', path: 'jobs', status: 202 },
-] as const;
-
 async function receiverLatency(env: Environment, requests: number) {
-	for (let i = 0; i < 10; i++)
-		for (const { path } of LATENCY_PATHS)
-			await env.request(path, { method: 'POST', body: body(i) });
-	log(`receiver latency: ${requests} requests per path, taking turns`);
-	const samples = new Map<string, number[]>(LATENCY_PATHS.map(({ name }) => [name, []]));
+	for (let i = 0; i < 10; i++) {
+		await env.request('bare', { method: 'POST', body: body(i) });
+		await env.request('jobs', { method: 'POST', body: body(i) });
+	}
+	log(`receiver latency: ${requests} requests per path, alternating`);
+	const bare: number[] = [];
+	const receiver: number[] = [];
 	for (let i = 0; i < requests; i++) {
-		// Each round starts with another path, so none always follows the same one.
-		for (let turn = 0; turn < LATENCY_PATHS.length; turn++) {
-			const { name, path, status } = LATENCY_PATHS[(i + turn) % LATENCY_PATHS.length];
-			const answer = await env.request(path, { method: 'POST', body: body(i) });
-			if (answer.status !== status) throw new Error(`${path} answered ${answer.status}`);
-			samples.get(name)!.push(answer.ms);
-		}
+		bare.push((await env.request('bare', { method: 'POST', body: body(i) })).ms);
+		const answer = await env.request('jobs', { method: 'POST', body: body(i) });
+		if (answer.status !== 202) throw new Error(`receiver answered ${answer.status}`);
+		receiver.push(answer.ms);
 	}
 	await waitDrained(env, 600_000);
-	const summary = (name: string) => ({
-		p50: round(percentile(samples.get(name)!, 50)),
-		p95: round(percentile(samples.get(name)!, 95)),
-	});
-	const ratio = (name: string, p: number) =>
-		round(percentile(samples.get(name)!, p) / percentile(samples.get('bare_webhook')!, p));
 	return {
-		bare_webhook: summary('bare_webhook'),
-		enqueue_only: summary('enqueue_only'),
-		receiver: summary('receiver'),
-		ratio_p50: ratio('receiver', 50),
-		ratio_p95: ratio('receiver', 95),
-		enqueue_only_ratio_p50: ratio('enqueue_only', 50),
-		enqueue_only_ratio_p95: ratio('enqueue_only', 95),
+		bare_webhook: { p50: round(percentile(bare, 50)), p95: round(percentile(bare, 95)) },
+		receiver: { p50: round(percentile(receiver, 50)), p95: round(percentile(receiver, 95)) },
+		ratio_p50: round(percentile(receiver, 50) / percentile(bare, 50)),
+		ratio_p95: round(percentile(receiver, 95) / percentile(bare, 95)),
 		requests,
 		load_average: load(),
 	};
@@ -271,8 +254,7 @@ async function runScenario(
 		// but Monitoring's (every minute, not changed by this setting).
 		pollSeconds: options.oldPollSeconds,
 		workflows: old ? structuredClone(options.oldWorkflows) : undefined,
-		extraWorkflows:
-			scenario === 'regular-new' ? [bareWebhookWorkflow(), enqueueOnlyWorkflow()] : [],
+		extraWorkflows: scenario === 'regular-new' ? [bareWebhookWorkflow()] : [],
 		queue: workers ? { workers } : undefined,
 		log,
 	});

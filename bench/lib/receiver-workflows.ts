@@ -7,7 +7,11 @@ import { loadWorkflows, type WorkflowJson } from '../../scripts/lib/environment'
 
 type WorkflowNode = WorkflowJson['nodes'][number];
 
-const RECEIVER_ID = 'DjReceiver000001';
+/** The bundled receiver's id, and the ids of the workflows below. */
+export const RECEIVER_ID = 'DjReceiver000001';
+export const BARE_WEBHOOK_ID = 'DjBenchBare00001';
+export const ENQUEUE_ONLY_ID = 'DjBenchEnqOnly01';
+export const CREDENTIAL_NODE_ID = 'DjBenchCredNode1';
 
 function webhookNode(path: string, ids: { webhookId: string; id: string }): WorkflowNode {
 	return {
@@ -42,7 +46,7 @@ function link(from: string, to: string): Record<string, unknown> {
 /** Webhook → Respond to Webhook (202): what n8n takes for any production webhook. */
 export function bareWebhookWorkflow(settings: Record<string, unknown> = {}): WorkflowJson {
 	return {
-		id: 'DjBenchBare00001',
+		id: BARE_WEBHOOK_ID,
 		name: 'Bench: bare webhook',
 		nodes: [
 			webhookNode('bare', {
@@ -66,6 +70,11 @@ export function enqueueOnlyWorkflow(settings: Record<string, unknown> = {}): Wor
 	const receiver = loadWorkflows().find((workflow) => workflow.id === RECEIVER_ID);
 	if (!receiver) throw new Error(`the bundled receiver (${RECEIVER_ID}) was not found`);
 	const kept = new Set(['POST /jobs', 'Job Enqueue', 'Respond 202', 'Respond error']);
+	const missing = [...kept].filter((name) => !receiver.nodes.some((node) => node.name === name));
+	if (missing.length > 0)
+		throw new Error(
+			`the bundled receiver has no node named ${missing.join(', ')}: update bench/lib/receiver-workflows.ts`,
+		);
 	const nodes = structuredClone(receiver.nodes)
 		.filter((node) => kept.has(node.name))
 		.map((node) =>
@@ -82,14 +91,14 @@ export function enqueueOnlyWorkflow(settings: Record<string, unknown> = {}): Wor
 	const connections = receiver.connections as Record<string, unknown>;
 	return {
 		...structuredClone(receiver),
-		id: 'DjBenchEnqOnly01',
+		id: ENQUEUE_ONLY_ID,
 		name: 'Bench: receiver without validation',
 		nodes,
 		connections: {
 			...link('POST /enqueue-only', 'Job Enqueue'),
 			'Job Enqueue': structuredClone(connections['Job Enqueue']),
 		},
-		settings: { executionOrder: 'v1', ...settings },
+		settings: { ...(receiver.settings as object), ...settings },
 		active: false,
 	};
 }
@@ -105,7 +114,7 @@ export function credentialNodeWorkflow(settings: Record<string, unknown> = {}): 
 	if (!jwt) throw new Error('the bundled dashboard has no JWT node to copy');
 	const signer = { ...structuredClone(jwt), position: [220, 0] } as WorkflowNode;
 	return {
-		id: 'DjBenchCredNode1',
+		id: CREDENTIAL_NODE_ID,
 		name: 'Bench: webhook through a node with a credential',
 		nodes: [
 			webhookNode('credential-node', {

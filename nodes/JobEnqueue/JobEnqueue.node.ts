@@ -9,6 +9,7 @@ import {
 
 import type { EnqueueInput, EnqueueResult } from '../../src/core';
 import { lazyStore } from '../shared/connection';
+import { invalidInput, toNodeError } from '../shared/errors';
 import {
 	headerValue,
 	itemPayload,
@@ -22,6 +23,8 @@ import {
 	optionsCollection,
 	queueField,
 } from '../shared/descriptions';
+
+const DEFAULT_MAX_PAYLOAD_KB = 1024;
 
 export class JobEnqueue implements INodeType {
 	description: INodeTypeDescription = {
@@ -109,7 +112,7 @@ export class JobEnqueue implements INodeType {
 					name: 'maxPayloadKb',
 					type: 'number',
 					typeOptions: { minValue: 1 },
-					default: 1024,
+					default: DEFAULT_MAX_PAYLOAD_KB,
 					description:
 						'Larger payloads are rejected with a clear error; store big documents elsewhere and enqueue a reference',
 				},
@@ -170,10 +173,16 @@ export class JobEnqueue implements INodeType {
 
 	async execute(this: IExecuteFunctions): Promise<INodeExecutionData[][]> {
 		// The execution's settings come from the first item, read one by one: reading the whole
-		// collection would evaluate its per-item expressions (Callback URL, Correlation ID) once
-		// more, the node's most expensive step in n8n (about 1.5 ms per collection read).
-		const maxPayloadKb = this.getNodeParameter('options.maxPayloadKb', 0, 1024) as number;
-		const store = lazyStore(this, { maxPayloadBytes: Math.round(Number(maxPayloadKb) * 1024) });
+		// collection would evaluate the expressions it holds for each item (a receiver's Callback
+		// URL and Correlation ID, say) once more, and evaluating them is most of what the node
+		// costs in n8n (about 1.3 ms per collection read; docs/PERFORMANCE.md, fourteenth part).
+		let maxPayloadKb: number;
+		try {
+			maxPayloadKb = payloadLimitKb(this.getNodeParameter('options.maxPayloadKb', 0, null));
+		} catch (error) {
+			throw toNodeError(this.getNode(), error, 0);
+		}
+		const store = lazyStore(this, { maxPayloadBytes: Math.round(maxPayloadKb * 1024) });
 		const onConflict =
 			this.getNodeParameter('options.onConflict', 0, 'error') === 'existing' ? 'existing' : 'error';
 		const statusUrlBases: string[] = [];
@@ -234,4 +243,18 @@ export class JobEnqueue implements INodeType {
 function statusUrl(base: string, jobId: string, token: string): string {
 	const separator = base.includes('?') ? '&' : '?';
 	return `${base}${separator}job_id=${encodeURIComponent(jobId)}&token=${encodeURIComponent(token)}`;
+}
+
+/** *Max Payload Size (KB)*: unset (or an expression giving nothing) is the default. */
+function payloadLimitKb(value: unknown): number {
+	if (value === undefined || value === null || value === '') return DEFAULT_MAX_PAYLOAD_KB;
+	const kb = Number(value);
+	if (!Number.isFinite(kb) || kb < 1) {
+		throw invalidInput(
+			'Max Payload Size (KB)',
+			`must be a number of at least 1, got "${String(value).slice(0, 40)}"`,
+			`Set Max Payload Size (KB) to 1 or more, or remove it for the default ${DEFAULT_MAX_PAYLOAD_KB}`,
+		);
+	}
+	return kb;
 }

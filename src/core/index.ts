@@ -43,6 +43,8 @@ export {
 	release,
 	DEFAULT_BACKSTOP_MS,
 	DEFAULT_MAX_IN_FLIGHT,
+	type EmitJobs,
+	type JobTriggerCommonOptions,
 	type JobTriggerOptions,
 	type JobTriggerStats,
 	type WakeReason,

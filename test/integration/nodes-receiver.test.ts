@@ -297,4 +297,34 @@ describe('Job Enqueue: bad items and continue-on-fail, with pairedItem intact', 
 		});
 		expect(String(result.output('Error')[0].json.error)).toMatch(/the limit is 2048/);
 	});
+
+	it('Max Payload Size from an expression: nothing given is the default, a number as text counts, anything else is refused by name and writes nothing', async () => {
+		const big = { blob: 'y'.repeat(3000) };
+		for (const nothing of ['={{ null }}', '={{ undefined }}', '={{ "" }}']) {
+			const result = await nodes.run(new JobEnqueue(), {
+				items: [big],
+				parameters: { queue: 'sized-default', options: { maxPayloadKb: nothing } },
+			});
+			expect(result.output('main')[0].json.job_id, nothing).toMatch(UUID);
+		}
+		const asText = await nodes.run(new JobEnqueue(), {
+			items: [big, { blob: 'small' }],
+			parameters: { queue: 'sized-text', options: { maxPayloadKb: '={{ "2" }}' } },
+			onError: 'continueErrorOutput',
+		});
+		expect(asText.routing()).toEqual({ Success: [1], Error: [0] });
+		const before = await tableSnapshot(pool, schema);
+		for (const bad of [0, '={{ "lots" }}']) {
+			const error = await rejection(
+				nodes.run(new JobEnqueue(), {
+					items: [{ blob: 'small' }],
+					parameters: { queue: 'sized-bad', options: { maxPayloadKb: bad } },
+				}),
+			);
+			expect(error.message, String(bad)).toMatch(
+				/^Max Payload Size \(KB\): must be a number of at least 1/,
+			);
+		}
+		expect(await tableSnapshot(pool, schema)).toEqual(before);
+	});
 });

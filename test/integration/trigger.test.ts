@@ -52,28 +52,42 @@ interface Emission {
 	at: number;
 }
 
+/** What every trigger of this file shares: this file's store, LISTEN connection and no backstop. */
+function triggerBase() {
+	return {
+		store,
+		schema,
+		connection: connectionConfig(),
+		applicationName: LISTENER_APP,
+		backstopMs: 600_000,
+	};
+}
+
+/** Starts the trigger, and stops it after the test. */
+async function started(trigger: JobTriggerEngine): Promise<JobTriggerEngine> {
+	triggers.push(trigger);
+	await trigger.start();
+	return trigger;
+}
+
 /** A started trigger whose executions run `work` (default: nothing; the job stays running). */
 async function startTrigger(
 	options: Partial<JobTriggerOptions> & { queue: string },
 	work: (jobs: LeasedJob[]) => Promise<void> = async () => undefined,
 ): Promise<{ trigger: JobTriggerEngine; emissions: Emission[] }> {
 	const emissions: Emission[] = [];
-	const trigger = new JobTriggerEngine({
-		store,
-		schema,
-		connection: connectionConfig(),
-		applicationName: LISTENER_APP,
-		backstopMs: 600_000,
-		leaseMs: 60_000,
-		...options,
-		// LeasedJob unless a test turns includeMetadata off (and then reads only the essentials).
-		emit: async (jobs: Array<LeasedJob | LeasedJobEssentials>) => {
-			emissions.push({ jobs: jobs as LeasedJob[], at: Date.now() });
-			await work(jobs as LeasedJob[]);
-		},
-	});
-	triggers.push(trigger);
-	await trigger.start();
+	const trigger = await started(
+		new JobTriggerEngine({
+			...triggerBase(),
+			leaseMs: 60_000,
+			...options,
+			// LeasedJob unless a test turns includeMetadata off (and then reads only the essentials).
+			emit: async (jobs: Array<LeasedJob | LeasedJobEssentials>) => {
+				emissions.push({ jobs: jobs as LeasedJob[], at: Date.now() });
+				await work(jobs as LeasedJob[]);
+			},
+		}),
+	);
 	return { trigger, emissions };
 }
 
@@ -381,23 +395,19 @@ describe('back-pressure and limits', () => {
 		// The options' type gives this emit the essentials: it needs no cast, and one that reads
 		// metadata is refused at compile time (below).
 		const emitted: LeasedJobEssentials[] = [];
-		const trigger = new JobTriggerEngine({
-			store,
-			schema,
-			connection: connectionConfig(),
-			applicationName: LISTENER_APP,
-			backstopMs: 600_000,
-			queue,
-			maxInFlight: 4,
-			batchSize: 2,
-			includeMetadata: false,
-			emit: async (jobs: LeasedJobEssentials[]) => {
-				emitted.push(...jobs);
-				for (const job of jobs) await complete(job);
-			},
-		});
-		triggers.push(trigger);
-		await trigger.start();
+		const trigger = await started(
+			new JobTriggerEngine({
+				...triggerBase(),
+				queue,
+				maxInFlight: 4,
+				batchSize: 2,
+				includeMetadata: false,
+				emit: async (jobs: LeasedJobEssentials[]) => {
+					emitted.push(...jobs);
+					for (const job of jobs) await complete(job);
+				},
+			}),
+		);
 		await enqueue(queue, 6, { correlationId: 'c-1', priority: 2 });
 		await waitDone(queue, 6);
 		await trigger.settled();

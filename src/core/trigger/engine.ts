@@ -67,12 +67,6 @@ export class JobTriggerEngine {
 	private started = false;
 	private emissionsLeft: number;
 	private readonly running = new Set<Promise<unknown>>();
-	/**
-	 * `options.emit`, typed by what every shape of leased job has. The lease answers the shape
-	 * `includeMetadata` asks for, the one JobTriggerOptions ties this `emit` to; the compiler
-	 * cannot follow that through the flag's value.
-	 */
-	private readonly emitJobs: EmitJobs<LeasedJobEssentials>;
 
 	constructor(private readonly options: JobTriggerOptions) {
 		this.settings = triggerSettings(options);
@@ -82,7 +76,6 @@ export class JobTriggerEngine {
 		this.backstopMs = this.settings.backstopMs;
 		this.pollIntervalMs = this.settings.pollIntervalMs;
 		this.emissionsLeft = options.maxEmissions ?? Number.POSITIVE_INFINITY;
-		this.emitJobs = options.emit as EmitJobs<LeasedJobEssentials>;
 		this.logger = options.logger ?? silentLogger;
 		this.wakeUps = new WakeUps(async () => await this.fill(), this.stats.wakes);
 	}
@@ -229,7 +222,10 @@ export class JobTriggerEngine {
 			this.emissionsLeft--;
 			let finished: Promise<unknown>;
 			try {
-				finished = Promise.resolve(this.emitJobs(batch));
+				// Typed by what every shape of leased job has: the lease answered the shape
+				// `includeMetadata` asks for, the one JobTriggerOptions ties this `emit` to, which
+				// the compiler cannot follow through the flag's value.
+				finished = Promise.resolve((this.options.emit as EmitJobs<LeasedJobEssentials>)(batch));
 			} catch (error) {
 				finished = Promise.reject(error as Error);
 			}

@@ -4,6 +4,12 @@
  * LISTEN connection, options.ts checks the settings.
  */
 export { JobTriggerEngine, peekJob, release, type JobTriggerStats } from './engine';
-export { DEFAULT_BACKSTOP_MS, DEFAULT_MAX_IN_FLIGHT, type JobTriggerOptions } from './options';
+export {
+	DEFAULT_BACKSTOP_MS,
+	DEFAULT_MAX_IN_FLIGHT,
+	type EmitJobs,
+	type JobTriggerCommonOptions,
+	type JobTriggerOptions,
+} from './options';
 export type { WakeReason } from './wakeups';
 export { NotificationListener, type ListenerOptions, type TriggerLogger } from './listener';
