@@ -117,7 +117,9 @@ async function main(): Promise<void> {
 		try {
 			await n8nDb.connect();
 			const result = await measure(env, n8nDb, requests, pauseMs);
-			const { rows } = await n8nDb.query<{ version: string }>('SHOW server_version');
+			const { rows } = await n8nDb.query<{ version: string }>(
+				"SELECT current_setting('server_version') AS version",
+			);
 			process.stdout.write(
 				`${JSON.stringify(
 					{
