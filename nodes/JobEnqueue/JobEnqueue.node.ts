@@ -7,7 +7,7 @@ import {
 	type INodeTypeDescription,
 } from 'n8n-workflow';
 
-import type { EnqueueInput, EnqueueResult } from '../../src/core';
+import { DEFAULT_MAX_PAYLOAD_BYTES, type EnqueueInput, type EnqueueResult } from '../../src/core';
 import { lazyStore } from '../shared/connection';
 import { invalidInput, toNodeError } from '../shared/errors';
 import {
@@ -24,7 +24,7 @@ import {
 	queueField,
 } from '../shared/descriptions';
 
-const DEFAULT_MAX_PAYLOAD_KB = 1024;
+const DEFAULT_MAX_PAYLOAD_KB = DEFAULT_MAX_PAYLOAD_BYTES / 1024;
 
 export class JobEnqueue implements INodeType {
 	description: INodeTypeDescription = {
