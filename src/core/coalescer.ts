@@ -91,6 +91,11 @@ interface Lane {
 	holding: Holding | null;
 	/** Flushes running, stalled or not. */
 	running: number;
+	/**
+	 * The row keys (RowStatement.sameRowKey) of the flushes running: a call with one of them
+	 * waits until that flush has ended, even when the flush stalls.
+	 */
+	rowKeysInFlight: Set<string>;
 }
 
 /**
@@ -116,7 +121,13 @@ export class Coalescer {
 		return await new Promise<R[]>((resolve, reject) => {
 			let lane = this.lanes.get(statement.key);
 			if (!lane) {
-				lane = { waiting: [], scheduled: false, holding: null, running: 0 };
+				lane = {
+					waiting: [],
+					scheduled: false,
+					holding: null,
+					running: 0,
+					rowKeysInFlight: new Set(),
+				};
 				this.lanes.set(statement.key, lane);
 			}
 			lane.waiting.push({
@@ -160,12 +171,28 @@ export class Coalescer {
 
 	private async flush(key: string, lane: Lane): Promise<void> {
 		lane.scheduled = false;
+		let calls: Call[];
+		let rowKeys: string[];
+		try {
+			({ calls, rowKeys } = this.take(lane));
+		} catch (error) {
+			// Nothing in take is meant to throw; if it does, no caller may be left waiting.
+			calls = [];
+			rowKeys = [];
+			lane.waiting.splice(0, 1)[0]?.reject(classifyDatabaseError(error));
+			if (lane.waiting.length > 0) this.schedule(key, lane);
+		}
+		if (calls.length === 0) {
+			// Every call left repeats a row of a flush still running, whose end schedules them.
+			if (lane.waiting.length === 0 && lane.running === 0 && this.lanes.get(key) === lane)
+				this.lanes.delete(key);
+			return;
+		}
 		const holding: Holding = { startedAt: performance.now(), stallTimer: null };
 		lane.holding = holding;
 		lane.running++;
-		let calls: Call[] = [];
+		for (const rowKey of rowKeys) lane.rowKeysInFlight.add(rowKey);
 		try {
-			calls = lane.waiting.splice(0, this.takeable(lane.waiting));
 			if (lane.waiting.length > 0) this.watchForStall(key, holding, lane);
 			this.stats.flushes++;
 			this.stats.calls += calls.length;
@@ -174,13 +201,12 @@ export class Coalescer {
 			else await this.runMerged(calls);
 		} catch (error) {
 			// Nothing above is meant to throw; if it does, no caller may be left waiting (a
-			// promise settles once, so callers already answered keep their answer). Thrown while
-			// choosing the calls, it came from the first waiting call (see takeable).
-			if (calls.length === 0) calls = lane.waiting.splice(0, 1);
+			// promise settles once, so callers already answered keep their answer).
 			for (const call of calls) call.reject(classifyDatabaseError(error));
 		} finally {
 			if (holding.stallTimer) clearTimeout(holding.stallTimer);
 			if (lane.holding === holding) lane.holding = null;
+			for (const rowKey of rowKeys) lane.rowKeysInFlight.delete(rowKey);
 			lane.running--;
 			if (lane.waiting.length > 0) this.schedule(key, lane);
 			else if (lane.running === 0 && this.lanes.get(key) === lane) this.lanes.delete(key);
@@ -188,34 +214,47 @@ export class Coalescer {
 	}
 
 	/**
-	 * How many of the waiting calls, from the first, one flush takes: up to MAX_ROWS_PER_FLUSH
-	 * rows (at least one call), and none after a call that repeats a row key of the calls
-	 * before it (see RowStatement.sameRowKey). A call whose row keys cannot be computed is left
-	 * for a flush of its own, where the error is its alone.
+	 * Takes the calls of one flush out of the waiting ones, in order: up to MAX_ROWS_PER_FLUSH
+	 * rows (at least one call). A call with a row key (RowStatement.sameRowKey) of a call taken
+	 * before it, of a flush still running (a stalled one), or of a call left waiting before it
+	 * stays waiting: it runs after the flush with its row has committed, and is answered as it
+	 * would be after that flush; the calls behind it are taken as usual. A call whose row keys
+	 * cannot be computed fails at once with that error, which is its alone.
 	 */
-	private takeable(waiting: Call[]): number {
+	private take(lane: Lane): { calls: Call[]; rowKeys: string[] } {
+		const taken: Call[] = [];
+		const left: Call[] = [];
+		const rowKeys: string[] = [];
+		const blocked = new Set(lane.rowKeysInFlight);
 		let rows = 0;
-		let count = 0;
-		const written = new Set<string>();
-		while (count < waiting.length) {
-			const { statement } = waiting[count];
-			const size = statement.rows.length;
-			if (count > 0 && rows + size > MAX_ROWS_PER_FLUSH) break;
+		for (let index = 0; index < lane.waiting.length; index++) {
+			const call = lane.waiting[index];
+			const { statement } = call;
+			if (taken.length > 0 && rows + statement.rows.length > MAX_ROWS_PER_FLUSH) {
+				left.push(...lane.waiting.slice(index));
+				break;
+			}
 			if (statement.sameRowKey) {
 				let keys: string[];
 				try {
 					keys = statement.rows.map(statement.sameRowKey);
 				} catch (error) {
-					if (count > 0) break;
-					throw error;
+					call.reject(classifyDatabaseError(error));
+					continue;
 				}
-				if (count > 0 && keys.some((key) => written.has(key))) break;
-				for (const key of keys) written.add(key);
+				const repeats = keys.some((rowKey) => blocked.has(rowKey));
+				for (const rowKey of keys) blocked.add(rowKey);
+				if (repeats) {
+					left.push(call);
+					continue;
+				}
+				rowKeys.push(...keys);
 			}
-			rows += size;
-			count++;
+			taken.push(call);
+			rows += statement.rows.length;
 		}
-		return count;
+		lane.waiting = left;
+		return { calls: taken, rowKeys };
 	}
 
 	private async runMerged(calls: Call[]): Promise<void> {

@@ -247,6 +247,16 @@ export class Executor extends Sender {
 		} catch (error) {
 			throw classifyDatabaseError(error);
 		}
+		// pg-pool stops listening to a client's 'error' event while the client is checked out,
+		// and node-postgres emits a lost connection as one: with no listener it would be thrown
+		// from the socket's handler and end the process (n8n with it). The statement in flight
+		// fails on its own; the listener only keeps the loss from being thrown.
+		let lost: Error | undefined;
+		const onError = (error: Error) => {
+			lost = error;
+		};
+		client.on('error', onError);
+		let broken: Error | undefined;
 		try {
 			await client.query(BEGIN);
 			const value = await work(
@@ -255,10 +265,15 @@ export class Executor extends Sender {
 			await client.query(COMMIT);
 			return value;
 		} catch (error) {
-			await client.query(ROLLBACK).catch(() => undefined);
+			await client.query(ROLLBACK).catch((rollbackError: unknown) => {
+				broken = rollbackError instanceof Error ? rollbackError : new Error(String(rollbackError));
+			});
 			throw classifyDatabaseError(error);
 		} finally {
-			client.release();
+			client.removeListener('error', onError);
+			// A client whose connection was lost, or whose ROLLBACK failed (it may still be inside
+			// the transaction), is closed instead of going back to the pool.
+			client.release(lost ?? broken);
 		}
 	}
 

@@ -333,7 +333,7 @@ describe('call coalescing', () => {
 				{ jobId: otherId, attemptId: other.attempt_id, outcome: 'succeeded', result: {} },
 			]),
 		]);
-		// The repeat waits for the next flush; the third call, another job, joins it.
+		// The repeat waits for the next flush; the third call, another job, joins the first.
 		expect(delta(before)).toMatchObject({ flushes: 2, calls: 3, mergedFlushes: 1 });
 		expect(ok(first[0])).toMatchObject({ applied: true, status: 'done' });
 		expect(ok(again[0])).toMatchObject({
@@ -499,6 +499,63 @@ describe('call coalescing', () => {
 
 			await held.rollback();
 			expect(ok((await stuck)[0]).applied).toBe(true);
+		} finally {
+			await held.end();
+		}
+	}, 30_000);
+
+	it('a repeat completion of one attempt waits for the stalled flush that carries the first, and is answered as after it; other jobs pass the stall', async () => {
+		const queue = 'stalled-repeat';
+		await enqueueJobs(queue, 3);
+		const [job, locked, other] = await leaseEach(queue, 3);
+		const held = await holdJobRow(locked.id);
+		try {
+			const before = stats();
+			// One call, two rows: its flush updates job's row, then waits on locked's.
+			const first = store.complete([
+				{
+					jobId: job.id,
+					attemptId: job.attempt_id,
+					outcome: 'succeeded',
+					result: { from: 'first' },
+				},
+				{ jobId: locked.id, attemptId: locked.attempt_id, outcome: 'succeeded' },
+			]);
+			await lockWaiter('the first complete to wait on the locked row');
+			let repeatSettled = false;
+			const repeat = store.complete([
+				{
+					jobId: job.id,
+					attemptId: job.attempt_id,
+					outcome: 'failed',
+					errorCode: 'late_duplicate',
+				},
+			]);
+			void repeat.finally(() => (repeatSettled = true));
+			let otherResult: Awaited<ReturnType<typeof store.complete>> | undefined;
+			void store
+				.complete([{ jobId: other.id, attemptId: other.attempt_id, outcome: 'succeeded' }])
+				.then((result) => (otherResult = result));
+
+			// The stall lets the other job's call run; the repeat stays behind the first.
+			const otherDone = await waitFor(() => otherResult, 'the other job to complete', 5_000);
+			expect(ok(otherDone[0]).applied).toBe(true);
+			expect(delta(before).stalledFlushes).toBeGreaterThanOrEqual(1);
+			expect(repeatSettled).toBe(false);
+
+			await held.rollback();
+			const firstResults = await first;
+			expect(firstResults.map((result) => ok(result).applied)).toEqual([true, true]);
+			expect(ok((await repeat)[0])).toMatchObject({
+				applied: false,
+				status: 'done',
+				leaseLostReason: 'job_done',
+			});
+			const { rows } = await pool.query(
+				`SELECT status, result, error_code FROM "${schema}".jobs WHERE id = $1`,
+				[job.id],
+			);
+			expect(rows[0]).toEqual({ status: 'done', result: { from: 'first' }, error_code: null });
 		} finally {
 			await held.end();
 		}

@@ -64,8 +64,35 @@ describe('coalescer errors', () => {
 		expect(results[2].error).toBeInstanceOf(DurableJobsError);
 		expect(String((results[2].error as DurableJobsError).message)).toContain('no key for this row');
 		expect(results[3].value).toEqual([{ ord: 0, job: 'd' }]);
-		// a and b shared a statement; c never reached the sender; d ran after it.
-		expect(sent.map((rows) => rows.map((row) => row.job))).toEqual([['a', 'b'], ['d']]);
+		// c never reached the sender; the others shared a statement.
+		expect(sent.map((rows) => rows.map((row) => row.job))).toEqual([['a', 'b', 'd']]);
+	});
+
+	it("a call repeating a row key of an earlier call waits for that call's flush to end; the calls behind it do not", async () => {
+		const coalescer = new Coalescer();
+		const order: string[] = [];
+		let releaseFirst!: () => void;
+		const firstSent = new Promise<void>((resolve) => (releaseFirst = resolve));
+		const send: SendRows = async (query) => {
+			const rows = query.values[0] as Row[];
+			const jobs = rows.map((row) => row.job).join('+');
+			order.push(`start ${jobs}`);
+			if (jobs.includes('a1')) await firstSent;
+			order.push(`end ${jobs}`);
+			return rows.map((row) => ({ ...row }));
+		};
+		const byJob = (row: Row) => row.job.slice(0, 1);
+		const first = coalescer.run<Row>(statement(['a1'], byJob), send);
+		// Waits behind the first flush, which stalls after 100 ms.
+		await new Promise((resolve) => setImmediate(resolve));
+		const repeat = coalescer.run<Row>(statement(['a2'], byJob), send);
+		const other = coalescer.run<Row>(statement(['b'], byJob), send);
+		await other;
+		expect(order).toEqual(['start a1', 'start b', 'end b']);
+		expect(coalescer.stats.stalledFlushes).toBe(1);
+		releaseFirst();
+		await Promise.all([first, repeat]);
+		expect(order).toEqual(['start a1', 'start b', 'end b', 'end a1', 'start a2', 'end a2']);
 	});
 
 	it('a call that throws while its statement is built fails alone, and the next flush runs', async () => {
