@@ -80,7 +80,7 @@ export class OutboxWrite implements INodeType {
 						name: 'Derive a Stable ID',
 						value: 'derive',
 						description:
-							"The payload's event_id, else event type + its ID, else event type + a payload hash",
+							"The payload's event_id, else event type + its ID, else event type + a payload hash. A repeat with the same payload is accepted once; another payload under the same ID fails (event_id_reused).",
 					},
 					{ name: 'Custom', value: 'custom' },
 				],
@@ -94,7 +94,7 @@ export class OutboxWrite implements INodeType {
 				required: true,
 				displayOptions: { show: { eventIdSource: ['custom'] } },
 				description:
-					'Events with an ID already in the outbox are accepted once (deduplicated: true)',
+					'An event with an ID already in the outbox is accepted once (deduplicated: true, its SQL not run again); another payload under that ID fails (event_id_reused)',
 			},
 			{
 				displayName: 'Payload',

@@ -52,7 +52,7 @@ export function errorJson(error: unknown): IDataObject {
 			field: durable.field ?? null,
 			fix: durable.fix ?? null,
 			http_status: durable.httpStatus,
-			...(durable.code === 'idempotency_key_reused'
+			...(durable.code === 'idempotency_key_reused' || durable.code === 'event_id_reused'
 				? { existing_job_id: (durable as unknown as { existingJobId: string }).existingJobId }
 				: {}),
 		},

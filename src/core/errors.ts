@@ -53,6 +53,24 @@ export class IdempotencyConflictError extends DurableJobsError {
 	}
 }
 
+/** An outbox event id already stored with another payload: two different events, one id. */
+export class EventIdReusedError extends DurableJobsError {
+	readonly existingJobId: string;
+	constructor(eventId: string, existingJobId: string) {
+		super(
+			'event_id_reused',
+			`Event id "${truncate(eventId, 80)}" is already in the outbox with a different payload`,
+			{
+				field: 'eventId',
+				fix: 'Give each distinct event its own id (for an entity that changes, include what changed or when, e.g. its version or updated_at); a repeat of the same event must carry the same payload',
+				httpStatus: 422,
+			},
+		);
+		this.name = 'EventIdReusedError';
+		this.existingJobId = existingJobId;
+	}
+}
+
 export class DatabaseUnavailableError extends DurableJobsError {
 	constructor(message: string, fix: string, cause?: unknown) {
 		super('database_unavailable', message, { fix, httpStatus: 503, cause });

@@ -2,7 +2,7 @@ import { v7 as uuidv7 } from 'uuid';
 
 import type { StoreContext } from './context';
 import { DEFAULT_OUTBOX_QUEUE, MAX_ATTEMPTS } from './defaults';
-import { DurableJobsError, classifyDatabaseError } from './errors';
+import { DurableJobsError, EventIdReusedError, classifyDatabaseError } from './errors';
 import type { Transaction } from './executor';
 import { validateQueueName } from './identifiers';
 import { fillResults, validateItems, type BatchOptions, type ItemResults } from './items';
@@ -35,9 +35,13 @@ interface CompanionResult {
 
 /**
  * Writes events to the outbox. Companion SQL (the business write) runs in the same
- * transaction, once per item with that item's parameters; the events are then inserted in
- * one statement. With `allOrNothing`, any failure rolls everything back and is thrown;
- * otherwise a failing item's companion SQL is undone by a savepoint and only that item fails.
+ * transaction, once per item with that item's parameters, followed by that item's event; the
+ * events of items without companion SQL are inserted in one statement. An event id already in
+ * the outbox is accepted once: with the same payload the item answers `deduplicated: true` and
+ * its companion SQL is undone (it committed with that event before); with another payload the
+ * item fails with `event_id_reused` and nothing of it is written. With `allOrNothing`, any
+ * failure rolls everything back and is thrown; otherwise a failing item is undone by a
+ * savepoint and only that item fails.
  */
 export async function writeOutbox(
 	ctx: StoreContext,
@@ -61,80 +65,111 @@ export async function writeOutbox(
 		options,
 	);
 	if (rows.length === 0) return results;
+	const allOrNothing = options.allOrNothing === true;
 
 	await ctx.db.transaction(async (tx) => {
-		const companionResults = new Map<number, CompanionResult>();
-		const accepted: OutboxRow[] = [];
+		const plain: OutboxRow[] = [];
 		for (const row of rows) {
 			const companion = companions.get(row.ord);
-			if (!companion) {
-				accepted.push(row);
-				continue;
-			}
-			const outcome = await runCompanion(tx, companion, row.ord, options.allOrNothing === true);
-			if (outcome instanceof DurableJobsError) {
-				results[row.ord] = outcome;
-				continue;
-			}
-			companionResults.set(row.ord, outcome);
-			accepted.push(row);
+			if (companion)
+				results[row.ord] = await writeWithCompanion(ctx, tx, row, companion, allOrNothing);
+			else plain.push(row);
 		}
-		if (accepted.length === 0) return;
-		const returned = await tx.runRows<
-			{ ord: number; id: string; status: Job['status']; deduplicated: boolean },
-			OutboxRow
-		>({
-			key: `outbox:${ctx.s}`,
-			rows: accepted,
-			build: (batch) => outboxInsertQuery(ctx.s, batch),
-		});
-		const byOrd = new Map(accepted.map((row) => [row.ord, row]));
-		fillResults(results, returned, (row) => {
-			const input = byOrd.get(row.ord)!;
-			const companion = companionResults.get(row.ord);
-			return {
-				jobId: row.id,
-				eventId: input.event_id,
-				queue: input.queue,
-				status: row.status,
-				deduplicated: row.deduplicated,
-				companionRowCount: companion?.rowCount ?? null,
-				companionRows: companion?.rows ?? [],
-			};
+		if (plain.length === 0) return;
+		const byOrd = new Map(plain.map((row) => [row.ord, row]));
+		fillResults(results, await insertEvents(ctx, tx, plain), (returned) => {
+			const outcome = eventOutcome(byOrd.get(returned.ord)!, returned, null);
+			if (outcome instanceof DurableJobsError && allOrNothing) {
+				outcome.itemPosition = returned.ord;
+				throw outcome;
+			}
+			return outcome;
 		});
 	});
 	return results;
 }
 
-/**
- * One item's companion SQL. All or nothing: a failure is thrown with the item's position and
- * rolls the whole transaction back. Otherwise it runs in a savepoint, so a failure undoes only
- * this item's SQL and is returned as this item's error.
- */
-async function runCompanion(
+type InsertedEvent = {
+	ord: number;
+	id: string;
+	status: Job['status'];
+	deduplicated: boolean;
+	existing_fingerprint: string | null;
+};
+
+async function insertEvents(
+	ctx: StoreContext,
 	tx: Transaction,
-	companion: Companion,
-	ord: number,
-	allOrNothing: boolean,
-): Promise<CompanionResult | DurableJobsError> {
-	const run = async (): Promise<CompanionResult> => {
-		try {
-			const result = await tx.result(companionQuery(companion.sql, companion.params));
-			return { rowCount: result.rowCount, rows: result.rows };
-		} catch (error) {
-			throw companionError(error);
-		}
-	};
-	if (allOrNothing) {
-		return await run().catch((error: DurableJobsError) => {
-			error.itemPosition = ord;
-			throw error;
-		});
-	}
-	return await tx.savepoint(run).catch((error: unknown) => {
-		if (error instanceof DurableJobsError) return error;
-		throw error;
+	rows: OutboxRow[],
+): Promise<InsertedEvent[]> {
+	return await tx.runRows<InsertedEvent, OutboxRow>({
+		key: `outbox:${ctx.s}`,
+		rows,
+		build: (batch) => outboxInsertQuery(ctx.s, batch),
 	});
+}
+
+/** An inserted or already stored event as the item's result; another payload under its id fails. */
+function eventOutcome(
+	row: OutboxRow,
+	returned: InsertedEvent,
+	companion: CompanionResult | null,
+): OutboxResult | DurableJobsError {
+	if (returned.deduplicated && returned.existing_fingerprint !== row.fingerprint)
+		return new EventIdReusedError(row.event_id, returned.id);
+	return {
+		jobId: returned.id,
+		eventId: row.event_id,
+		queue: row.queue,
+		status: returned.status,
+		deduplicated: returned.deduplicated,
+		companionRowCount: returned.deduplicated ? null : (companion?.rowCount ?? null),
+		companionRows: returned.deduplicated ? [] : (companion?.rows ?? []),
+	};
+}
+
+/** Thrown inside an item's savepoint so that its companion SQL is undone; carries the answer. */
+class UndoItem {
+	constructor(readonly outcome: OutboxResult | DurableJobsError) {}
+}
+
+/**
+ * One item with companion SQL, in a savepoint: its SQL, then its event. When the event id is
+ * already stored (committed before, or by a concurrent writer this insert waited for), the
+ * savepoint undoes the item's SQL: the business write committed with that event already.
+ */
+async function writeWithCompanion(
+	ctx: StoreContext,
+	tx: Transaction,
+	row: OutboxRow,
+	companion: Companion,
+	allOrNothing: boolean,
+): Promise<OutboxResult | DurableJobsError> {
+	let outcome: OutboxResult | DurableJobsError;
+	try {
+		outcome = await tx.savepoint(async () => {
+			let companionResult: CompanionResult;
+			try {
+				const result = await tx.result(companionQuery(companion.sql, companion.params));
+				companionResult = { rowCount: result.rowCount, rows: result.rows };
+			} catch (error) {
+				throw companionError(error);
+			}
+			const [returned] = await insertEvents(ctx, tx, [{ ...row, ord: 0 }]);
+			const written = eventOutcome(row, returned, companionResult);
+			if (returned.deduplicated) throw new UndoItem(written);
+			return written;
+		});
+	} catch (error) {
+		if (error instanceof UndoItem) outcome = error.outcome;
+		else if (error instanceof DurableJobsError) outcome = error;
+		else throw error;
+	}
+	if (outcome instanceof DurableJobsError && allOrNothing) {
+		outcome.itemPosition = row.ord;
+		throw outcome;
+	}
+	return outcome;
 }
 
 function outboxRow(

@@ -219,6 +219,33 @@ describe('Outbox Write: event ids', () => {
 		expect((event.payload as IDataObject).payload).toEqual({ id: 'ord_77', status: 'paid' });
 	});
 
+	it('two different payloads under one derived id: the second goes to the error output as event_id_reused, not dropped as a duplicate', async () => {
+		const parameters = { eventType: 'customer.updated' };
+		const first = (
+			await nodes.run(new OutboxWrite(), {
+				items: [webhookItem({ id: 'cus_7', email: 'a@example.com' })],
+				parameters,
+			})
+		).output('main')[0].json.outbox as IDataObject;
+		const second = await nodes.run(new OutboxWrite(), {
+			items: [webhookItem({ id: 'cus_7', email: 'b@example.com' })],
+			parameters,
+			onError: 'continueErrorOutput',
+		});
+		expect(second.routing()).toEqual({ Success: [], Error: [0] });
+		expect(second.output('Error')[0].json).toMatchObject({
+			details: {
+				code: 'event_id_reused',
+				field: 'eventId',
+				http_status: 422,
+				existing_job_id: first.job_id,
+			},
+		});
+		expect(
+			(await events()).filter((row) => row.idempotency_key === 'customer.updated:cus_7'),
+		).toHaveLength(1);
+	});
+
 	it('a numeric custom event id from an expression is used as text', async () => {
 		const parameters = {
 			eventType: 'ticket.closed',

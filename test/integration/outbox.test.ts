@@ -1,4 +1,4 @@
-import { DurableJobsError } from '../../src/core';
+import { DurableJobsError, EventIdReusedError } from '../../src/core';
 import { ok, useTestSchema } from '../helpers/db';
 
 const { schema, pool, store } = useTestSchema(__filename, {
@@ -173,6 +173,127 @@ describe('outbox write', () => {
 				)
 			).rows[0].n,
 		).toBe(1);
+	});
+
+	it('a repeated event with companion SQL is accepted once and its SQL is not run again', async () => {
+		const event = (amount: number) => ({
+			eventId: 'paid-1',
+			eventType: 'order.paid',
+			payload: { id: 'paid-1', amount: 10 },
+			// Not idempotent on purpose: run twice, it would add the amount twice.
+			companionSql: `INSERT INTO ${orders} (id, amount) VALUES ($1, $2)
+				ON CONFLICT (id) DO UPDATE SET amount = ${orders}.amount + EXCLUDED.amount`,
+			companionParams: ['paid-1', amount],
+		});
+		const first = ok((await store.writeOutbox([event(10)]))[0]);
+		expect(first).toMatchObject({ deduplicated: false, companionRowCount: 1 });
+		for (const allOrNothing of [false, true]) {
+			const again = ok((await store.writeOutbox([event(10)], { allOrNothing }))[0]);
+			expect(again).toMatchObject({
+				jobId: first.jobId,
+				deduplicated: true,
+				companionRowCount: null,
+				companionRows: [],
+			});
+		}
+		const { rows } = await pool.query(`SELECT amount FROM ${orders} WHERE id = 'paid-1'`);
+		expect(rows).toEqual([{ amount: 10 }]);
+	});
+
+	it('one event id with another payload fails as event_id_reused and writes nothing of its item', async () => {
+		const first = ok(
+			(
+				await store.writeOutbox([
+					{
+						eventId: 'customer.updated:7',
+						eventType: 'customer.updated',
+						payload: { id: 7, email: 'a@x' },
+					},
+				])
+			)[0],
+		);
+		const results = await store.writeOutbox([
+			{
+				eventId: 'customer.updated:7',
+				eventType: 'customer.updated',
+				payload: { id: 7, email: 'b@x' },
+				companionSql: `INSERT INTO ${orders} (id, amount) VALUES ('reused-with-sql', 1)`,
+			},
+			{
+				eventId: 'customer.updated:7',
+				eventType: 'customer.updated',
+				payload: { id: 7, email: 'c@x' },
+			},
+			{
+				eventId: 'customer.updated:8',
+				eventType: 'customer.updated',
+				payload: { id: 8, email: 'd@x' },
+			},
+		]);
+		for (const conflicted of [results[0], results[1]]) {
+			expect(conflicted).toBeInstanceOf(EventIdReusedError);
+			expect(conflicted).toMatchObject({
+				code: 'event_id_reused',
+				field: 'eventId',
+				httpStatus: 422,
+				existingJobId: first.jobId,
+			});
+		}
+		expect(ok(results[2]).deduplicated).toBe(false);
+		expect(
+			(await pool.query(`SELECT count(*)::int AS n FROM ${orders} WHERE id = 'reused-with-sql'`))
+				.rows[0].n,
+		).toBe(0);
+		const stored = await pool.query(
+			`SELECT payload->'payload'->>'email' AS email FROM ${schema}.jobs WHERE idempotency_key = 'customer.updated:7'`,
+		);
+		expect(stored.rows).toEqual([{ email: 'a@x' }]);
+
+		await expect(
+			store.writeOutbox(
+				[
+					{ eventId: 'customer.updated:9', eventType: 'customer.updated', payload: { id: 9 } },
+					{
+						eventId: 'customer.updated:7',
+						eventType: 'customer.updated',
+						payload: { id: 7, email: 'e@x' },
+					},
+				],
+				{ allOrNothing: true },
+			),
+		).rejects.toMatchObject({ code: 'event_id_reused', itemPosition: 1 });
+		expect(
+			(
+				await pool.query(
+					`SELECT count(*)::int AS n FROM ${schema}.jobs WHERE idempotency_key = 'customer.updated:9'`,
+				)
+			).rows[0].n,
+		).toBe(0);
+	});
+
+	it('concurrent writers of one new event with companion SQL: one business write, one event, the others deduplicated', async () => {
+		const writers = 8;
+		const results = await Promise.all(
+			Array.from({ length: writers }, async () =>
+				ok(
+					(
+						await store.writeOutbox([
+							{
+								eventId: 'race-1',
+								eventType: 'order.paid',
+								payload: { id: 'race-1' },
+								companionSql: `INSERT INTO ${orders} (id, amount) VALUES ('race-1', 1)
+									ON CONFLICT (id) DO UPDATE SET amount = ${orders}.amount + 1`,
+							},
+						])
+					)[0],
+				),
+			),
+		);
+		expect(results.filter((result) => !result.deduplicated)).toHaveLength(1);
+		expect(new Set(results.map((result) => result.jobId)).size).toBe(1);
+		const { rows } = await pool.query(`SELECT amount FROM ${orders} WHERE id = 'race-1'`);
+		expect(rows).toEqual([{ amount: 1 }]);
 	});
 
 	it('SQL injection text in event fields is stored as data', async () => {

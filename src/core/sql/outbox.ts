@@ -16,7 +16,8 @@ export interface OutboxRow {
 
 /**
  * Outbox events are jobs in an outbox queue whose idempotency key is the event id, so a
- * duplicate event id is accepted once and answers with the event already stored.
+ * duplicate event id is accepted once and answers with the event already stored (and its
+ * payload's fingerprint, which tells a repeat from another event under the same id).
  */
 export function outboxInsertQuery(s: string, rows: OutboxRow[]): SqlQuery {
 	return {
@@ -35,11 +36,12 @@ WITH input AS (
 	ON CONFLICT (queue, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
 	RETURNING id, status
 )
-SELECT x.ord, coalesce(n.id, e.id) AS id, coalesce(n.status, e.status) AS status, n.id IS NULL AS deduplicated
+SELECT x.ord, coalesce(n.id, e.id) AS id, coalesce(n.status, e.status) AS status, n.id IS NULL AS deduplicated,
+	e.payload_fingerprint AS existing_fingerprint
 FROM input x
 LEFT JOIN inserted n ON n.id = x.id
 LEFT JOIN LATERAL (
-	SELECT e.id, e.status FROM ${s}.jobs e
+	SELECT e.id, e.status, e.payload_fingerprint FROM ${s}.jobs e
 	WHERE n.id IS NULL AND e.queue = x.queue AND e.idempotency_key = x.event_id
 	OFFSET 0
 ) e ON true
