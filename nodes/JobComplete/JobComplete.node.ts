@@ -8,6 +8,7 @@ import {
 } from 'n8n-workflow';
 
 import {
+	DURATION_LIMITS_MS,
 	classifyHttpStatus,
 	validateUuid,
 	type CompleteInput,
@@ -64,7 +65,8 @@ export class JobComplete implements INodeType {
 					{
 						name: 'From HTTP Status',
 						value: 'httpStatus',
-						description: '2xx succeeded; 408/425/429/5xx/no answer retry; other 4xx failed',
+						description:
+							'2xx succeeded; 408/425/429/5xx/no answer retry; other 4xx failed (needs_mapping); 1xx/3xx failed (needs_manual_review)',
 					},
 					{
 						name: 'Release',
@@ -250,9 +252,22 @@ export class JobComplete implements INodeType {
 					errorNode: (options.errorNode as string) || null,
 					errorWorkflow: workflowId,
 					errorExecution: executionId,
-					delayMs: secondsToMs(options.retryAfterSeconds, 'Retry After Seconds') ?? null,
-					backoffBaseMs: secondsToMs(options.backoffBaseSeconds, 'Backoff Base Seconds'),
-					backoffMaxMs: secondsToMs(options.backoffMaxSeconds, 'Backoff Max Seconds'),
+					delayMs:
+						secondsToMs(
+							options.retryAfterSeconds,
+							'Retry After Seconds',
+							DURATION_LIMITS_MS.delay,
+						) ?? null,
+					backoffBaseMs: secondsToMs(
+						options.backoffBaseSeconds,
+						'Backoff Base Seconds',
+						DURATION_LIMITS_MS.backoffBase,
+					),
+					backoffMaxMs: secondsToMs(
+						options.backoffMaxSeconds,
+						'Backoff Max Seconds',
+						DURATION_LIMITS_MS.backoffMax,
+					),
 				};
 			},
 			call: async (inputs, allOrNothing) =>

@@ -7,12 +7,18 @@ import {
 	type INodeTypeDescription,
 } from 'n8n-workflow';
 
-import { DEFAULT_MAX_PAYLOAD_BYTES, type EnqueueInput, type EnqueueResult } from '../../src/core';
+import {
+	DEFAULT_MAX_PAYLOAD_BYTES,
+	DURATION_LIMITS_MS,
+	type EnqueueInput,
+	type EnqueueResult,
+} from '../../src/core';
 import { lazyStore } from '../shared/connection';
-import { invalidInput, toNodeError } from '../shared/errors';
+import { toNodeError } from '../shared/errors';
 import {
 	headerValue,
 	itemPayload,
+	optionalNumber,
 	parseJsonParameter,
 	runBatch,
 	secondsToMs,
@@ -176,11 +182,14 @@ export class JobEnqueue implements INodeType {
 		// collection would evaluate the expressions it holds for each item (a receiver's Callback
 		// URL and Correlation ID, say) once more, and evaluating them is most of what the node
 		// costs in n8n (about 1.3 ms per collection read; docs/PERFORMANCE.md, fourteenth part).
-		let maxPayloadKb: number;
+		let maxPayloadKb = DEFAULT_MAX_PAYLOAD_KB;
+		let settingsError: unknown;
 		try {
 			maxPayloadKb = payloadLimitKb(this.getNodeParameter('options.maxPayloadKb', 0, null));
 		} catch (error) {
-			throw toNodeError(this.getNode(), error, 0);
+			if (!this.continueOnFail()) throw toNodeError(this.getNode(), error, 0);
+			// With "continue", a wrong setting of the whole execution fails every item.
+			settingsError = error;
 		}
 		const store = lazyStore(this, { maxPayloadBytes: Math.round(maxPayloadKb * 1024) });
 		const onConflict =
@@ -190,6 +199,7 @@ export class JobEnqueue implements INodeType {
 		return await runBatch<EnqueueInput, EnqueueResult>(this, {
 			outputs: 1,
 			read: (itemIndex, item) => {
+				if (settingsError !== undefined) throw settingsError;
 				const options = this.getNodeParameter('options', itemIndex, {}) as IDataObject;
 				const source = this.getNodeParameter('payloadSource', itemIndex, 'auto') as string;
 				let payload: unknown;
@@ -210,7 +220,7 @@ export class JobEnqueue implements INodeType {
 					idempotencyKey:
 						explicitKey !== '' ? explicitKey : (headerValue(item.json, 'idempotency-key') ?? null),
 					priority: options.priority as number | undefined,
-					delayMs: secondsToMs(options.delaySeconds, 'Delay Seconds'),
+					delayMs: secondsToMs(options.delaySeconds, 'Delay Seconds', DURATION_LIMITS_MS.delay),
 					runAt: (options.runAt as string) || null,
 					maxAttempts: options.maxAttempts as number | undefined,
 					orderingKey: (options.orderingKey as string) || null,
@@ -247,14 +257,11 @@ function statusUrl(base: string, jobId: string, token: string): string {
 
 /** *Max Payload Size (KB)*: unset (or an expression giving nothing) is the default. */
 function payloadLimitKb(value: unknown): number {
-	if (value === undefined || value === null || value === '') return DEFAULT_MAX_PAYLOAD_KB;
-	const kb = Number(value);
-	if (!Number.isFinite(kb) || kb < 1) {
-		throw invalidInput(
-			'Max Payload Size (KB)',
-			`must be a number of at least 1, got "${String(value).slice(0, 40)}"`,
-			`Set Max Payload Size (KB) to 1 or more, or remove it for the default ${DEFAULT_MAX_PAYLOAD_KB}`,
-		);
-	}
-	return kb;
+	return (
+		optionalNumber(value, 'Max Payload Size (KB)', {
+			min: 1,
+			expected: 'a number of at least 1',
+			fix: `Set Max Payload Size (KB) to 1 or more, or remove it for the default ${DEFAULT_MAX_PAYLOAD_KB}`,
+		}) ?? DEFAULT_MAX_PAYLOAD_KB
+	);
 }

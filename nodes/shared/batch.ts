@@ -1,7 +1,13 @@
 import type { IDataObject, IExecuteFunctions, INodeExecutionData } from 'n8n-workflow';
 
-import { DurableJobsError, type ItemResults, type JobStore } from '../../src/core';
+import {
+	DURATION_LIMITS_MS,
+	DurableJobsError,
+	type ItemResults,
+	type JobStore,
+} from '../../src/core';
 import { lazyStore } from './connection';
+import { leaseSecondsField } from './descriptions';
 import { asDurableError, errorItem, invalidInput, toNodeError } from './errors';
 
 export interface Routed {
@@ -201,15 +207,70 @@ export function parseJsonParameter(value: unknown, field: string): unknown {
 	}
 }
 
-export function secondsToMs(value: unknown, field: string): number | undefined {
+/**
+ * An optional number parameter: undefined when it is empty (an expression that gives nothing),
+ * else a finite number from `min` to `max` (no upper bound without one), or an error naming the
+ * field and the fix.
+ */
+export function optionalNumber(
+	value: unknown,
+	field: string,
+	rule: { min: number; max?: number; expected: string; fix: string },
+): number | undefined {
 	if (value === undefined || value === null || value === '') return undefined;
 	const number = Number(value);
-	if (!Number.isFinite(number) || number < 0) {
+	if (
+		!Number.isFinite(number) ||
+		number < rule.min ||
+		(rule.max !== undefined && number > rule.max)
+	) {
 		throw invalidInput(
 			field,
-			`must be a number of seconds ≥ 0, got "${String(value).slice(0, 40)}"`,
-			`Set ${field} to a number of seconds`,
+			`must be ${rule.expected}, got "${String(value).slice(0, 40)}"`,
+			rule.fix,
 		);
 	}
-	return Math.round(number * 1000);
+	return number;
+}
+
+const UNIT_MS = { seconds: 1000, hours: 3_600_000, days: 86_400_000 } as const;
+
+/**
+ * A duration parameter given in `unit`, as whole milliseconds; undefined when empty. With
+ * `limits` (the core's accepted range, in ms) a value outside it is refused in the parameter's
+ * own terms (its name, its unit) before the core would refuse it in milliseconds.
+ */
+export function durationMs(
+	value: unknown,
+	field: string,
+	unit: keyof typeof UNIT_MS,
+	limits?: { min: number; max: number },
+): number | undefined {
+	const factor = UNIT_MS[unit];
+	const min = limits ? limits.min / factor : 0;
+	const max = limits ? limits.max / factor : undefined;
+	const range = max === undefined ? `≥ ${min}` : `from ${min} to ${max}`;
+	const amount = optionalNumber(value, field, {
+		min,
+		max,
+		expected: `a number of ${unit} ${range}`,
+		fix: `Set ${field} to a number of ${unit} ${range}`,
+	});
+	return amount === undefined ? undefined : Math.round(amount * factor);
+}
+
+export function secondsToMs(
+	value: unknown,
+	field: string,
+	limits?: { min: number; max: number },
+): number | undefined {
+	return durationMs(value, field, 'seconds', limits);
+}
+
+/** *Lease Seconds* (Job Lease, Extend Lease), as ms; empty is the field's default. */
+export function leaseSecondsToMs(value: unknown): number {
+	return (
+		secondsToMs(value, 'Lease Seconds', DURATION_LIMITS_MS.lease) ??
+		(leaseSecondsField.default as number) * 1000
+	);
 }

@@ -10,7 +10,14 @@ import {
 	type CompleteResult,
 	type Job,
 } from './types';
-import { inRange, optionalInRange, optionalText, serializePayload, validateUuid } from './validate';
+import {
+	inRange,
+	optionalInRange,
+	optionalText,
+	serializePayload,
+	storableMessage,
+	validateUuid,
+} from './validate';
 
 interface CompleteReturnRow {
 	ord: number;
@@ -87,7 +94,7 @@ function completeRow(ctx: StoreContext, item: CompleteInput, ord: number): Compl
 		outcome: item.outcome,
 		result,
 		error_code: optionalText(item.errorCode, 'errorCode', 100),
-		error_message: optionalText(item.errorMessage, 'errorMessage', 4000),
+		error_message: storableMessage(item.errorMessage, 'errorMessage'),
 		error_class: item.errorClass ?? null,
 		error_node: optionalText(item.errorNode, 'errorNode', 255),
 		error_workflow: optionalText(item.errorWorkflow, 'errorWorkflow', 255),

@@ -36,3 +36,14 @@ export const PURGE_OLDER_THAN = { min: 0, max: 3650 * DAY, default: 7 * DAY } as
 export const PURGE_LIMIT = { min: 1, max: 100_000, default: 10_000 } as const;
 export const TERMINAL_STATUSES = ['done', 'failed', 'cancelled'] as const;
 export const UNKNOWN_OUTCOMES_LIMIT = { min: 1, max: 10_000, default: 100 } as const;
+
+/** The accepted ranges of the durations the nodes take in seconds, hours or days (ms). */
+export const DURATION_LIMITS_MS = {
+	delay: DELAY,
+	lease: LEASE,
+	backoffBase: BACKOFF_BASE,
+	backoffMax: BACKOFF_MAX,
+	claim: CLAIM,
+	keyTtl: KEY_TTL,
+	purgeOlderThan: PURGE_OLDER_THAN,
+} as const;

@@ -28,6 +28,7 @@ import {
 	optionalInRange,
 	optionalText,
 	serializePayload,
+	storableMessage,
 	validateKey,
 	validateUuid,
 } from './validate';
@@ -320,7 +321,7 @@ export async function settle(
 				status === 'completed' && item.result !== undefined
 					? JSON.parse(serializePayload(item.result, 'result', ctx.maxPayloadBytes))
 					: null,
-			error_message: optionalText(item.errorMessage, 'errorMessage', 4000),
+			error_message: storableMessage(item.errorMessage, 'errorMessage'),
 			ttl_ms: optionalInRange(item.ttlMs, 'ttlMs', KEY_TTL),
 		}),
 		key: `settle:${ctx.s}:${status}`,

@@ -24,7 +24,7 @@ export {
 } from './migrate';
 export { openStore, resetMigrationCache, type StoreConfig } from './connect';
 export { testConnection, type ConnectionTestResult } from './connectionTest';
-export { DEFAULT_MAX_PAYLOAD_BYTES } from './defaults';
+export { DEFAULT_MAX_PAYLOAD_BYTES, DURATION_LIMITS_MS } from './defaults';
 export {
 	canonicalJson,
 	fingerprint,

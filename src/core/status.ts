@@ -104,12 +104,18 @@ export interface RequeueInput {
 	additionalAttempts?: number;
 }
 
+/**
+ * A job a requeue replayed (`requeued`), or, asked for by id, one it did not: its current
+ * status (not failed, or locked by a requeue running at the same time), or nulls for an id no
+ * job has.
+ */
 export type RequeuedJob = {
 	id: string;
-	queue: string;
-	status: string;
-	attempts: number;
-	max_attempts: number;
+	queue: string | null;
+	status: string | null;
+	attempts: number | null;
+	max_attempts: number | null;
+	requeued: boolean;
 };
 
 /**
@@ -175,6 +181,7 @@ export async function cancel(
 export interface PurgeInput {
 	queue?: string | null;
 	olderThanMs: number;
+	/** The terminal statuses to purge: all three when left out; an empty list is refused. */
 	statuses?: string[];
 	limit?: number;
 	includeIdempotencyKeys?: boolean;
@@ -191,8 +198,15 @@ export type PurgeResult = {
 /** Deletes finished jobs older than the retention, and (by default) expired idempotency keys. */
 export async function purge(ctx: StoreContext, options: PurgeInput): Promise<PurgeResult> {
 	const olderThanMs = inRange(options.olderThanMs, 'olderThanMs', PURGE_OLDER_THAN);
-	const statuses =
-		options.statuses && options.statuses.length > 0 ? options.statuses : [...TERMINAL_STATUSES];
+	if (options.statuses != null && options.statuses.length === 0) {
+		// An empty choice is not "all": failed jobs are dead letters, kept unless asked for.
+		throw new ValidationError(
+			'statuses',
+			'names no status, so nothing would be purged',
+			'Choose at least one of done, failed and cancelled, or leave statuses out for all three',
+		);
+	}
+	const statuses = options.statuses ?? [...TERMINAL_STATUSES];
 	for (const status of statuses) {
 		if (!(TERMINAL_STATUSES as readonly string[]).includes(status)) {
 			throw new ValidationError(

@@ -8,6 +8,8 @@ const UUID_PATTERN = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{
 const CONTROL_CHARACTERS = /[\u0000-\u001f\u007f]/;
 // eslint-disable-next-line no-control-regex
 const NUL = /\u0000/;
+// eslint-disable-next-line no-control-regex
+const EVERY_NUL = /\u0000/g;
 
 export function validateKey(value: unknown, field: string): string {
 	if (typeof value !== 'string') {
@@ -82,6 +84,38 @@ export function optionalText(value: unknown, field: string, maxLength = 10_000):
 		);
 	}
 	return text;
+}
+
+/** The longest error message stored with a failed job or claim. */
+export const ERROR_MESSAGE_MAX_LENGTH = 4000;
+
+/**
+ * An error message to store with a failure. A failure must be recorded whatever the failing
+ * system answered (an HTML error page, a stack trace, bytes), so this never refuses text: a
+ * message past `maxLength` keeps its start and says how long it was, and NUL characters, which
+ * PostgreSQL cannot store, become U+FFFD. Only a value that is not text is refused.
+ */
+export function storableMessage(
+	value: unknown,
+	field: string,
+	maxLength = ERROR_MESSAGE_MAX_LENGTH,
+): string | null {
+	if (value === undefined || value === null || value === '') return null;
+	if (typeof value !== 'string' && typeof value !== 'number') {
+		throw new ValidationError(
+			field,
+			`must be text, got ${describe(value)}`,
+			`Pass ${field} as a string`,
+		);
+	}
+	const text = String(value).replace(EVERY_NUL, '\uFFFD');
+	if (text.length <= maxLength) return text;
+	const note = ` … [cut from ${text.length} characters]`;
+	let end = maxLength - note.length;
+	// Not between the two halves of a surrogate pair.
+	const last = text.charCodeAt(end - 1);
+	if (last >= 0xd800 && last <= 0xdbff) end--;
+	return text.slice(0, end) + note;
 }
 
 export function integerInRange(

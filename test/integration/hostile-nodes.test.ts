@@ -595,7 +595,13 @@ describe('Job Lease', () => {
 			'Lease with Lease Seconds -5',
 			new JobLease(),
 			{ parameters: { queue: 'alpha', leaseSeconds: -5 } },
-			{ field: 'leaseMs', message: /whole number from 1000/ },
+			{ field: 'Lease Seconds', message: /must be a number of seconds from 1 to 86400/ },
+		);
+		await rejects(
+			'Lease with Lease Seconds 172800 (two days, past the longest lease)',
+			new JobLease(),
+			{ parameters: { queue: 'alpha', leaseSeconds: 172800 } },
+			{ field: 'Lease Seconds', message: /must be a number of seconds from 1 to 86400/ },
 		);
 	});
 
@@ -756,10 +762,13 @@ describe('Job Complete', () => {
 			{ field: 'Retry After Seconds', message: /must be a number of seconds/ },
 		);
 		await rejects(
-			'error message of 4,001 characters',
+			'Backoff Base Seconds 172800 (past a day), on a Succeeded completion too',
 			new JobComplete(),
-			{ items: [leasedAlpha], parameters: { outcome: 'failed', errorMessage: 'm'.repeat(4001) } },
-			{ field: 'errorMessage', message: /the limit is 4000/ },
+			{
+				items: [leasedAlpha],
+				parameters: { outcome: 'succeeded', options: { backoffBaseSeconds: 172800 } },
+			},
+			{ field: 'Backoff Base Seconds', message: /must be a number of seconds from 0 to 86400,/ },
 		);
 	});
 
@@ -1165,7 +1174,7 @@ describe('Job Status', () => {
 			'Purge older than -1 days',
 			new JobStatus(),
 			{ parameters: { operation: 'purge', olderThanDays: -1 } },
-			{ field: 'olderThanMs', message: /whole number from 0/ },
+			{ field: 'Older Than (Days)', message: /must be a number of days from 0 to 3650/ },
 		);
 		await rejects(
 			'Queue Stats for queue "x\'; DROP TABLE jobs; --"',

@@ -325,6 +325,16 @@ describe('Job Enqueue: bad items and continue-on-fail, with pairedItem intact', 
 				/^Max Payload Size \(KB\): must be a number of at least 1/,
 			);
 		}
+		// With the error output on, every item goes there with the error (a receiver answers it).
+		const continued = await nodes.run(new JobEnqueue(), {
+			items: [{ blob: 'small' }, { blob: 'also small' }],
+			parameters: { queue: 'sized-bad', options: { maxPayloadKb: '={{ "lots" }}' } },
+			onError: 'continueErrorOutput',
+		});
+		expect(continued.routing()).toEqual({ Success: [], Error: [0, 1] });
+		expect(continued.output('Error')[1].json).toMatchObject({
+			details: { field: 'Max Payload Size (KB)', http_status: 400 },
+		});
 		expect(await tableSnapshot(pool, schema)).toEqual(before);
 	});
 });

@@ -251,7 +251,42 @@ describe('Job Status: operations', () => {
 				expect.arrayContaining(stillFailed.map((id, index) => [id, { item: index }])),
 			);
 			expect(requeued).toHaveLength(2);
+			for (const item of requeued) expect(item.json.requeued).toBe(true);
 			for (const id of failedIds) expect((await jobRow(id)).status).toBe('queued');
+		});
+
+		it('by ids answers every id: a job that is not failed, or no job at all, gets requeued: false', async () => {
+			const [queued] = await enqueue('requeue-mixed', [{ n: 1 }]);
+			const unknown = '0190d1a2-0000-7000-8000-0000000000ab';
+			const result = await nodes.run(new JobStatus(), {
+				items: [{ job_id: queued.job_id }, { job_id: unknown }],
+				parameters: { operation: 'requeue' },
+			});
+			expect(result.output('main').map((item) => [item.json, item.pairedItem])).toEqual([
+				[
+					{
+						id: queued.job_id,
+						queue: 'requeue-mixed',
+						status: 'queued',
+						attempts: 0,
+						max_attempts: 5,
+						requeued: false,
+					},
+					{ item: 0 },
+				],
+				[
+					{
+						id: unknown,
+						queue: null,
+						status: null,
+						attempts: null,
+						max_attempts: null,
+						requeued: false,
+					},
+					{ item: 1 },
+				],
+			]);
+			expect(await jobRow(queued.job_id)).toMatchObject({ status: 'queued', attempts: 0 });
 		});
 	});
 
@@ -352,5 +387,23 @@ describe('Job Status: operations', () => {
 		).output('main')[0].json;
 		expect(purged).toMatchObject({ deleted: 1, cancelled: 1, done: 0 });
 		expect(await jobRow(old.job_id)).toBeUndefined();
+	});
+
+	it('Purge with no status chosen is an error naming Statuses, and deletes nothing (not every status)', async () => {
+		const [failed] = await enqueue('purge-none', [{ n: 1 }]);
+		await pool.query(
+			`UPDATE "${schema}".jobs SET status = 'failed', finished_at = now() - interval '10 days',
+				error_code = 'boom', error_class = 'retryable' WHERE id = $1`,
+			[failed.job_id],
+		);
+		const error = (await nodes
+			.run(new JobStatus(), {
+				parameters: { operation: 'purge', queue: 'purge-none', olderThanDays: 7, statuses: [] },
+			})
+			.catch((caught: unknown) => caught)) as NodeOperationError;
+		expect(error).toBeInstanceOf(NodeOperationError);
+		expect(error.message).toBe('Statuses: no status is chosen, so nothing would be purged');
+		expect(error.description).toMatch(/Choose at least one of Done, Failed and Cancelled/);
+		expect((await jobRow(failed.job_id))?.status).toBe('failed');
 	});
 });

@@ -289,6 +289,33 @@ describe('Job Lease → Job Complete', () => {
 		expect(await job(released)).toMatchObject({ status: 'queued', attempts: 0 });
 	});
 
+	it('a failure is recorded whatever its message: one past 4,000 characters is cut and says so, a NUL character is replaced', async () => {
+		const [longId, nulId] = await enqueue('long-messages', [{ n: 'long' }, { n: 'nul' }]);
+		const leasedItems = (await lease('long-messages', { maxJobs: 2 })).output('Leased');
+		const leasedJson = (id: string) => leasedItems.find((item) => item.json.job_id === id)!.json;
+		// An upstream error page, as an HTTP Request node hands it on.
+		const page = `<html>${'<p>upstream error</p>'.repeat(400)}</html>`;
+		const completed = (
+			await nodes.run(new JobComplete(), {
+				items: [
+					{ ...leasedJson(longId), message: page },
+					{ ...leasedJson(nulId), message: 'bad\u0000byte' },
+				],
+				parameters: {
+					outcome: 'failed',
+					errorCode: 'upstream_502',
+					errorMessage: '={{ $json.message }}',
+				},
+			})
+		).output('Completed');
+		expect(completed.map((item) => item.json.status)).toEqual(['failed', 'failed']);
+		const long = (await job(longId)).error_message as string;
+		expect(long).toHaveLength(4000);
+		expect(long.startsWith(page.slice(0, 3000))).toBe(true);
+		expect(long.endsWith(` … [cut from ${page.length} characters]`)).toBe(true);
+		expect((await job(nulId)).error_message).toBe('bad\uFFFDbyte');
+	});
+
 	it('a job with a callback URL gets its job-finished event written to the outbox by the same Job Complete', async () => {
 		const [id] = await enqueue('with-callback', [{ doc: 'cb.pdf' }], {
 			callbackUrl: 'https://client.example.com/hooks/jobs',

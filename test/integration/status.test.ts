@@ -213,6 +213,13 @@ describe('job status', () => {
 		await expect(store.purge({ olderThanMs: 0, statuses: ['queued'] })).rejects.toMatchObject({
 			field: 'statuses',
 		});
+		// No status chosen purges nothing, not everything: the failed job (a dead letter) stays.
+		await expect(store.purge({ olderThanMs: 0, statuses: [] })).rejects.toMatchObject({
+			field: 'statuses',
+			message: expect.stringMatching(/nothing would be purged/),
+		});
+		const [after] = await store.stats('purge');
+		expect(after.failed).toBe(1);
 	});
 
 	it('unknown outcomes read the newest expired attempts through their own index, not every record', async () => {

@@ -7,6 +7,7 @@ import {
 	headerValue,
 	isWebhookItem,
 	itemPayload,
+	optionalNumber,
 	parseJsonParameter,
 	secondsToMs,
 } from '../../nodes/shared/batch';
@@ -85,6 +86,21 @@ describe('parameter parsing', () => {
 			const error = thrown(() => secondsToMs(bad, 'Delay Seconds'));
 			expect(error.field).toBe('Delay Seconds');
 			expect(error.fix).toMatch(/number of seconds/);
+		}
+	});
+
+	it('optionalNumber gives undefined for nothing, the number at or above its minimum, and else an error with the rule', () => {
+		const rule = { min: 1, expected: 'a number of at least 1', fix: 'Set Size to 1 or more' };
+		expect(optionalNumber(undefined, 'Size', rule)).toBeUndefined();
+		expect(optionalNumber(null, 'Size', rule)).toBeUndefined();
+		expect(optionalNumber('', 'Size', rule)).toBeUndefined();
+		expect(optionalNumber(1, 'Size', rule)).toBe(1);
+		expect(optionalNumber('2.5', 'Size', rule)).toBe(2.5);
+		for (const bad of [0.5, 0, -3, 'big', Number.NaN, Number.POSITIVE_INFINITY, {}]) {
+			const error = thrown(() => optionalNumber(bad, 'Size', rule));
+			expect(error.field).toBe('Size');
+			expect(error.message).toMatch(/Size.*must be a number of at least 1/);
+			expect(error.fix).toBe('Set Size to 1 or more');
 		}
 	});
 

@@ -66,7 +66,7 @@ export async function requeueFailedJobs(
 		1000,
 		3,
 	);
-	const requeued = await ctx.db.run<{ id: string }>(
+	const requeued = await ctx.db.run<{ id: string; requeued: boolean }>(
 		requeueQuery(ctx.s, {
 			jobIds: ids,
 			queue: null,
@@ -79,7 +79,7 @@ export async function requeueFailedJobs(
 			additionalAttempts,
 		}),
 	);
-	const changed = new Set(requeued.map((row) => row.id));
+	const changed = new Set(requeued.filter((row) => row.requeued).map((row) => row.id));
 	const current = await ctx.db.run<{ id: string; status: string | null }>(
 		statusesQuery(ctx.s, ids),
 	);

@@ -76,7 +76,11 @@ export interface RequeueSelection {
 	additionalAttempts: number;
 }
 
-/** Deliberate replay of dead-lettered (and optionally cancelled) jobs. Never touches live jobs. */
+/**
+ * Deliberate replay of dead-lettered (and optionally cancelled) jobs. Never touches live jobs.
+ * By filter it answers the jobs it replayed; by ids, one row per id, `requeued` false (with the
+ * job's current status, or none for an unknown id) for a job it did not replay.
+ */
 export function requeueQuery(s: string, selection: RequeueSelection): SqlQuery {
 	return {
 		text: `
@@ -92,14 +96,25 @@ WITH picked AS (
 	ORDER BY finished_at, seq
 	LIMIT $8
 	FOR NO KEY UPDATE SKIP LOCKED
+), requeued AS (
+	UPDATE ${s}.jobs j
+	SET status = 'queued', run_at = now(), lease_until = NULL, finished_at = NULL, updated_at = now(),
+		max_attempts = j.attempts + $9, error_code = NULL, error_message = NULL, error_class = NULL,
+		error_node = NULL, error_workflow = NULL, error_execution = NULL
+	FROM picked p
+	WHERE j.id = p.id
+	RETURNING j.id, j.queue, j.status, j.attempts, j.max_attempts
 )
-UPDATE ${s}.jobs j
-SET status = 'queued', run_at = now(), lease_until = NULL, finished_at = NULL, updated_at = now(),
-	max_attempts = j.attempts + $9, error_code = NULL, error_message = NULL, error_class = NULL,
-	error_node = NULL, error_workflow = NULL, error_execution = NULL
-FROM picked p
-WHERE j.id = p.id
-RETURNING j.id, j.queue, j.status, j.attempts, j.max_attempts`,
+SELECT r.id, r.queue, r.status, r.attempts, r.max_attempts, true AS requeued
+FROM requeued r
+WHERE $1::uuid[] IS NULL
+UNION ALL
+SELECT x.id, coalesce(r.queue, cur.queue), coalesce(r.status, cur.status),
+	coalesce(r.attempts, cur.attempts), coalesce(r.max_attempts, cur.max_attempts),
+	r.id IS NOT NULL
+FROM unnest($1::uuid[]) AS x(id)
+LEFT JOIN requeued r ON r.id = x.id
+LEFT JOIN ${s}.jobs cur ON r.id IS NULL AND cur.id = x.id`,
 		values: [
 			selection.jobIds,
 			selection.queue,

@@ -51,6 +51,8 @@ export const description: INodeProperties[] = [
 			type: 'number',
 			typeOptions: { minValue: 1 },
 			default: 300,
+			// Only a claim holds the key for a while; Complete and Fail / Release end it.
+			displayOptions: { show: { '/operation': ['claim'] } },
 			description:
 				'A claim not completed or failed by then may be taken over (the item is then a replay)',
 		},

@@ -7,6 +7,7 @@ import type {
 } from 'n8n-workflow';
 
 import {
+	DURATION_LIMITS_MS,
 	canonicalJson,
 	fingerprint,
 	validateKey,
@@ -242,7 +243,11 @@ export async function execute(this: IExecuteFunctions): Promise<INodeExecutionDa
 					this.getNodeParameter('fingerprintSource', itemIndex, 'payload') === 'payload'
 						? fingerprint(payload)
 						: null,
-				claimMs: secondsToMs(options.claimTimeoutSeconds, 'Claim Timeout Seconds'),
+				claimMs: secondsToMs(
+					options.claimTimeoutSeconds,
+					'Claim Timeout Seconds',
+					DURATION_LIMITS_MS.claim,
+				),
 				ttlMs: options.ttlMs ?? undefined,
 				guard,
 			};

@@ -6,12 +6,13 @@ import type {
 } from 'n8n-workflow';
 
 import {
+	DURATION_LIMITS_MS,
 	validateKey,
 	validateUuid,
 	type SettleInput,
 	type SettleResult,
 } from '../../../../src/core';
-import { parseJsonParameter, runBatch } from '../../../shared/batch';
+import { durationMs, parseJsonParameter, runBatch } from '../../../shared/batch';
 import { lazyStore } from '../../../shared/connection';
 import { withDisplayOptions, type NodeOperation } from '../../../shared/operations';
 import {
@@ -52,7 +53,9 @@ export function settleOptions(
 	const options = context.getNodeParameter('options', itemIndex, {}) as IDataObject;
 	return {
 		claimTimeoutSeconds: options.claimTimeoutSeconds,
-		ttlMs: options.ttlHours === undefined ? null : Math.round(Number(options.ttlHours) * 3600_000),
+		ttlMs:
+			durationMs(options.ttlHours, 'Keep Keys For (Hours)', 'hours', DURATION_LIMITS_MS.keyTtl) ??
+			null,
 	};
 }
 

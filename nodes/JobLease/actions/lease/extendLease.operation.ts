@@ -6,7 +6,7 @@ import {
 	type ExtendInput,
 	type ExtendResult,
 } from '../../../../src/core';
-import { runBatch } from '../../../shared/batch';
+import { leaseSecondsToMs, runBatch } from '../../../shared/batch';
 import { lazyStore } from '../../../shared/connection';
 import { attemptIdField, jobIdField, leaseSecondsField } from '../../../shared/descriptions';
 import { withDisplayOptions } from '../../../shared/operations';
@@ -48,7 +48,7 @@ export async function execute(this: IExecuteFunctions): Promise<INodeExecutionDa
 			// Checked before the batch is sent, so a malformed id writes nothing for any item.
 			jobId: readUpstreamField(this, itemIndex, leasedJobId, validateUuid),
 			attemptId: readUpstreamField(this, itemIndex, leasedAttemptId, validateUuid),
-			leaseMs: Math.round((this.getNodeParameter('leaseSeconds', itemIndex, 300) as number) * 1000),
+			leaseMs: leaseSecondsToMs(this.getNodeParameter('leaseSeconds', itemIndex, null)),
 			checkpoint: validateCheckpoint(this.getNodeParameter('checkpoint', itemIndex, '')),
 			workflowId: this.getWorkflow().id ?? null,
 			executionId: this.getExecutionId() ?? null,

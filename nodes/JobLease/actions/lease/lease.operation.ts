@@ -6,7 +6,7 @@ import type {
 } from 'n8n-workflow';
 
 import type { LeasedJob, LeasedJobEssentials } from '../../../../src/core';
-import { runOnce } from '../../../shared/batch';
+import { leaseSecondsToMs, runOnce } from '../../../shared/batch';
 import {
 	concurrencyLimitField,
 	includeMetadataOption,
@@ -88,7 +88,7 @@ export async function execute(this: IExecuteFunctions): Promise<INodeExecutionDa
 			return {
 				queue: this.getNodeParameter('queue', 0) as string,
 				limit: this.getNodeParameter('maxJobs', 0, 10) as number,
-				leaseMs: Math.round((this.getNodeParameter('leaseSeconds', 0, 300) as number) * 1000),
+				leaseMs: leaseSecondsToMs(this.getNodeParameter('leaseSeconds', 0, null)),
 				concurrencyLimit: concurrencyLimit > 0 ? concurrencyLimit : null,
 				workflowId: this.getWorkflow().id ?? null,
 				executionId: this.getExecutionId() ?? null,

@@ -18,6 +18,8 @@ const properties: INodeProperties[] = [
 		name: 'reason',
 		type: 'string',
 		default: '',
+		description:
+			'Stored as the error message of every job this execution cancels (read from the first item: all IDs go in one statement)',
 	},
 ];
 

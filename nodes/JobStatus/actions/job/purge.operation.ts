@@ -1,6 +1,8 @@
 import type { IExecuteFunctions, INodeExecutionData, INodeProperties } from 'n8n-workflow';
 
-import { runOnce } from '../../../shared/batch';
+import { DURATION_LIMITS_MS } from '../../../../src/core';
+import { durationMs, runOnce } from '../../../shared/batch';
+import { invalidInput } from '../../../shared/errors';
 import { queueFilter } from './common';
 import { withDisplayOptions } from '../../../shared/operations';
 
@@ -33,12 +35,28 @@ export async function execute(this: IExecuteFunctions): Promise<INodeExecutionDa
 		outputs: 1,
 		read: () => ({
 			queue: queueFilter(this),
-			olderThanMs: Math.round(
-				(this.getNodeParameter('olderThanDays', 0, 7) as number) * 24 * 3600_000,
-			),
-			statuses: this.getNodeParameter('statuses', 0, ['done', 'cancelled']) as string[],
+			olderThanMs:
+				durationMs(
+					this.getNodeParameter('olderThanDays', 0, null),
+					'Older Than (Days)',
+					'days',
+					DURATION_LIMITS_MS.purgeOlderThan,
+				) ?? DURATION_LIMITS_MS.purgeOlderThan.default,
+			statuses: chosenStatuses(this.getNodeParameter('statuses', 0, ['done', 'cancelled'])),
 		}),
 		call: async (store, selection) => await store.purge(selection),
 		route: (counts) => ({ output: 0, json: counts }),
 	});
+}
+
+/** No status chosen would purge nothing; it is refused rather than read as "all of them". */
+function chosenStatuses(value: unknown): string[] {
+	const statuses = Array.isArray(value) ? value.map(String) : [];
+	if (statuses.length === 0)
+		throw invalidInput(
+			'Statuses',
+			'no status is chosen, so nothing would be purged',
+			'Choose at least one of Done, Failed and Cancelled',
+		);
+	return statuses;
 }

@@ -62,14 +62,16 @@ const properties: INodeProperties[] = [
 			description: 'Whether to really replay every failed job the filter matches (up to Limit)',
 		},
 	]),
-	limitField,
+	// By ids every named job is handled; the limit caps what a filter may match.
+	{ ...limitField, displayOptions: { show: { selectBy: ['filter'] } } },
 	{
 		displayName: 'Additional Attempts',
 		name: 'additionalAttempts',
 		type: 'number',
 		typeOptions: { minValue: 1, maxValue: 1000 },
 		default: 3,
-		description: 'Attempts a replayed job gets on top of those it used',
+		description:
+			'Attempts a replayed job gets on top of those it used; one number for every job of the execution (read from the first item)',
 	},
 ];
 
@@ -89,7 +91,7 @@ export async function execute(this: IExecuteFunctions): Promise<INodeExecutionDa
 			parameter: 'requeueJobIds',
 			call: async (store, jobIds) =>
 				await store.requeue({ jobIds, limit: 10_000, additionalAttempts: additionalAttempts() }),
-			json: (row) => ({ ...row, requeued: true }),
+			json: (row) => ({ ...row }),
 		});
 	}
 	return await runOnce(this, {
@@ -103,6 +105,6 @@ export async function execute(this: IExecuteFunctions): Promise<INodeExecutionDa
 			additionalAttempts: additionalAttempts(),
 		}),
 		call: async (store, selection) => await store.requeue(selection),
-		route: (rows) => rows.map((row) => ({ output: 0, json: { ...row, requeued: true } })),
+		route: (rows) => rows.map((row) => ({ output: 0, json: { ...row } })),
 	});
 }
