@@ -31,6 +31,7 @@ import pg from 'pg';
 import { DurableJobsError, JobStore, migrate, type ListJobsInput } from '../src/core';
 import { indexPlanSettingsQuery } from '../src/core/sql/dashboard';
 import { startPostgres } from '../scripts/lib/postgres';
+import { drainQueue } from './lib/ours';
 import {
 	checkpoint,
 	dropSchema,
@@ -483,31 +484,18 @@ async function partWrites(config: Config, url: string): Promise<Record<string, u
 			}
 			stores[side] = new JobStore(pool, { schema });
 		}
+		// With each job's metadata, as Job Lease outputs it by default.
 		const drain = async (store: JobStore, workers: number, limit: number, jobs: number) => {
-			let done = 0;
 			const started = now();
-			await Promise.all(
-				Array.from({ length: workers }, async () => {
-					while (done < jobs) {
-						const leased = await store.lease({
-							queue: 'w',
-							limit: Math.max(1, Math.min(limit, jobs - done)),
-						});
-						if (leased.length === 0) return;
-						done += leased.length;
-						ok(
-							await store.complete(
-								leased.map((job) => ({
-									jobId: job.id,
-									attemptId: job.attempt_id,
-									outcome: 'succeeded' as const,
-								})),
-							),
-						);
-					}
-				}),
-			);
-			return done / ((now() - started) / 1000);
+			const { processed } = await drainQueue(store, {
+				queue: 'w',
+				workers,
+				limit,
+				includeMetadata: true,
+				maxJobs: jobs,
+			});
+			if (processed !== jobs) throw new Error(`drained ${processed} of ${jobs} jobs`);
+			return processed / ((now() - started) / 1000);
 		};
 		// One block: the same work on both schemas, back to back, in alternating order, so that a
 		// change of the machine's load hits both sides of a block alike.

@@ -35,7 +35,7 @@ import {
 } from '../scripts/lib/environment';
 import { startPostgres } from '../scripts/lib/postgres';
 import { bareWebhookWorkflow } from './lib/receiver-workflows';
-import { runMain } from './lib/util';
+import { percentile as nearestRank, round, runMain, sleep } from './lib/util';
 
 /** The last commit whose bundled workflows poll with Schedule Triggers (before Job Trigger). */
 const PRE_TRIGGER_REF = '1703778';
@@ -55,14 +55,14 @@ function arg(name: string, fallback: string): string {
 }
 
 function percentile(values: number[], p: number): number {
-	const sorted = [...values].sort((a, b) => a - b);
-	return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
+	return nearestRank(
+		[...values].sort((a, b) => a - b),
+		p,
+	);
 }
 
-const round = (value: number) => Math.round(value * 10) / 10;
-const load = () => loadavg().map((value) => Math.round(value * 100) / 100);
+const load = () => loadavg().map((value) => round(value, 2));
 const log = (line: string) => process.stderr.write(`[n8n-pipeline] ${line}\n`);
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** The bundled workflows as they were at `ref` (read with git, not checked out). */
 function workflowsAt(ref: string): WorkflowJson[] {

@@ -103,35 +103,7 @@ export class OursEngine implements Engine {
 		workMs = 0,
 		includeMetadata = false,
 	): Promise<DrainOutcome> {
-		let processed = 0;
-		let fetchCalls = 0;
-		const store = this.store;
-		const worker = async () => {
-			for (;;) {
-				fetchCalls++;
-				const jobs: LeasedJobEssentials[] = await store.lease({
-					queue: QUEUE,
-					limit,
-					includeMetadata,
-				});
-				if (jobs.length === 0) return;
-				if (workMs > 0) await sleep(workMs);
-				const results = check(
-					await store.complete(
-						jobs.map((job) => ({
-							jobId: job.id,
-							attemptId: job.attempt_id,
-							outcome: 'succeeded' as const,
-						})),
-					),
-				);
-				for (const result of results)
-					if (!result.applied) throw new Error(`complete not applied: ${result.leaseLostReason}`);
-				processed += jobs.length;
-			}
-		};
-		await Promise.all(Array.from({ length: workers }, () => worker()));
-		return { processed, fetchCalls };
+		return await drainQueue(this.store, { queue: QUEUE, workers, limit, workMs, includeMetadata });
 	}
 
 	drainSingle(workers: number, workMs = 0): Promise<DrainOutcome> {
@@ -141,4 +113,60 @@ export class OursEngine implements Engine {
 	drainBatch(workers: number, batch: number, metadata = false): Promise<DrainOutcome> {
 		return this.drain(workers, batch, 0, metadata);
 	}
+}
+
+/**
+ * Leases and completes a queue's jobs until a lease finds none, or until `maxJobs` are leased:
+ * `workers` loops at once, each leasing up to `limit` jobs, waiting `workMs`, and completing
+ * them as succeeded (every completion must apply). The benchmarks' one drain loop of the core.
+ */
+export async function drainQueue(
+	store: JobStore,
+	options: {
+		queue: string;
+		workers: number;
+		limit: number;
+		workMs?: number;
+		includeMetadata?: boolean;
+		maxJobs?: number;
+	},
+): Promise<DrainOutcome> {
+	const { queue, workers, limit, workMs = 0, includeMetadata = false } = options;
+	const maxJobs = options.maxJobs ?? Number.POSITIVE_INFINITY;
+	let processed = 0;
+	let fetchCalls = 0;
+	// Jobs leased, and asked for by leases still running: concurrent workers never pass maxJobs.
+	let leased = 0;
+	let reserved = 0;
+	const worker = async () => {
+		for (;;) {
+			const wanted = Math.min(limit, maxJobs - leased - reserved);
+			if (wanted <= 0) return;
+			reserved += wanted;
+			fetchCalls++;
+			let jobs: LeasedJobEssentials[];
+			try {
+				jobs = await store.lease({ queue, limit: wanted, includeMetadata });
+			} finally {
+				reserved -= wanted;
+			}
+			leased += jobs.length;
+			if (jobs.length === 0) return;
+			if (workMs > 0) await sleep(workMs);
+			const results = check(
+				await store.complete(
+					jobs.map((job) => ({
+						jobId: job.id,
+						attemptId: job.attempt_id,
+						outcome: 'succeeded' as const,
+					})),
+				),
+			);
+			for (const result of results)
+				if (!result.applied) throw new Error(`complete not applied: ${result.leaseLostReason}`);
+			processed += jobs.length;
+		}
+	};
+	await Promise.all(Array.from({ length: workers }, () => worker()));
+	return { processed, fetchCalls };
 }
