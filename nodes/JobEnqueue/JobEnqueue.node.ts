@@ -1,5 +1,6 @@
 import {
 	NodeConnectionTypes,
+	tryToParseDateTime,
 	type IDataObject,
 	type IExecuteFunctions,
 	type INodeExecutionData,
@@ -14,7 +15,7 @@ import {
 	type EnqueueResult,
 } from '../../src/core';
 import { lazyStore } from '../shared/connection';
-import { toNodeError } from '../shared/errors';
+import { invalidInput, toNodeError } from '../shared/errors';
 import {
 	headerValue,
 	itemPayload,
@@ -161,7 +162,8 @@ export class JobEnqueue implements INodeType {
 					name: 'runAt',
 					type: 'dateTime',
 					default: '',
-					description: 'Do not start the job before this time',
+					description:
+						"Do not start the job before this time. A time without an offset is in the workflow's time zone, as in n8n's own nodes.",
 				},
 				{
 					displayName: 'Status URL Base',
@@ -221,7 +223,7 @@ export class JobEnqueue implements INodeType {
 						explicitKey !== '' ? explicitKey : (headerValue(item.json, 'idempotency-key') ?? null),
 					priority: options.priority as number | undefined,
 					delayMs: secondsToMs(options.delaySeconds, 'Delay Seconds', DURATION_LIMITS_MS.delay),
-					runAt: (options.runAt as string) || null,
+					runAt: runAtValue(options.runAt, this.getTimezone()),
 					maxAttempts: options.maxAttempts as number | undefined,
 					orderingKey: (options.orderingKey as string) || null,
 					callbackUrl: (options.callbackUrl as string) || null,
@@ -264,4 +266,33 @@ function payloadLimitKb(value: unknown): number {
 			fix: `Set Max Payload Size (KB) to 1 or more, or remove it for the default ${DEFAULT_MAX_PAYLOAD_KB}`,
 		}) ?? DEFAULT_MAX_PAYLOAD_KB
 	);
+}
+
+/**
+ * *Run At* as an instant. The editor's date picker stores a wall time without an offset
+ * ("2026-12-05T10:00:00"), which n8n's own nodes (Wait, for one) read in the workflow's time
+ * zone; so does this, instead of the n8n process's. A value with an offset, a Date, a Luxon
+ * DateTime or epoch milliseconds keeps its instant.
+ */
+function runAtValue(value: unknown, timeZone: string): string | Date | null {
+	if (value === undefined || value === null || value === '') return null;
+	if (typeof value === 'number') return new Date(value);
+	const instant = isoInstant(value, timeZone);
+	if (instant === null)
+		throw invalidInput(
+			'Run At',
+			`"${String(value).slice(0, 60)}" is not a date and time`,
+			"Pick a date and time, or give an ISO 8601 value such as 2030-01-31T12:00:00Z (without an offset it is in the workflow's time zone)",
+		);
+	return instant;
+}
+
+/** The UTC ISO instant n8n reads `value` as in `timeZone`, or null when it is not a date. */
+function isoInstant(value: unknown, timeZone: string): string | null {
+	try {
+		const parsed = tryToParseDateTime(value, timeZone);
+		return parsed.isValid ? parsed.toUTC().toISO() : null;
+	} catch {
+		return null;
+	}
 }

@@ -82,6 +82,8 @@ export interface NodeContextOptions {
 	workflowName?: string;
 	executionId?: string;
 	mode?: WorkflowExecuteMode;
+	/** The workflow's time zone setting (n8n's default when left out). */
+	timezone?: string;
 }
 
 /** Members a test runner, `await` or n8n's deep copies probe on any object; they must not throw. */
@@ -355,7 +357,10 @@ export class NodeContext {
 			},
 			active: false,
 			nodeTypes,
-			settings: { executionOrder: 'v1' },
+			settings: {
+				executionOrder: 'v1',
+				...(options.timezone !== undefined ? { timezone: options.timezone } : {}),
+			},
 		});
 		this.node = this.workflow.nodes[node.name];
 		this.executionId = options.executionId ?? `exec-${Math.floor(Math.random() * 1e9)}`;

@@ -298,6 +298,38 @@ describe('Job Enqueue: bad items and continue-on-fail, with pairedItem intact', 
 		expect(String(result.output('Error')[0].json.error)).toMatch(/the limit is 2048/);
 	});
 
+	it("Run At without an offset is in the workflow's time zone, as the date picker stores it; an offset, epoch milliseconds and a bad value behave as such", async () => {
+		const runAtOf = async (runAt: unknown, timezone?: string) => {
+			const result = await nodes.run(new JobEnqueue(), {
+				items: [{ n: 1 }],
+				parameters: { queue: 'run-at', options: { runAt } },
+				...(timezone ? { timezone } : {}),
+			});
+			return String(result.output('main')[0].json.run_at);
+		};
+		// Berlin is UTC+1 in December, New York UTC-5.
+		expect(await runAtOf('2030-12-05T10:00:00', 'Europe/Berlin')).toBe('2030-12-05T09:00:00.000Z');
+		expect(await runAtOf('2030-12-05T10:00:00', 'America/New_York')).toBe(
+			'2030-12-05T15:00:00.000Z',
+		);
+		expect(await runAtOf('2030-12-05T10:00:00Z', 'Europe/Berlin')).toBe('2030-12-05T10:00:00.000Z');
+		expect(await runAtOf('2030-12-05T10:00:00+02:00', 'America/New_York')).toBe(
+			'2030-12-05T08:00:00.000Z',
+		);
+		expect(await runAtOf(Date.UTC(2030, 11, 5, 10), 'Europe/Berlin')).toBe(
+			'2030-12-05T10:00:00.000Z',
+		);
+		const before = await tableSnapshot(pool, schema);
+		const error = await rejection(
+			nodes.run(new JobEnqueue(), {
+				items: [{ n: 1 }],
+				parameters: { queue: 'run-at', options: { runAt: '={{ "soon" }}' } },
+			}),
+		);
+		expect(error.message).toBe('Run At: "soon" is not a date and time');
+		expect(await tableSnapshot(pool, schema)).toEqual(before);
+	});
+
 	it('Max Payload Size from an expression: nothing given is the default, a number as text counts, anything else is refused by name and writes nothing', async () => {
 		const big = { blob: 'y'.repeat(3000) };
 		for (const nothing of ['={{ null }}', '={{ undefined }}', '={{ "" }}']) {
