@@ -21,8 +21,8 @@ export interface CoalescingStats {
 	 */
 	splitAfterError: number;
 	/**
-	 * Flushes that ran longer than STALLED_FLUSH_MS while calls waited behind them, so the next
-	 * one started beside them.
+	 * Flushes that started beside an earlier one of their key, which had run longer than
+	 * STALLED_FLUSH_MS while calls waited behind it.
 	 */
 	stalledFlushes: number;
 }
@@ -161,7 +161,6 @@ export class Coalescer {
 			() => {
 				if (lane.holding !== holding) return;
 				lane.holding = null;
-				this.stats.stalledFlushes++;
 				this.schedule(key, lane);
 			},
 			Math.max(0, left),
@@ -188,6 +187,7 @@ export class Coalescer {
 				this.lanes.delete(key);
 			return;
 		}
+		if (lane.running > 0) this.stats.stalledFlushes++;
 		const holding: Holding = { startedAt: performance.now(), stallTimer: null };
 		lane.holding = holding;
 		lane.running++;

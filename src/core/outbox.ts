@@ -5,7 +5,14 @@ import { DEFAULT_OUTBOX_QUEUE, MAX_ATTEMPTS } from './defaults';
 import { DurableJobsError, EventIdReusedError, classifyDatabaseError } from './errors';
 import type { Transaction } from './executor';
 import { validateQueueName } from './identifiers';
-import { fillResults, validateItems, type BatchOptions, type ItemResults } from './items';
+import {
+	fillResults,
+	runWithReread,
+	validateItems,
+	type BatchOptions,
+	type ItemResults,
+} from './items';
+import { findByKeysQuery } from './sql/enqueue';
 import { companionQuery, outboxInsertQuery, type OutboxRow } from './sql/outbox';
 import type { Job, OutboxEventInput, OutboxResult } from './types';
 import {
@@ -91,22 +98,47 @@ export async function writeOutbox(
 
 type InsertedEvent = {
 	ord: number;
-	id: string;
+	/** Null only when the stored event could be neither inserted nor found. */
+	id: string | null;
 	status: Job['status'];
 	deduplicated: boolean;
 	existing_fingerprint: string | null;
 };
 
+/**
+ * Inserts the events; an event id already stored answers with the stored event. The INSERT's
+ * own lookup reads its statement's snapshot, which misses an event committed while the INSERT
+ * waited for it (a concurrent writer) or inserted by the same statement (one id twice in one
+ * call): those are read again by a statement of their own, which sees them.
+ */
 async function insertEvents(
 	ctx: StoreContext,
 	tx: Transaction,
 	rows: OutboxRow[],
 ): Promise<InsertedEvent[]> {
-	return await tx.runRows<InsertedEvent, OutboxRow>({
-		key: `outbox:${ctx.s}`,
-		rows,
-		build: (batch) => outboxInsertQuery(ctx.s, batch),
-	});
+	return await runWithReread<OutboxRow, InsertedEvent>(
+		tx,
+		{ key: `outbox:${ctx.s}`, rows, build: (batch) => outboxInsertQuery(ctx.s, batch) },
+		{
+			unresolved: (returned) => returned.id === null,
+			query: (missing) =>
+				findByKeysQuery(
+					ctx.s,
+					missing.map(({ row }) => ({
+						ord: row.ord,
+						queue: row.queue,
+						idempotency_key: row.event_id,
+					})),
+				),
+			merge: (returned, found) =>
+				Object.assign(returned, {
+					id: found.id,
+					status: found.status,
+					existing_fingerprint: found.existing_fingerprint,
+					deduplicated: true,
+				}),
+		},
+	);
 }
 
 /** An inserted or already stored event as the item's result; another payload under its id fails. */
@@ -115,6 +147,12 @@ function eventOutcome(
 	returned: InsertedEvent,
 	companion: CompanionResult | null,
 ): OutboxResult | DurableJobsError {
+	if (returned.id === null)
+		return new DurableJobsError(
+			'outbox_unresolved',
+			'The event could not be stored or found; retry the request',
+			{ httpStatus: 503 },
+		);
 	if (returned.deduplicated && returned.existing_fingerprint !== row.fingerprint)
 		return new EventIdReusedError(row.event_id, returned.id);
 	return {

@@ -100,6 +100,7 @@ export interface RequeueInput {
 	failedBefore?: Date | string | null;
 	includeCancelled?: boolean;
 	confirm?: boolean;
+	/** How many jobs a filter may replay (default 100); by ids, every named job is considered. */
 	limit?: number;
 	additionalAttempts?: number;
 }
@@ -124,7 +125,9 @@ export type RequeuedJob = {
  */
 export async function requeue(ctx: StoreContext, selection: RequeueInput): Promise<RequeuedJob[]> {
 	const jobIds =
-		selection.jobIds && selection.jobIds.length > 0 ? validateIds(selection.jobIds) : null;
+		selection.jobIds && selection.jobIds.length > 0
+			? [...new Set(validateIds(selection.jobIds))]
+			: null;
 	if (!jobIds) {
 		if (!selection.queue) {
 			throw new ValidationError(
@@ -149,7 +152,7 @@ export async function requeue(ctx: StoreContext, selection: RequeueInput): Promi
 		failedAfter: optionalDate(selection.failedAfter, 'failedAfter')?.toISOString() ?? null,
 		failedBefore: optionalDate(selection.failedBefore, 'failedBefore')?.toISOString() ?? null,
 		includeCancelled: selection.includeCancelled === true,
-		limit: inRange(selection.limit, 'limit', REQUEUE_LIMIT),
+		limit: jobIds ? jobIds.length : inRange(selection.limit, 'limit', REQUEUE_LIMIT),
 		additionalAttempts: inRange(
 			selection.additionalAttempts,
 			'additionalAttempts',

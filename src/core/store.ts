@@ -207,10 +207,12 @@ export class JobStore {
 	}
 
 	/**
-	 * Writes events to the outbox. Companion SQL (the business write) runs in the same
-	 * transaction, once per item with that item's parameters; the events are then inserted in
-	 * one statement. With `allOrNothing`, any failure rolls everything back and is thrown;
-	 * otherwise a failing item's companion SQL is undone by a savepoint and only that item fails.
+	 * Writes events to the outbox, in one transaction. An item's companion SQL (the business
+	 * write) runs with that item's parameters, followed by its event, in a savepoint; the events
+	 * of items without SQL go in one statement. A repeated event (same id and payload) answers
+	 * `deduplicated: true` and its SQL is undone; the same id with another payload fails with
+	 * `event_id_reused`. With `allOrNothing`, any failure rolls everything back and is thrown;
+	 * otherwise only the failing item is undone.
 	 */
 	async writeOutbox(
 		items: OutboxEventInput[],

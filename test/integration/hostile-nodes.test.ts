@@ -336,7 +336,7 @@ describe('Job Enqueue', () => {
 			'Run At that is not a date',
 			new JobEnqueue(),
 			{ items: [{ a: 1 }], parameters: { options: { runAt: '={{ "tomorrow-ish" }}' } } },
-			{ field: 'runAt', message: /is not a date/ },
+			{ field: 'Run At', message: /is not a date and time/ },
 		);
 		await rejects(
 			'Max Attempts 0',

@@ -296,6 +296,36 @@ describe('outbox write', () => {
 		expect(rows).toEqual([{ amount: 1 }]);
 	});
 
+	it('one event id twice in one call, and concurrent writers of one event without companion SQL: repeats are deduplicated, another payload is event_id_reused', async () => {
+		const same = await store.writeOutbox([
+			{ eventId: 'twice-1', eventType: 'x', payload: { a: 1 } },
+			{ eventId: 'twice-1', eventType: 'x', payload: { a: 1 } },
+			{ eventId: 'twice-1', eventType: 'x', payload: { a: 2 } },
+		]);
+		const [first, repeat] = [ok(same[0]), ok(same[1])];
+		expect(first.deduplicated).toBe(false);
+		expect(repeat).toMatchObject({ jobId: first.jobId, deduplicated: true });
+		expect(same[2]).toMatchObject({ code: 'event_id_reused', existingJobId: first.jobId });
+
+		const writers = 8;
+		const concurrent = await Promise.all(
+			Array.from({ length: writers }, async () =>
+				ok(
+					(await store.writeOutbox([{ eventId: 'race-2', eventType: 'x', payload: { b: 1 } }]))[0],
+				),
+			),
+		);
+		expect(concurrent.filter((result) => !result.deduplicated)).toHaveLength(1);
+		expect(new Set(concurrent.map((result) => result.jobId)).size).toBe(1);
+		expect(
+			(
+				await pool.query(
+					`SELECT count(*)::int AS n FROM ${schema}.jobs WHERE idempotency_key IN ('twice-1', 'race-2')`,
+				)
+			).rows[0].n,
+		).toBe(2);
+	});
+
 	it('SQL injection text in event fields is stored as data', async () => {
 		const evil = `'); DROP TABLE ${schema}.jobs; --`;
 		const written = ok(

@@ -129,6 +129,27 @@ describe('job status', () => {
 		expect(job).toMatchObject({ id: jobId, attempts: 2, payload: { q: 'rq' } });
 	});
 
+	it('requeue by ids considers every named job, past the filter limit, and answers each id once', async () => {
+		const queue = 'rq-many';
+		const ids = (
+			await store.enqueue(Array.from({ length: 150 }, (_, n) => ({ queue, payload: { n } })))
+		).map((result) => ok(result).jobId);
+		const leased = await store.lease({ queue, limit: 150 });
+		expect(leased).toHaveLength(150);
+		await store.complete(
+			leased.map((job) => ({
+				jobId: job.id,
+				attemptId: job.attempt_id,
+				outcome: 'failed' as const,
+				errorCode: 'boom',
+			})),
+		);
+		const answered = await store.requeue({ jobIds: [...ids, ids[0], ids[1]] });
+		expect(answered).toHaveLength(150);
+		expect(new Set(answered.map((row) => row.id))).toEqual(new Set(ids));
+		expect(answered.every((row) => row.requeued && row.status === 'queued')).toBe(true);
+	});
+
 	it('requeue by filter needs a queue and an explicit confirm, and respects the limit', async () => {
 		await failJob('rq-filter', 'http_400');
 		await failJob('rq-filter', 'http_400');

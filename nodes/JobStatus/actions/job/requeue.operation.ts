@@ -90,7 +90,7 @@ export async function execute(this: IExecuteFunctions): Promise<INodeExecutionDa
 		return await runForJobIds(this, {
 			parameter: 'requeueJobIds',
 			call: async (store, jobIds) =>
-				await store.requeue({ jobIds, limit: 10_000, additionalAttempts: additionalAttempts() }),
+				await store.requeue({ jobIds, additionalAttempts: additionalAttempts() }),
 			json: (row) => ({ ...row }),
 		});
 	}
