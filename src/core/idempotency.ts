@@ -2,7 +2,7 @@ import { v7 as uuidv7 } from 'uuid';
 
 import type { StoreContext } from './context';
 import { CLAIM, KEY_TTL } from './defaults';
-import { DurableJobsError, ValidationError } from './errors';
+import { ValidationError } from './errors';
 import type { Session } from './executor';
 import {
 	runWithReread,
@@ -48,6 +48,8 @@ interface ClaimReturnRow {
 	existing_created_at: Date | null;
 	existing_updated_at: Date | null;
 	existing_claims: number | null;
+	/** The key as the claim's snapshot shows it could have been taken over (see claimQuery). */
+	existing_was_takeable?: boolean | null;
 }
 
 interface GuardVerdict {
@@ -58,17 +60,16 @@ interface GuardVerdict {
 	current_state: string | null;
 }
 
-/** A later item of the batch with the key of an earlier one: answered from the earlier item. */
-interface Repeat {
-	ord: number;
-	firstOrd: number;
-	fingerprint: string | null;
-}
-
 /**
  * Claims idempotency keys, one statement for the batch. A new key is claimed (route 'new'); an
  * existing one routes to duplicate, in progress or conflict. With a late-event guard the claim
  * and the guard run in one transaction, and a stale event gives its fresh claim back.
+ *
+ * Items that repeat the key or the guarded entity of an earlier item go in a later round (one
+ * claim statement, and one guard statement, per round, in one transaction), so each item is
+ * answered exactly as if the items had been sent one after another: a repeat is compared with
+ * what the earlier item left (the stored key, its claim, the entity's newest version), not with
+ * the earlier item. A batch without repeats is one round, as before.
  */
 export async function claim(
 	ctx: StoreContext,
@@ -76,8 +77,9 @@ export async function claim(
 	options: BatchOptions = {},
 ): Promise<ItemResults<ClaimResult>> {
 	const guards = new Map<number, GuardRow>();
-	const firstOrdByKey = new Map<string, number>();
-	const repeats: Repeat[] = [];
+	const roundOf = new Map<number, number>();
+	const lastRoundByKey = new Map<string, number>();
+	const lastRoundByEntity = new Map<string, number>();
 	const { rows, results } = validateItems<ClaimInput, ClaimRow, ClaimResult>(
 		items,
 		(item, ord) => {
@@ -85,13 +87,6 @@ export async function claim(
 			const key = validateKey(item.key, 'key');
 			const fp = optionalText(item.fingerprint, 'fingerprint', 255);
 			const guard = item.guard ? guardRow(item.guard, ord, scope, key) : null;
-			const mapKey = JSON.stringify([scope, key]);
-			const firstOrd = firstOrdByKey.get(mapKey);
-			if (firstOrd !== undefined) {
-				repeats.push({ ord, firstOrd, fingerprint: fp });
-				return null;
-			}
-			firstOrdByKey.set(mapKey, ord);
 			const row: ClaimRow = {
 				ord,
 				scope,
@@ -101,22 +96,34 @@ export async function claim(
 				claim_ms: inRange(item.claimMs, 'claimMs', CLAIM),
 				ttl_ms: inRange(item.ttlMs, 'ttlMs', KEY_TTL),
 			};
+			const keyId = JSON.stringify([scope, key]);
+			const entityId = guard ? JSON.stringify([scope, guard.entity_key]) : null;
+			const round =
+				Math.max(
+					lastRoundByKey.get(keyId) ?? -1,
+					entityId === null ? -1 : (lastRoundByEntity.get(entityId) ?? -1),
+				) + 1;
+			lastRoundByKey.set(keyId, round);
+			if (entityId !== null) lastRoundByEntity.set(entityId, round);
+			roundOf.set(ord, round);
 			if (guard) guards.set(ord, guard);
 			return row;
 		},
 		options,
 	);
-	if (rows.length > 0) {
-		const work = async (db: Session, guarded: boolean) => {
-			const returned = await claimRows(ctx, db, rows);
-			const byOrd = new Map(rows.map((row) => [row.ord, row]));
+	if (rows.length === 0) return results;
+	const rounds: ClaimRow[][] = [];
+	for (const row of rows) (rounds[roundOf.get(row.ord)!] ??= []).push(row);
+	const work = async (db: Session) => {
+		for (const round of rounds) {
+			const returned = await claimRows(ctx, db, round);
+			const byOrd = new Map(round.map((row) => [row.ord, row]));
 			for (const row of returned) results[row.ord] = claimResult(row, byOrd.get(row.ord)!);
-			if (guarded) await applyGuards(ctx, db, returned, guards, rows, results);
-		};
-		if (guards.size > 0) await ctx.db.transaction(async (tx) => await work(tx, true));
-		else await work(ctx.db, false);
-	}
-	answerRepeats(repeats, rows, results);
+			await applyGuards(ctx, db, returned, guards, round, results);
+		}
+	};
+	if (guards.size > 0 || rounds.length > 1) await ctx.db.transaction(work);
+	else await work(ctx.db);
 	return results;
 }
 
@@ -130,7 +137,9 @@ async function claimRows(
 		db,
 		{ key: `claim:${ctx.s}`, rows, build: (batch) => claimQuery(ctx.s, batch) },
 		{
-			unresolved: (returned) => !returned.claimed && returned.existing_status === null,
+			unresolved: (returned) =>
+				!returned.claimed &&
+				(returned.existing_status === null || returned.existing_was_takeable === true),
 			query: (missing) =>
 				readKeysQuery(
 					ctx.s,
@@ -183,30 +192,6 @@ async function applyGuards(
 				occurredAt: verdict.current_occurred_at,
 				state: verdict.current_state,
 			},
-		};
-	}
-}
-
-/** A repeated key answers like its first item: in progress (or its route), or conflict. */
-function answerRepeats(
-	repeats: Repeat[],
-	rows: ClaimRow[],
-	results: ItemResults<ClaimResult>,
-): void {
-	for (const repeat of repeats) {
-		const first = results[repeat.firstOrd];
-		if (first instanceof DurableJobsError || first === undefined) {
-			results[repeat.ord] =
-				first ?? new DurableJobsError('claim_failed', 'The first item with this key failed');
-			continue;
-		}
-		const sameFingerprint =
-			(rows.find((row) => row.ord === repeat.firstOrd)?.fingerprint ?? null) === repeat.fingerprint;
-		results[repeat.ord] = {
-			...first,
-			route: sameFingerprint ? (first.route === 'new' ? 'in_progress' : first.route) : 'conflict',
-			claimId: null,
-			replay: false,
 		};
 	}
 }

@@ -605,6 +605,16 @@ describe('POST /webhook/events (event intake)', () => {
 		);
 		await hostile(
 			'POST /webhook/events',
+			'event_id without occurred_at (the late-event guard orders events by it)',
+			async () =>
+				await env.request('events', {
+					body: { event_id: 'evt-no-time', source: 'shop', external_id: 'x-1', status: 'paid' },
+				}),
+			400,
+			problem(400, /occurred_at/),
+		);
+		await hostile(
+			'POST /webhook/events',
 			'occurred_at "yesterday"',
 			async () => await env.request('events', { body: { ...valid, occurred_at: 'yesterday' } }),
 			400,

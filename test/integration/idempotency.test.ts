@@ -105,6 +105,31 @@ describe('idempotency claims', () => {
 		expect(second).toMatchObject({ route: 'new', replay: false, claims: 1 });
 	});
 
+	it('concurrent claims of a key whose TTL passed: one New, the others see the new claim, none the old result', async () => {
+		for (let round = 0; round < 5; round++) {
+			const key = `k-ttl-race-${round}`;
+			const first = await claimOne({ scope: 's', key, fingerprint: 'x' });
+			ok(
+				(
+					await store.completeClaims([{ scope: 's', key, claimId: first.claimId, result: 'old' }])
+				)[0],
+			);
+			await pool.query(
+				`UPDATE ${schema}.idempotency_keys SET expires_at = now() - interval '1 second' WHERE key = $1`,
+				[key],
+			);
+			const results = await Promise.all(
+				Array.from(
+					{ length: 16 },
+					async () => await claimOne({ scope: 's', key, fingerprint: 'x' }),
+				),
+			);
+			const routes = results.map((result) => result.route).sort();
+			expect(routes).toEqual([...Array.from({ length: 15 }, () => 'in_progress'), 'new']);
+			expect(results.every((result) => result.storedResult === null)).toBe(true);
+		}
+	});
+
 	it('scopes are independent', async () => {
 		expect((await claimOne({ scope: 'one', key: 'shared' })).route).toBe('new');
 		expect((await claimOne({ scope: 'two', key: 'shared' })).route).toBe('new');
@@ -148,6 +173,69 @@ describe('idempotency claims', () => {
 		expect(
 			(await claimOne({ scope: 'payments', key: 'evt-v4', guard: guard(4, 'refunded') })).route,
 		).toBe('new');
+	});
+
+	it('repeats of a key or an entity in one batch are answered as if sent one after another', async () => {
+		// A key stored as completed with one payload: the batch's first item has another payload
+		// (Conflict), its second the stored one (Duplicate, not the first item's Conflict).
+		const stored = await claimOne({ scope: 'seq', key: 'k', fingerprint: 'F1' });
+		await store.completeClaims([
+			{ scope: 'seq', key: 'k', claimId: stored.claimId!, result: { done: 1 } },
+		]);
+		const keyed = (
+			await store.claim([
+				{ scope: 'seq', key: 'k', fingerprint: 'F2' },
+				{ scope: 'seq', key: 'k', fingerprint: 'F1' },
+			])
+		).map(ok);
+		expect(keyed.map((result) => result.route)).toEqual(['conflict', 'duplicate']);
+		expect(keyed[1].storedResult).toEqual({ done: 1 });
+
+		// Two versions of one entity: both apply, in order.
+		const versions = (
+			await store.claim([
+				{ scope: 'seq', key: 'v1', guard: { entityKey: 'order-9', version: 1 } },
+				{ scope: 'seq', key: 'v2', guard: { entityKey: 'order-9', version: 2 } },
+			])
+		).map(ok);
+		expect(versions.map((result) => result.route)).toEqual(['new', 'new']);
+
+		// paid, then a later pending with the order pending < paid: paid applies, pending is
+		// stale, and the entity stays paid.
+		const order = ['pending', 'paid'];
+		const states = (
+			await store.claim([
+				{
+					scope: 'seq',
+					key: 'paid',
+					guard: {
+						entityKey: 'order-10',
+						occurredAt: '2026-01-01T10:00:00Z',
+						state: 'paid',
+						stateOrder: order,
+					},
+				},
+				{
+					scope: 'seq',
+					key: 'pending',
+					guard: {
+						entityKey: 'order-10',
+						occurredAt: '2026-01-01T11:00:00Z',
+						state: 'pending',
+						stateOrder: order,
+					},
+				},
+			])
+		).map(ok);
+		expect(states.map((result) => result.route)).toEqual(['new', 'stale']);
+		const { rows } = await pool.query(
+			`SELECT entity_key, version::text, state FROM ${schema}.entity_versions
+			WHERE scope = 'seq' ORDER BY entity_key`,
+		);
+		expect(rows).toEqual([
+			{ entity_key: 'order-10', version: null, state: 'paid' },
+			{ entity_key: 'order-9', version: '2', state: null },
+		]);
 	});
 
 	it('late-event guard by occurred_at under concurrency: the newest event wins, older ones are stale', async () => {

@@ -17,7 +17,9 @@ export interface ClaimRow {
  * (same fingerprint) or its TTL passed (any fingerprint). ON CONFLICT DO UPDATE waits for a
  * concurrent claimer of the same key and then re-checks the WHERE against the committed row,
  * so 32 concurrent claims yield exactly one winner. Rows that were not claimed are read back
- * in the same statement when visible, else by `readKeysQuery`.
+ * in the same statement when visible, else by `readKeysQuery`; so are rows this statement's
+ * snapshot shows as takeable that it did not take (`existing_was_takeable`): a concurrent
+ * claimer took them over first, and the snapshot still shows them as they were before.
  */
 export function claimQuery(s: string, rows: ClaimRow[]): SqlQuery {
 	return {
@@ -48,11 +50,16 @@ SELECT x.ord,
 	c.prior_status, c.claims, c.claim_until, c.expires_at,
 	e.status AS existing_status, e.fingerprint AS existing_fingerprint, e.result AS existing_result,
 	e.claim_id AS existing_claim_id, e.claim_until AS existing_claim_until, e.created_at AS existing_created_at,
-	e.updated_at AS existing_updated_at, e.claims AS existing_claims
+	e.updated_at AS existing_updated_at, e.claims AS existing_claims,
+	(e.expires_at <= now()
+		OR (e.fingerprint IS NOT DISTINCT FROM x.fingerprint
+			AND (e.status = 'failed' OR (e.status = 'in_progress' AND e.claim_until < now()))))
+		AS existing_was_takeable
 FROM input x
 LEFT JOIN claimed c ON c.scope = x.scope AND c.key = x.key
 LEFT JOIN LATERAL (
-	SELECT e.status, e.fingerprint, e.result, e.claim_id, e.claim_until, e.created_at, e.updated_at, e.claims
+	SELECT e.status, e.fingerprint, e.result, e.claim_id, e.claim_until, e.created_at, e.updated_at, e.claims,
+		e.expires_at
 	FROM ${s}.idempotency_keys e
 	WHERE c.scope IS NULL AND e.scope = x.scope AND e.key = x.key
 	OFFSET 0

@@ -15,6 +15,8 @@ const TIMER_MARGIN_MS = 5;
 const MAX_TIMER_MS = 2 ** 31 - 1;
 const RETRY_INITIAL_MS = 1_000;
 const RETRY_MAX_MS = 30_000;
+/** How long stopping waits for a running look (see stop). */
+const STOP_WAIT_MS = 10_000;
 
 /**
  * When the trigger looks for work. Every wake-up only asks for a look; looks are coalesced:
@@ -54,11 +56,16 @@ export class WakeUps {
 		if (this.stopped) return;
 		this.wakes[reason]++;
 		this.pending = true;
-		if (!this.looking) {
-			this.looking = this.lookWhilePending().finally(() => {
-				this.looking = undefined;
-			});
-		}
+		if (!this.looking) this.startLooking();
+	}
+
+	private startLooking(): void {
+		this.looking = this.lookWhilePending().finally(() => {
+			this.looking = undefined;
+			// A wake-up between the loop's last check and this callback found a look running and
+			// only set pending; without this it would wait for the next wake-up.
+			if (this.pending && !this.stopped) this.startLooking();
+		});
 	}
 
 	private async lookWhilePending(): Promise<void> {
@@ -71,6 +78,8 @@ export class WakeUps {
 	/** Wakes every `intervalMs` for `reason` (the backstop, or the poll instead of LISTEN). */
 	sweepEvery(intervalMs: number, reason: 'backstop' | 'poll'): void {
 		clearInterval(this.sweepTimer);
+		// A trigger closed while it was starting (a test run cancelled at once) sets no timer.
+		if (this.stopped) return;
 		this.sweepTimer = setInterval(() => this.wake(reason), intervalMs);
 		this.sweepTimer.unref();
 	}
@@ -114,13 +123,25 @@ export class WakeUps {
 		this.consecutiveFailures = 0;
 	}
 
-	/** No more wake-ups: clears every timer and waits for a running look to end. */
+	/**
+	 * No more wake-ups: clears every timer and waits for a running look to end, for at most
+	 * STOP_WAIT_MS. A look whose connection hangs (a peer gone without a word) must not hold up
+	 * n8n closing the trigger; when it returns, the jobs it leased are released (the engine
+	 * releases whatever a lease returns after the stop).
+	 */
 	async stop(): Promise<void> {
 		this.stopped = true;
 		clearTimeout(this.dueTimer);
 		clearTimeout(this.retryTimer);
 		clearInterval(this.sweepTimer);
 		this.dueTimer = this.retryTimer = this.sweepTimer = undefined;
-		await this.looking;
+		if (!this.looking) return;
+		let timer: NodeJS.Timeout | undefined;
+		const waited = new Promise<void>((resolve) => {
+			timer = setTimeout(resolve, STOP_WAIT_MS);
+			timer.unref();
+		});
+		await Promise.race([this.looking, waited]);
+		clearTimeout(timer);
 	}
 }
