@@ -249,14 +249,22 @@ export function serializePayload(value: unknown, field: string, maxBytes: number
 
 /** JSON with object keys sorted, so equal payloads hash equally whatever their key order. */
 export function canonicalJson(value: unknown): string {
+	return canonical(value, false);
+}
+
+function canonical(value: unknown, converted: boolean): string {
+	// As JSON.stringify does (and so as the payload is stored): a Date, a Luxon DateTime or a
+	// Buffer is written as what its toJSON gives, once, not as an object without keys.
+	if (!converted && typeof (value as { toJSON?: unknown } | null)?.toJSON === 'function')
+		return canonical((value as { toJSON: () => unknown }).toJSON(), true);
 	if (value === null || typeof value !== 'object') return JSON.stringify(value) ?? 'null';
 	if (Array.isArray(value))
-		return `[${value.map((entry) => canonicalJson(entry === undefined ? null : entry)).join(',')}]`;
+		return `[${value.map((entry) => canonical(entry === undefined ? null : entry, false)).join(',')}]`;
 	const record = value as Record<string, unknown>;
 	const keys = Object.keys(record)
 		.filter((key) => record[key] !== undefined)
 		.sort();
-	return `{${keys.map((key) => `${JSON.stringify(key)}:${canonicalJson(record[key])}`).join(',')}}`;
+	return `{${keys.map((key) => `${JSON.stringify(key)}:${canonical(record[key], false)}`).join(',')}}`;
 }
 
 export function fingerprint(value: unknown): string {

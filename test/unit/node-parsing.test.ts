@@ -203,4 +203,15 @@ describe('core helpers the nodes rely on', () => {
 		expect(fingerprint({ a: [1, 2] })).not.toBe(fingerprint({ a: [2, 1] }));
 		expect(fingerprint({ a: 1 })).toBe(createHash('sha256').update('{"a":1}').digest('hex'));
 	});
+
+	it('canonicalJson writes a Date (anything with toJSON) as JSON.stringify does, so payloads differing only in one differ', () => {
+		expect(canonicalJson({ at: new Date(0), n: 1 })).toBe(
+			'{"at":"1970-01-01T00:00:00.000Z","n":1}',
+		);
+		expect(canonicalJson([new Date(0)])).toBe(JSON.stringify([new Date(0)]));
+		expect(fingerprint({ at: new Date(0) })).not.toBe(fingerprint({ at: new Date(1) }));
+		// toJSON is called once: what it returns is written as it is.
+		const selfish = { toJSON: () => ({ b: 2, a: 1 }) };
+		expect(canonicalJson({ x: selfish })).toBe('{"x":{"a":1,"b":2}}');
+	});
 });
