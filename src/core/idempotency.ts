@@ -97,7 +97,7 @@ export async function claim(
 				ttl_ms: inRange(item.ttlMs, 'ttlMs', KEY_TTL),
 			};
 			const keyId = JSON.stringify([scope, key]);
-			const entityId = guard ? JSON.stringify([scope, guard.entity_key]) : null;
+			const entityId = guard ? JSON.stringify([guard.scope, guard.entity_key]) : null;
 			const round =
 				Math.max(
 					lastRoundByKey.get(keyId) ?? -1,
@@ -140,14 +140,28 @@ async function claimRows(
 			unresolved: (returned) =>
 				!returned.claimed &&
 				(returned.existing_status === null || returned.existing_was_takeable === true),
-			query: (missing) =>
-				readKeysQuery(
+			query: (missing) => {
+				// What the snapshot showed is out of date; a key no longer found reads as vanished.
+				for (const { returned } of missing) forgetExisting(returned);
+				return readKeysQuery(
 					ctx.s,
 					missing.map(({ row }) => ({ ord: row.ord, scope: row.scope, key: row.key })),
-				),
+				);
+			},
 			merge: (returned, found) => Object.assign(returned, found),
 		},
 	);
+}
+
+function forgetExisting(row: ClaimReturnRow): void {
+	row.existing_status = null;
+	row.existing_fingerprint = null;
+	row.existing_result = null;
+	row.existing_claim_id = null;
+	row.existing_claim_until = null;
+	row.existing_created_at = null;
+	row.existing_updated_at = null;
+	row.existing_claims = null;
 }
 
 /** Late-event guard for the items that were claimed: stale ones give their claim back. */

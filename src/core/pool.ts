@@ -63,9 +63,10 @@ export function toPoolConfig(config: ConnectionConfig): pg.PoolConfig {
 		connectionTimeoutMillis: config.connectionTimeoutMs ?? 10_000,
 		idleTimeoutMillis: 10_000,
 		allowExitOnIdle: true,
-		// Probes start after 10 s without traffic (the OS default is two hours), so a statement
-		// waiting on a connection whose peer vanished (a failover, a NAT dropping it) fails
-		// instead of waiting for hours; the LISTEN connection does the same.
+		// Probes start after 10 s without traffic instead of the OS default of two hours, so a
+		// statement waiting on a connection whose peer vanished (a failover, a NAT dropping it)
+		// fails within the OS's probe interval × count (Linux: 75 s × 9) instead of hours; the
+		// LISTEN connection does the same.
 		keepAlive: true,
 		keepAliveInitialDelayMillis: 10_000,
 		application_name: config.applicationName ?? 'n8n-nodes-durable-jobs',

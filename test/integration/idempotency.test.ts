@@ -199,6 +199,22 @@ describe('idempotency claims', () => {
 			])
 		).map(ok);
 		expect(versions.map((result) => result.route)).toEqual(['new', 'new']);
+		// The entity is the guard's: two claim scopes sharing a guard scope are one entity.
+		const shared = (
+			await store.claim([
+				{
+					scope: 'seq-a',
+					key: 'k1',
+					guard: { scope: 'shared', entityKey: 'order-11', version: 1 },
+				},
+				{
+					scope: 'seq-b',
+					key: 'k2',
+					guard: { scope: 'shared', entityKey: 'order-11', version: 2 },
+				},
+			])
+		).map(ok);
+		expect(shared.map((result) => result.route)).toEqual(['new', 'new']);
 
 		// paid, then a later pending with the order pending < paid: paid applies, pending is
 		// stale, and the entity stays paid.

@@ -125,9 +125,9 @@ export class WakeUps {
 
 	/**
 	 * No more wake-ups: clears every timer and waits for a running look to end, for at most
-	 * STOP_WAIT_MS. A look whose connection hangs (a peer gone without a word) must not hold up
-	 * n8n closing the trigger; when it returns, the jobs it leased are released (the engine
-	 * releases whatever a lease returns after the stop).
+	 * STOP_WAIT_MS. A look whose connection hangs (a peer gone without a word, noticed only by
+	 * TCP keep-alive) must not hold up n8n closing the trigger; when it returns, the jobs it
+	 * leased are released (the engine releases whatever a lease returns after the stop).
 	 */
 	async stop(): Promise<void> {
 		this.stopped = true;
