@@ -202,18 +202,27 @@ async function resolveKeys(
 			build: (batch) => enqueueQuery(ctx.schema, ctx.s, batch),
 			coalesce: true,
 		},
-		{
-			unresolved: (returned) => returned.id === null,
-			query: (missing) =>
-				findByKeysQuery(
-					ctx.s,
-					missing.map(({ row }) => ({
-						ord: row.ord,
-						queue: row.queue,
-						idempotency_key: row.idempotency_key!,
-					})),
-				),
-			merge: (returned, found) => Object.assign(returned, found, { deduplicated: true }),
-		},
+		rereadByKey(ctx.s, (row) => row.idempotency_key!),
 	);
+}
+
+/**
+ * runWithReread's second statement for an INSERT of jobs under (queue, idempotency key): a row
+ * that came back without a job (its key committed after the statement's snapshot, or by the
+ * same statement) is found by its key, and answers as deduplicated.
+ */
+export function rereadByKey<
+	Row extends { ord: number; queue: string },
+	Returned extends { id: string | null; deduplicated: boolean },
+>(s: string, keyOf: (row: Row) => string) {
+	return {
+		unresolved: (returned: Returned) => returned.id === null,
+		query: (missing: Array<{ returned: Returned; row: Row }>) =>
+			findByKeysQuery(
+				s,
+				missing.map(({ row }) => ({ ord: row.ord, queue: row.queue, idempotency_key: keyOf(row) })),
+			),
+		merge: (returned: Returned, found: Returned) =>
+			Object.assign(returned, found, { deduplicated: true }),
+	};
 }

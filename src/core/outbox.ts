@@ -12,7 +12,7 @@ import {
 	type BatchOptions,
 	type ItemResults,
 } from './items';
-import { findByKeysQuery } from './sql/enqueue';
+import { rereadByKey } from './enqueue';
 import { companionQuery, outboxInsertQuery, type OutboxRow } from './sql/outbox';
 import type { Job, OutboxEventInput, OutboxResult } from './types';
 import {
@@ -119,25 +119,7 @@ async function insertEvents(
 	return await runWithReread<OutboxRow, InsertedEvent>(
 		tx,
 		{ key: `outbox:${ctx.s}`, rows, build: (batch) => outboxInsertQuery(ctx.s, batch) },
-		{
-			unresolved: (returned) => returned.id === null,
-			query: (missing) =>
-				findByKeysQuery(
-					ctx.s,
-					missing.map(({ row }) => ({
-						ord: row.ord,
-						queue: row.queue,
-						idempotency_key: row.event_id,
-					})),
-				),
-			merge: (returned, found) =>
-				Object.assign(returned, {
-					id: found.id,
-					status: found.status,
-					existing_fingerprint: found.existing_fingerprint,
-					deduplicated: true,
-				}),
-		},
+		rereadByKey(ctx.s, (row) => row.event_id),
 	);
 }
 

@@ -59,7 +59,8 @@ export function validateUuid(value: unknown, field: string): string {
 	return value.toLowerCase();
 }
 
-export function optionalText(value: unknown, field: string, maxLength = 10_000): string | null {
+/** Text or a number as text; null for nothing; anything else is refused naming the field. */
+function textOrNull(value: unknown, field: string): string | null {
 	if (value === undefined || value === null || value === '') return null;
 	if (typeof value !== 'string' && typeof value !== 'number') {
 		throw new ValidationError(
@@ -68,7 +69,12 @@ export function optionalText(value: unknown, field: string, maxLength = 10_000):
 			`Pass ${field} as a string`,
 		);
 	}
-	const text = String(value);
+	return String(value);
+}
+
+export function optionalText(value: unknown, field: string, maxLength = 10_000): string | null {
+	const text = textOrNull(value, field);
+	if (text === null) return null;
 	if (text.length > maxLength) {
 		throw new ValidationError(
 			field,
@@ -100,15 +106,9 @@ export function storableMessage(
 	field: string,
 	maxLength = ERROR_MESSAGE_MAX_LENGTH,
 ): string | null {
-	if (value === undefined || value === null || value === '') return null;
-	if (typeof value !== 'string' && typeof value !== 'number') {
-		throw new ValidationError(
-			field,
-			`must be text, got ${describe(value)}`,
-			`Pass ${field} as a string`,
-		);
-	}
-	const text = String(value).replace(EVERY_NUL, '\uFFFD');
+	const raw = textOrNull(value, field);
+	if (raw === null) return null;
+	const text = raw.replace(EVERY_NUL, '\uFFFD');
 	if (text.length <= maxLength) return text;
 	const note = ` … [cut from ${text.length} characters]`;
 	let end = maxLength - note.length;
