@@ -15,7 +15,6 @@ import {
 	claimQuery,
 	guardQuery,
 	readKeysQuery,
-	releaseClaimsQuery,
 	settleClaimsQuery,
 	type ClaimRow,
 	type GuardRow,
@@ -63,7 +62,8 @@ interface GuardVerdict {
 /**
  * Claims idempotency keys, one statement for the batch. A new key is claimed (route 'new'); an
  * existing one routes to duplicate, in progress or conflict. With a late-event guard the claim
- * and the guard run in one transaction, and a stale event gives its fresh claim back.
+ * and the guard run in one transaction, and a stale event takes nothing: its round is undone and
+ * runs again without it, so a key it had taken over is as it was.
  *
  * Items that repeat the key or the guarded entity of an earlier item go in a later round (one
  * claim statement, and one guard statement, per round, in one transaction), so each item is
@@ -114,16 +114,45 @@ export async function claim(
 	if (rows.length === 0) return results;
 	const rounds: ClaimRow[][] = [];
 	for (const row of rows) (rounds[roundOf.get(row.ord)!] ??= []).push(row);
-	const work = async (db: Session) => {
-		for (const round of rounds) {
-			const returned = await claimRows(ctx, db, round);
-			const byOrd = new Map(round.map((row) => [row.ord, row]));
-			for (const row of returned) results[row.ord] = claimResult(row, byOrd.get(row.ord)!);
-			await applyGuards(ctx, db, returned, guards, round, results);
-		}
+	const claimRound = async (db: Session, round: ClaimRow[]): Promise<ClaimReturnRow[]> => {
+		const returned = await claimRows(ctx, db, round);
+		const byOrd = new Map(round.map((row) => [row.ord, row]));
+		for (const row of returned) results[row.ord] = claimResult(row, byOrd.get(row.ord)!);
+		return returned;
 	};
-	if (guards.size > 0 || rounds.length > 1) await ctx.db.transaction(work);
-	else await work(ctx.db);
+	if (guards.size === 0) {
+		const work = async (db: Session) => {
+			for (const round of rounds) await claimRound(db, round);
+		};
+		if (rounds.length > 1) await ctx.db.transaction(work);
+		else await work(ctx.db);
+		return results;
+	}
+	await ctx.db.transaction(async (tx) => {
+		for (const round of rounds) {
+			// A round whose guard finds stale events is undone (its savepoint), so a key a stale
+			// event had taken over (a failed claim, an expired one still being worked on) is as it
+			// was, and runs again without them. Each pass drops at least one item.
+			let remaining = round;
+			while (remaining.length > 0) {
+				const stale = await tx
+					.savepoint(async () => {
+						const verdicts = await guardVerdicts(ctx, tx, await claimRound(tx, remaining), guards);
+						const staleVerdicts = verdicts.filter((verdict) => !verdict.applied);
+						if (staleVerdicts.length > 0) throw new UndoRound(staleVerdicts);
+						return [];
+					})
+					.catch((error: unknown) => {
+						if (error instanceof UndoRound) return error.stale;
+						throw error;
+					});
+				if (stale.length === 0) break;
+				markStale(stale, results);
+				const staleOrds = new Set(stale.map((verdict) => verdict.ord));
+				remaining = remaining.filter((row) => !staleOrds.has(row.ord));
+			}
+		}
+	});
 	return results;
 }
 
@@ -164,36 +193,30 @@ function forgetExisting(row: ClaimReturnRow): void {
 	row.existing_claims = null;
 }
 
-/** Late-event guard for the items that were claimed: stale ones give their claim back. */
-async function applyGuards(
+/** Carries a round's stale verdicts out of its savepoint, which is rolled back. */
+class UndoRound {
+	constructor(readonly stale: GuardVerdict[]) {}
+}
+
+/** The late-event guard's verdicts for the items of a round that were claimed. */
+async function guardVerdicts(
 	ctx: StoreContext,
 	db: Session,
 	returned: ClaimReturnRow[],
 	guards: Map<number, GuardRow>,
-	rows: ClaimRow[],
-	results: ItemResults<ClaimResult>,
-): Promise<void> {
+): Promise<GuardVerdict[]> {
 	const guarded = returned.filter((row) => row.claimed && guards.has(row.ord));
-	if (guarded.length === 0) return;
-	const verdicts = await db.run<GuardVerdict>(
+	if (guarded.length === 0) return [];
+	return await db.run<GuardVerdict>(
 		guardQuery(
 			ctx.s,
 			guarded.map((row) => guards.get(row.ord)!),
 		),
 	);
-	const stale = verdicts.filter((verdict) => !verdict.applied);
-	if (stale.length === 0) return;
-	const byOrd = new Map(rows.map((row) => [row.ord, row]));
-	await db.run(
-		releaseClaimsQuery(
-			ctx.s,
-			stale.map((verdict) => ({
-				scope: byOrd.get(verdict.ord)!.scope,
-				key: byOrd.get(verdict.ord)!.key,
-				claim_id: byOrd.get(verdict.ord)!.claim_id,
-			})),
-		),
-	);
+}
+
+/** A stale event's answer: Stale, with the entity's newest applied version; it holds no claim. */
+function markStale(stale: GuardVerdict[], results: ItemResults<ClaimResult>): void {
 	for (const verdict of stale) {
 		const previous = results[verdict.ord] as ClaimResult;
 		results[verdict.ord] = {

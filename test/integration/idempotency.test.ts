@@ -283,6 +283,64 @@ describe('idempotency claims', () => {
 		expect(late.route).toBe('stale');
 	});
 
+	it('a stale event takes nothing: a failed claim it would have taken over keeps its error, an expired one its holder', async () => {
+		const keyRow = async (key: string) =>
+			(
+				await pool.query(
+					`SELECT status, error_message, claims, claim_id FROM ${schema}.idempotency_keys WHERE scope = 'restore' AND key = $1`,
+					[key],
+				)
+			).rows[0];
+		const guard = (version: number) => ({ entityKey: 'invoice-3', version });
+		// A failed claim of version 5, then version 9 applied by another event.
+		const failed = await claimOne({ scope: 'restore', key: 'evt-5', guard: guard(5) });
+		ok(
+			(
+				await store.failClaims([
+					{ scope: 'restore', key: 'evt-5', claimId: failed.claimId, errorMessage: 'CRM down' },
+				])
+			)[0],
+		);
+		expect((await claimOne({ scope: 'restore', key: 'evt-9', guard: guard(9) })).route).toBe('new');
+		// Its retry is stale: the failed claim stays as it was.
+		const before = await keyRow('evt-5');
+		expect((await claimOne({ scope: 'restore', key: 'evt-5', guard: guard(5) })).route).toBe(
+			'stale',
+		);
+		expect(await keyRow('evt-5')).toEqual(before);
+		expect(before).toMatchObject({ status: 'failed', error_message: 'CRM down', claims: 1 });
+
+		// A claim of version 7 whose timeout passed while its holder still works.
+		const holder = await claimOne({
+			scope: 'restore',
+			key: 'evt-7',
+			claimMs: 1_000,
+			guard: guard(7),
+		});
+		expect(holder.route).toBe('stale');
+		const slow = await claimOne({
+			scope: 'restore',
+			key: 'evt-10',
+			claimMs: 1_000,
+			guard: guard(10),
+		});
+		expect(slow.route).toBe('new');
+		await pool.query(
+			`UPDATE ${schema}.idempotency_keys SET claim_until = now() - interval '1 second' WHERE scope = 'restore' AND key = 'evt-10'`,
+		);
+		await pool.query(
+			`UPDATE ${schema}.entity_versions SET version = 11 WHERE scope = 'restore' AND entity_key = 'invoice-3'`,
+		);
+		expect((await claimOne({ scope: 'restore', key: 'evt-10', guard: guard(10) })).route).toBe(
+			'stale',
+		);
+		// The holder still owns its claim and completes it.
+		const [completed] = await store.completeClaims([
+			{ scope: 'restore', key: 'evt-10', claimId: slow.claimId, result: { ok: true } },
+		]);
+		expect(ok(completed)).toMatchObject({ applied: true, currentStatus: 'completed' });
+	});
+
 	it('the same event retried after its claim failed is processed again (not Stale, not Duplicate)', async () => {
 		const first = await claimOne({
 			scope: 'crm',

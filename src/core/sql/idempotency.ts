@@ -101,7 +101,7 @@ export interface GuardRow {
  * Late-event guard. Records the event's version / occurred_at / state for its entity unless an
  * already applied event is newer, or the state would move backwards in the configured order.
  * Items that come back with applied = false are stale. Runs in the claim's transaction; stale
- * items then give their fresh claim back (releaseClaimsQuery).
+ * items are then undone with their round (a savepoint; see `claim`).
  */
 export function guardQuery(s: string, rows: GuardRow[]): SqlQuery {
 	return {
@@ -138,21 +138,6 @@ LEFT JOIN LATERAL (
 ) cur ON true
 ORDER BY x.ord`,
 		values: [jsonRows(rows)],
-		prepare: true,
-	};
-}
-
-/** Gives back claims taken in this transaction by events the guard found stale. */
-export function releaseClaimsQuery(
-	s: string,
-	claims: Array<{ scope: string; key: string; claim_id: string }>,
-): SqlQuery {
-	return {
-		text: `
-DELETE FROM ${s}.idempotency_keys k
-USING jsonb_to_recordset($1::jsonb) AS x(scope text, key text, claim_id uuid)
-WHERE k.scope = x.scope AND k.key = x.key AND k.claim_id = x.claim_id`,
-		values: [jsonRows(claims)],
 		prepare: true,
 	};
 }
