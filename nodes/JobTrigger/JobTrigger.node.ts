@@ -11,6 +11,8 @@ import {
 } from 'n8n-workflow';
 
 import {
+	DEFAULT_BACKSTOP_MS,
+	DURATION_LIMITS_MS,
 	JobTriggerEngine,
 	peekJob,
 	release,
@@ -28,6 +30,7 @@ import {
 	leaseSecondsField,
 	queueField,
 } from '../shared/descriptions';
+import { leaseSecondsToMs, secondsToMs } from '../shared/batch';
 import { toNodeError } from '../shared/errors';
 
 /** A test run that leases a real job holds it at most this long if the run is abandoned. */
@@ -167,12 +170,18 @@ export class JobTrigger implements INodeType {
 		const queue = this.getNodeParameter('queue') as string;
 		const options = this.getNodeParameter('options', {}) as IDataObject;
 		const maxInFlight = this.getNodeParameter('maxJobsInFlight', 10) as number;
-		const leaseSeconds = this.getNodeParameter('leaseSeconds', 300) as number;
 		const concurrencyLimit = this.getNodeParameter('concurrencyLimit', 0) as number;
 		const batchSize =
 			this.getNodeParameter('emit', 'perJob') === 'batch'
 				? (this.getNodeParameter('batchSize', 10) as number)
 				: 1;
+		let durations: TriggerDurations;
+		try {
+			durations = triggerDurations(this.getNodeParameter('leaseSeconds', 300), options);
+		} catch (error) {
+			throw toNodeError(node, error);
+		}
+		const leaseSeconds = durations.leaseMs / 1000;
 		const config = credentialToConfig(await this.getCredentials(CREDENTIAL_TYPE));
 		const openStore = async () => await storeFor(this);
 
@@ -205,10 +214,8 @@ export class JobTrigger implements INodeType {
 				leaseMs: Math.round(leasedSeconds * 1000),
 				concurrencyLimit: concurrencyLimit > 0 ? concurrencyLimit : null,
 				batchSize: manual ? 1 : batchSize,
-				backstopMs: Math.round(((options.backstopSeconds as number | undefined) ?? 30) * 1000),
-				pollIntervalMs: Math.round(
-					((options.pollIntervalSeconds as number | undefined) ?? 0) * 1000,
-				),
+				backstopMs: durations.backstopMs,
+				pollIntervalMs: durations.pollIntervalMs,
 				connection: config,
 				applicationName: `n8n-nodes-durable-jobs trigger pid=${process.pid}`,
 				workflowId: this.getWorkflow().id ?? null,
@@ -247,6 +254,35 @@ export class JobTrigger implements INodeType {
 		}
 		return { closeFunction: async () => await engine.stop() };
 	}
+}
+
+interface TriggerDurations {
+	leaseMs: number;
+	backstopMs: number;
+	/** 0: wake up on LISTEN/NOTIFY. */
+	pollIntervalMs: number;
+}
+
+/** The trigger's durations, checked in the fields' own names and seconds before anything starts. */
+function triggerDurations(leaseSeconds: unknown, options: IDataObject): TriggerDurations {
+	const pollSeconds = options.pollIntervalSeconds;
+	return {
+		leaseMs: leaseSecondsToMs(leaseSeconds),
+		backstopMs:
+			secondsToMs(
+				options.backstopSeconds,
+				'Backstop Seconds',
+				DURATION_LIMITS_MS.triggerBackstop,
+			) ?? DEFAULT_BACKSTOP_MS,
+		pollIntervalMs:
+			pollSeconds === 0 || pollSeconds === '0'
+				? 0
+				: (secondsToMs(
+						pollSeconds,
+						'Poll Interval (Seconds)',
+						DURATION_LIMITS_MS.triggerPollInterval,
+					) ?? 0),
+	};
 }
 
 /**

@@ -16,6 +16,9 @@ export const PRIORITY = { min: -1000, max: 1000, default: 0 } as const;
 export const DELAY = { min: 0, max: 365 * DAY, default: 0 } as const;
 
 export const LEASE = { min: SECOND, max: DAY, default: MINUTE } as const;
+/** Job Trigger: how often it looks for jobs no notice announced, and its poll interval. */
+export const TRIGGER_BACKSTOP = { min: SECOND, max: DAY, default: 30 * SECOND } as const;
+export const TRIGGER_POLL_INTERVAL = { min: 100, max: DAY } as const;
 export const LEASE_LIMIT = { min: 1, max: 10_000, default: 1 } as const;
 export const CONCURRENCY_LIMIT = { min: 1, max: 100_000 } as const;
 
@@ -41,6 +44,8 @@ export const UNKNOWN_OUTCOMES_LIMIT = { min: 1, max: 10_000, default: 100 } as c
 export const DURATION_LIMITS_MS = {
 	delay: DELAY,
 	lease: LEASE,
+	triggerBackstop: TRIGGER_BACKSTOP,
+	triggerPollInterval: TRIGGER_POLL_INTERVAL,
 	backoffBase: BACKOFF_BASE,
 	backoffMax: BACKOFF_MAX,
 	claim: CLAIM,

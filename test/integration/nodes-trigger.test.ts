@@ -351,6 +351,27 @@ describe('Job Trigger: production activation', () => {
 			parameters: { queue: 'q', maxJobsInFlight: 0 },
 		});
 		await expect(zero.activate()).rejects.toThrow(/maxJobsInFlight/);
+		// Durations are checked in the field's own name and unit, before anything connects.
+		const durations: Array<[Record<string, unknown>, RegExp]> = [
+			[{ leaseSeconds: 0.5 }, /^Lease Seconds: must be a number of seconds from 1 to 86400/],
+			[{ leaseSeconds: 90_000 }, /^Lease Seconds: must be a number of seconds from 1 to 86400/],
+			[
+				{ options: { backstopSeconds: 0.2 } },
+				/^Backstop Seconds: must be a number of seconds from 1 to 86400/,
+			],
+			[
+				{ options: { pollIntervalSeconds: 0.05 } },
+				/^Poll Interval \(Seconds\): must be a number of seconds from 0.1 to 86400/,
+			],
+		];
+		for (const [parameters, message] of durations) {
+			const trigger = createTrigger(new JobTrigger(), {
+				parameters: { queue: 'q', ...parameters },
+			});
+			await expect(trigger.activate()).rejects.toMatchObject({
+				message: expect.stringMatching(message),
+			});
+		}
 		const badQueue = createTrigger(new JobTrigger(), { parameters: { queue: 'no spaces' } });
 		await expect(badQueue.activate()).rejects.toMatchObject({
 			message: expect.stringMatching(/not a valid queue name/),

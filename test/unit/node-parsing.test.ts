@@ -127,6 +127,28 @@ describe('parameter parsing', () => {
 		expect(keyFromFields({ a: 0, b: false }, ['a', 'b'])).toBe('0:false');
 	});
 
+	it('keyFromFields: different values of several fields never give one key (":" and "\\" escaped)', () => {
+		const key = (a: string, b: string) => keyFromFields({ a, b }, ['a', 'b']);
+		expect(key('x:y', 'z')).not.toBe(key('x', 'y:z'));
+		expect(key('x\\', ':z')).not.toBe(key('x\\:', 'z'));
+		expect(key('x:y', 'z')).toBe('x\\:y:z');
+		expect(key('x\\', 'z')).toBe('x\\\\:z');
+		// Keys of values without ':' or '\\' are as before, and one field is never escaped.
+		expect(key('shop', 'paid')).toBe('shop:paid');
+		expect(keyFromFields({ a: 'x:y' }, ['a'])).toBe('x:y');
+		expect(keyFromFields({ a: { k: 1 } }, ['a'])).toBe('{"k":1}');
+		const combos = [
+			['a:b', 'c'],
+			['a', 'b:c'],
+			['a\\', 'b'],
+			['a', '\\:b'],
+			['a\\', ':b'],
+			['a\\:', 'b'],
+		];
+		const keys = combos.map(([a, b]) => key(a, b));
+		expect(new Set(keys).size).toBe(keys.length);
+	});
+
 	it('deriveEventId is stable and never random: event_id, else type + id, else type + payload hash', () => {
 		expect(deriveEventId('order.paid', { event_id: 'evt-1', id: 9 })).toBe('evt-1');
 		expect(deriveEventId('order.paid', { id: 9 })).toBe('order.paid:9');

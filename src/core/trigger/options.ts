@@ -1,3 +1,4 @@
+import { LEASE, TRIGGER_BACKSTOP, TRIGGER_POLL_INTERVAL } from '../defaults';
 import { ValidationError } from '../errors';
 import { validateQueueName, validateSchemaName } from '../identifiers';
 import type { ConnectionConfig } from '../pool';
@@ -7,7 +8,7 @@ import { integerInRange, optionalBoolean } from '../validate';
 import type { TriggerLogger } from './listener';
 
 export const DEFAULT_MAX_IN_FLIGHT = 10;
-export const DEFAULT_BACKSTOP_MS = 30_000;
+export const DEFAULT_BACKSTOP_MS = TRIGGER_BACKSTOP.default;
 const DEFAULT_LEASE_MS = 300_000;
 
 /** Every option but the shape of the leased jobs and the `emit` that receives them. */
@@ -97,7 +98,7 @@ export function triggerSettings(options: JobTriggerOptions): TriggerSettings {
 			DEFAULT_MAX_IN_FLIGHT,
 		),
 		batchSize: integerInRange(options.batchSize, 'batchSize', 1, 10_000, 1),
-		leaseMs: integerInRange(options.leaseMs, 'leaseMs', 1_000, 24 * 3600_000, DEFAULT_LEASE_MS),
+		leaseMs: integerInRange(options.leaseMs, 'leaseMs', LEASE.min, LEASE.max, DEFAULT_LEASE_MS),
 		concurrencyLimit:
 			options.concurrencyLimit === null || options.concurrencyLimit === undefined
 				? null
@@ -105,8 +106,8 @@ export function triggerSettings(options: JobTriggerOptions): TriggerSettings {
 		backstopMs: integerInRange(
 			options.backstopMs,
 			'backstopMs',
-			1_000,
-			24 * 3600_000,
+			TRIGGER_BACKSTOP.min,
+			TRIGGER_BACKSTOP.max,
 			DEFAULT_BACKSTOP_MS,
 		),
 		pollIntervalMs:
@@ -114,7 +115,13 @@ export function triggerSettings(options: JobTriggerOptions): TriggerSettings {
 			options.pollIntervalMs === undefined ||
 			options.pollIntervalMs === 0
 				? null
-				: integerInRange(options.pollIntervalMs, 'pollIntervalMs', 100, 24 * 3600_000, 5_000),
+				: integerInRange(
+						options.pollIntervalMs,
+						'pollIntervalMs',
+						TRIGGER_POLL_INTERVAL.min,
+						TRIGGER_POLL_INTERVAL.max,
+						5_000,
+					),
 		includeMetadata: optionalBoolean(options.includeMetadata, 'includeMetadata', true),
 	};
 	if (settings.pollIntervalMs === null && !options.connection) {

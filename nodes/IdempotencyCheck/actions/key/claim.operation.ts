@@ -55,7 +55,8 @@ const properties: INodeProperties[] = [
 		placeholder: 'body.source, body.external_id, body.status',
 		required: true,
 		displayOptions: { show: { keySource: ['fields'] } },
-		description: 'Comma-separated dotted paths whose values make up the key',
+		description:
+			'Comma-separated dotted paths whose values make up the key, joined with ":" (a ":" or "\\" inside a value is escaped with "\\")',
 	},
 	{
 		displayName: 'Conflict Check',
@@ -149,7 +150,12 @@ export function keyFromFields(json: IDataObject, fields: string[]): string {
 		}
 		return typeof value === 'object' ? canonicalJson(value) : String(value);
 	});
-	const key = values.join(':');
+	// With several fields, a ':' inside a value would let two different sets of values give one
+	// key ('a:b' + 'c' and 'a' + 'b:c'); escaping changes no key whose values hold no ':' or '\'.
+	const key =
+		values.length === 1
+			? values[0]
+			: values.map((value) => value.replace(/[\\:]/g, (char) => `\\${char}`)).join(':');
 	return key.length <= 200 ? key : `sha256:${createHash('sha256').update(key).digest('hex')}`;
 }
 
