@@ -4,6 +4,7 @@ import { DurableJobsError, classifyDatabaseError } from './errors';
 import { Executor } from './executor';
 import { missingMigrations } from './migrate';
 import { newPool, toPoolConfig } from './pool';
+import { DEFAULT_ISOLATION_QUERY } from './sql/transaction';
 
 export interface ConnectionTestResult {
 	ok: boolean;
@@ -38,6 +39,15 @@ export async function testConnection(config: StoreConfig): Promise<ConnectionTes
 		false,
 	);
 	try {
+		const [{ isolation }] = await db.run<{ isolation: string }>(DEFAULT_ISOLATION_QUERY);
+		if (isolation !== 'read committed') {
+			// Single statements (most leases and completions) run at the default level; at
+			// repeatable read a lease that meets a job changed since its snapshot fails.
+			return {
+				ok: false,
+				message: `Connected, but transactions default to "${isolation}" for this user or database; Durable Jobs needs "read committed" (PostgreSQL's default). Run ALTER ROLE <user> SET default_transaction_isolation = 'read committed' (or ALTER DATABASE …), then reconnect.`,
+			};
+		}
 		const missing = await missingMigrations(db, schema);
 		if (missing.length === 0)
 			return { ok: true, message: `Connected; schema "${schema}" is up to date` };

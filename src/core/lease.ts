@@ -31,6 +31,15 @@ import {
 	validateUuid,
 } from './validate';
 
+/** How many times a lease runs when the unique index finds its ordering key taken. */
+const ORDERING_KEY_RUNS = 5;
+
+function orderingKeyTaken(error: unknown): boolean {
+	const cause = (error as { cause?: unknown } | null)?.cause ?? error;
+	const pgError = cause as { code?: unknown; constraint?: unknown } | null;
+	return pgError?.code === '23505' && pgError.constraint === 'jobs_ordering_running';
+}
+
 /** Second key of the per-queue advisory lock taken when a concurrency limit is enforced. */
 const QUEUE_LOCK_NAMESPACE = 0x44_4a_51; // "DJQ"
 
@@ -60,7 +69,11 @@ export async function lease(
 	const workflowId = optionalText(input.workflowId, 'workflowId', 255);
 	const executionId = optionalText(input.executionId, 'executionId', 255);
 	const metadata = optionalBoolean(input.includeMetadata, 'includeMetadata', true);
-	const statementOptions = { waitForFlush: ctx.durableLeases, metadata };
+	const statementOptions = {
+		waitForFlush: ctx.durableLeases,
+		metadata,
+		callbackQueue: ctx.callbackQueue,
+	};
 	const slots = (count: number): LeaseSlot[] =>
 		Array.from({ length: count }, (_, ord) => ({
 			ord,
@@ -69,8 +82,12 @@ export async function lease(
 			workflow_id: workflowId,
 			execution_id: executionId,
 		}));
-	let rows: LeaseReturnRow[];
-	if (concurrencyLimit === null) {
+	async function leaseOnce(): Promise<LeaseReturnRow[]> {
+		return concurrencyLimit === null
+			? await leaseAnyNumber()
+			: await leaseUnderLimit(concurrencyLimit);
+	}
+	async function leaseAnyNumber(): Promise<LeaseReturnRow[]> {
 		const callSlots = slots(limit);
 		// Leases of one queue from concurrent calls share a statement (everything else a call
 		// sends is in its slots).
@@ -83,21 +100,38 @@ export async function lease(
 			});
 		// The usual statement takes queued jobs only; when a lease of the queue has expired it
 		// takes nothing and says so, and the full statement recovers that job.
-		rows = await run('lease-queued', leaseQueuedQuery);
-		if (rows.some((row) => row.rerun)) rows = await run('lease', leaseQuery);
-	} else {
+		const queued = await run('lease-queued', leaseQueuedQuery);
+		return queued.some((row) => row.rerun) ? await run('lease', leaseQuery) : queued;
+	}
+	async function leaseUnderLimit(maxRunning: number): Promise<LeaseReturnRow[]> {
 		// The running count must be read after every other leaser of this queue has committed,
 		// so the lock is taken in its own statement: a statement's snapshot is fixed when it
 		// starts, and a lock taken inside the lease statement would count with stale data.
-		rows = await ctx.db.transaction(async (tx) => {
+		return await ctx.db.transaction(async (tx) => {
 			await tx.run(queueLockQuery(QUEUE_LOCK_NAMESPACE, queue));
-			const [{ running }] = await tx.run<{ running: number }>(runningCountQuery(ctx.s, queue));
-			const free = Math.min(limit, concurrencyLimit - running);
-			if (free <= 0) return [];
+			const [{ running, expired }] = await tx.run<{ running: number; expired: number }>(
+				runningCountQuery(ctx.s, queue),
+			);
+			// Jobs whose lease expired keep their slots; taking one over uses its own slot.
+			const queuedSlots = Math.max(0, Math.min(limit, maxRunning - running));
+			const count = Math.min(limit, queuedSlots + expired);
+			if (count <= 0) return [];
 			return await tx.run<LeaseReturnRow>(
-				leaseQuery(ctx.schema, ctx.s, queue, slots(free), statementOptions),
+				leaseQuery(ctx.schema, ctx.s, queue, slots(count), { ...statementOptions, queuedSlots }),
 			);
 		});
+	}
+	let rows: LeaseReturnRow[] = [];
+	for (let run = 1; ; run++) {
+		try {
+			rows = await leaseOnce();
+			break;
+		} catch (error) {
+			// Two leases whose snapshots crossed took two jobs of one ordering key; the unique
+			// index refused the second, nothing of it was written, and a new snapshot sees the
+			// first. Each run is a new race, so a few are plenty.
+			if (!orderingKeyTaken(error) || run === ORDERING_KEY_RUNS) throw error;
+		}
 	}
 	if (!metadata) {
 		return rows.map((row) => ({

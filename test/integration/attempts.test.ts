@@ -387,6 +387,7 @@ describe('attempt rows', () => {
 			'0013_single_enqueue_counts_itself.sql',
 			'0014_unknown_outcomes_index.sql',
 			'0015_column_domains.sql',
+			'0016_ordering_key_runs_alone.sql',
 		]);
 		const upgraded = new JobStore(pool, { schema: upgradeSchema });
 		expect(await attemptsOf(running, pool, upgradeSchema)).toEqual(before);

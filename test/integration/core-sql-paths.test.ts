@@ -221,7 +221,7 @@ describe('job_counts stay exact on every status change path', () => {
 			}));
 			const leased = (
 				await client.query<{ id: string; attempt_id: string }>(
-					leaseQuery(schema, s, queue, slots, { waitForFlush: true }),
+					leaseQuery(schema, s, queue, slots, { waitForFlush: true, callbackQueue: 'callbacks' }),
 				)
 			).rows;
 			expect(leased).toHaveLength(2);

@@ -18,7 +18,10 @@ async function commitSettingOfLease(waitForFlush: boolean, queue: string): Promi
 	try {
 		await client.query('BEGIN');
 		const leased = await client.query(
-			leaseQuery(schema, `"${schema}"`, queue, [slot()], { waitForFlush }),
+			leaseQuery(schema, `"${schema}"`, queue, [slot()], {
+				waitForFlush,
+				callbackQueue: 'callbacks',
+			}),
 		);
 		expect(leased.rows).toHaveLength(1);
 		const { rows } = await client.query<{ synchronous_commit: string }>('SHOW synchronous_commit');

@@ -6,7 +6,8 @@ import {
 	type LeasedJob,
 	type LeasedJobEssentials,
 } from '../../src/core';
-import { ok, sentTexts, sleep, succeedAll, useTestSchema } from '../helpers/db';
+import { BEGIN } from '../../src/core/sql/transaction';
+import { newPool, ok, sentTexts, sleep, succeedAll, useTestSchema, waitFor } from '../helpers/db';
 
 const { schema, pool, store } = useTestSchema(__filename, { poolSize: 40, migrate: true });
 
@@ -461,7 +462,7 @@ describe('lease and complete', () => {
 		// One statement writes a row once: in one statement, items 3 and 4 would have lost.
 		expect(results.map((result) => result.extended)).toEqual([true, true, true, true]);
 		expect(texts.filter((text) => text.includes('extended AS'))).toHaveLength(3);
-		expect(texts[0]).toBe('BEGIN');
+		expect(texts[0]).toBe(BEGIN);
 		expect(texts[texts.length - 1]).toBe('COMMIT');
 		const until = results.map((result) => result.leaseUntil!.getTime());
 		expect(until[2] - until[0]).toBeGreaterThanOrEqual(59_000);
@@ -539,6 +540,52 @@ describe('lease and complete', () => {
 			)
 		).rows;
 		expect(history.map((h) => h.outcome)).toEqual(['lease_expired', 'lease_expired']);
+	});
+
+	it('a job with a callback URL failed by lease expiry gets its job-finished event, once, as a failure by Job Complete does', async () => {
+		const [id] = await enqueueMany('exhaust-callback', 1, () => ({
+			maxAttempts: 1,
+			callbackUrl: 'https://example.com/hook',
+			correlationId: 'corr-9',
+		}));
+		const [leased] = await store.lease({ queue: 'exhaust-callback' });
+		await expireLease(leased.id);
+		expect(await store.lease({ queue: 'exhaust-callback' })).toEqual([]);
+		expect(await store.lease({ queue: 'exhaust-callback' })).toEqual([]);
+		const { rows } = await pool.query(
+			`SELECT payload, correlation_id, status FROM ${schema}.jobs WHERE queue = 'callbacks' AND payload->'payload'->>'job_id' = $1`,
+			[id],
+		);
+		expect(rows).toHaveLength(1);
+		expect(rows[0]).toMatchObject({ status: 'queued', correlation_id: 'corr-9' });
+		expect(rows[0].payload).toMatchObject({
+			event_id: `job_${id}_failed_1`,
+			event_type: 'job.failed',
+			destination: 'https://example.com/hook',
+			payload: {
+				job_id: id,
+				queue: 'exhaust-callback',
+				status: 'failed',
+				attempts: 1,
+				error: expect.objectContaining({ code: 'lease_expired', class: 'retryable' }),
+			},
+		});
+	});
+
+	it('a Retry without an error code: retry while attempts remain, retries_exhausted only when it fails the job', async () => {
+		await enqueueMany('retry-no-code', 1, () => ({ maxAttempts: 2 }));
+		const codes: Array<string | null> = [];
+		for (let attempt = 1; attempt <= 2; attempt++) {
+			await pool.query(
+				`UPDATE ${schema}.jobs SET run_at = now() WHERE queue = 'retry-no-code' AND status = 'queued'`,
+			);
+			const [job] = await store.lease({ queue: 'retry-no-code' });
+			const [result] = await store.complete([
+				{ jobId: job.id, attemptId: job.attempt_id, outcome: 'retry' },
+			]);
+			codes.push(`${ok(result).status}:${ok(result).errorCode}`);
+		}
+		expect(codes).toEqual(['queued:retry', 'failed:retries_exhausted']);
 	});
 
 	it('max attempts reached by retry → failed, keeping the error code; backoff lands inside the documented bounds', async () => {
@@ -718,6 +765,155 @@ describe('lease and complete', () => {
 			)[0],
 		);
 		expect(await store.lease({ queue: 'ordered-retry', limit: 5 })).toHaveLength(0);
+	});
+
+	it('ordering key: a job requeued while a later job of its key runs waits until that one ends', async () => {
+		const [first, second] = await enqueueMany('ordered-requeue', 2, () => ({ orderingKey: 'k' }));
+		const [leasedFirst] = await store.lease({ queue: 'ordered-requeue' });
+		expect(leasedFirst.id).toBe(first);
+		ok(
+			(
+				await store.complete([
+					{ jobId: first, attemptId: leasedFirst.attempt_id, outcome: 'failed', errorCode: 'x' },
+				])
+			)[0],
+		);
+		const [leasedSecond] = await store.lease({ queue: 'ordered-requeue' });
+		expect(leasedSecond.id).toBe(second);
+		expect((await store.requeue({ jobIds: [first] }))[0].requeued).toBe(true);
+
+		expect(await store.lease({ queue: 'ordered-requeue', limit: 5 })).toEqual([]);
+		await succeedAll(store, [leasedSecond]);
+		expect(
+			(await store.lease({ queue: 'ordered-requeue', limit: 5 })).map((job) => job.id),
+		).toEqual([first]);
+	});
+
+	it('ordering key: a job whose enqueue commits after a later job of its key was leased waits for that one', async () => {
+		const early = await pool.connect();
+		try {
+			await early.query('BEGIN');
+			const { rows } = await early.query<{ id: string }>(
+				`INSERT INTO ${schema}.jobs (id, queue, payload, ordering_key) VALUES (gen_random_uuid(), 'ordered-late', '{}', 'k') RETURNING id`,
+			);
+			const [later] = await enqueueMany('ordered-late', 1, () => ({ orderingKey: 'k' }));
+			const [leased] = await store.lease({ queue: 'ordered-late', limit: 5 });
+			expect(leased.id).toBe(later);
+			await early.query('COMMIT');
+
+			expect(await store.lease({ queue: 'ordered-late', limit: 5 })).toEqual([]);
+			await succeedAll(store, [leased]);
+			expect((await store.lease({ queue: 'ordered-late' })).map((job) => job.id)).toEqual([
+				rows[0].id,
+			]);
+		} finally {
+			await early.query('ROLLBACK').catch(() => undefined);
+			early.release();
+		}
+	});
+
+	it('ordering key: two leases whose snapshots cross never run two jobs of one key; the index refuses the second, which runs again', async () => {
+		// The first lease is held after writing (an AFTER trigger sleeps) while a job of the same
+		// key, with a lower seq, becomes visible; the second lease sees the first's job as queued.
+		const otherPool = newPool(2);
+		const early = await pool.connect();
+		const s = schema;
+		try {
+			const [higherSeq] = await enqueueMany('ordered-cross', 1, () => ({ orderingKey: 'k' }));
+			await pool.query(`CREATE FUNCTION ${s}.hold_lease() RETURNS trigger LANGUAGE plpgsql AS $$
+				BEGIN PERFORM pg_sleep(1); RETURN NULL; END $$`);
+			await pool.query(`CREATE TRIGGER hold_lease AFTER UPDATE ON ${s}.jobs FOR EACH ROW
+				WHEN (NEW.id = '${higherSeq}' AND NEW.status = 'running') EXECUTE FUNCTION ${s}.hold_lease()`);
+			// Inserted with a lower seq than the job above (an explicit one), committed later.
+			await early.query('BEGIN');
+			const { rows } = await early.query<{ id: string }>(
+				`INSERT INTO ${s}.jobs (id, queue, payload, ordering_key, seq) OVERRIDING SYSTEM VALUE
+				SELECT gen_random_uuid(), 'ordered-cross', '{}', 'k', seq - 1 FROM ${s}.jobs WHERE id = $1
+				RETURNING id`,
+				[higherSeq],
+			);
+			const lowerSeq = rows[0].id;
+			const firstLease = store.lease({ queue: 'ordered-cross', limit: 5 });
+			await waitFor(
+				async () =>
+					(
+						await pool.query(
+							`SELECT 1 FROM pg_stat_activity WHERE wait_event = 'PgSleep' AND datname = current_database()`,
+						)
+					).rowCount! > 0,
+				'the first lease to hold its job',
+			);
+			await early.query('COMMIT');
+			const secondLease = new JobStore(otherPool, { schema }).lease({
+				queue: 'ordered-cross',
+				limit: 5,
+			});
+
+			const [first, second] = await Promise.all([firstLease, secondLease]);
+			expect(first.map((job) => job.id)).toEqual([higherSeq]);
+			expect(second).toEqual([]);
+			const { rows: running } = await pool.query(
+				`SELECT id FROM ${s}.jobs WHERE queue = 'ordered-cross' AND status = 'running'`,
+			);
+			expect(running).toEqual([{ id: higherSeq }]);
+			await pool.query(`DROP TRIGGER hold_lease ON ${s}.jobs`);
+			await succeedAll(store, first);
+			expect((await store.lease({ queue: 'ordered-cross' })).map((job) => job.id)).toEqual([
+				lowerSeq,
+			]);
+		} finally {
+			await early.query('ROLLBACK').catch(() => undefined);
+			early.release();
+			await pool.query(`DROP TRIGGER IF EXISTS hold_lease ON ${s}.jobs`);
+			await pool.query(`DROP FUNCTION IF EXISTS ${s}.hold_lease()`);
+			await otherPool.end();
+		}
+	}, 20_000);
+
+	it('concurrency limit: a job whose lease expired keeps its slot, so a heartbeat in flight on it cannot put the queue over the limit', async () => {
+		const [, second, third] = await enqueueMany('limited-expired', 3);
+		const leased = await store.lease({ queue: 'limited-expired', limit: 2, concurrencyLimit: 2 });
+		expect(leased).toHaveLength(2);
+		const expiring = leased.find((job) => job.id === second)!;
+		await expireLease(second);
+		// The worker of the expired job is extending its lease right now: its row is locked.
+		const heartbeat = await pool.connect();
+		try {
+			await heartbeat.query('BEGIN');
+			await heartbeat.query(
+				`UPDATE ${schema}.jobs SET lease_until = now() + interval '1 minute' WHERE id = $1 AND attempt_id = $2`,
+				[second, expiring.attempt_id],
+			);
+			expect(
+				await store.lease({ queue: 'limited-expired', limit: 2, concurrencyLimit: 2 }),
+			).toEqual([]);
+			await heartbeat.query('COMMIT');
+		} finally {
+			await heartbeat.query('ROLLBACK').catch(() => undefined);
+			heartbeat.release();
+		}
+		const { rows } = await pool.query(
+			`SELECT id FROM ${schema}.jobs WHERE queue = 'limited-expired' AND status = 'running' ORDER BY seq`,
+		);
+		expect(rows.map((row) => row.id)).not.toContain(third);
+		expect(rows).toHaveLength(2);
+
+		// Not locked, the expired job is taken over in its own slot, and its old attempt is fenced.
+		await expireLease(second);
+		const [takenOver] = await store.lease({
+			queue: 'limited-expired',
+			limit: 2,
+			concurrencyLimit: 2,
+		});
+		expect(takenOver).toMatchObject({ id: second, recovered: true });
+		const [late] = await store.extendLease([
+			{ jobId: second, attemptId: expiring.attempt_id, leaseMs: 60_000 },
+		]);
+		expect(ok(late).extended).toBe(false);
+		const { rows: after } = await pool.query(
+			`SELECT count(*)::int AS n FROM ${schema}.jobs WHERE queue = 'limited-expired' AND status = 'running'`,
+		);
+		expect(after[0].n).toBe(2);
 	});
 
 	it('concurrency limit K: under 8 leasers never more than K running in the queue', async () => {

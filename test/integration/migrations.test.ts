@@ -162,9 +162,17 @@ describe('migrations', () => {
 		const before = await state();
 		expect(before.view[0].acl).toContain(`${domainsReader}=r/`);
 
-		expect((await migrate(pool, upgraded)).applied).toEqual(['0015_column_domains.sql']);
+		expect((await migrate(pool, upgraded)).applied).toEqual([
+			'0015_column_domains.sql',
+			'0016_ordering_key_runs_alone.sql',
+		]);
 
-		expect(await state()).toEqual(before);
+		// 0016 only adds an index (of the running jobs with an ordering key, none here).
+		const after = await state();
+		expect(
+			after.files.filter((file: { relname: string }) => file.relname !== 'jobs_ordering_running'),
+		).toEqual(before.files);
+		expect({ ...after, files: before.files }).toEqual(before);
 		const { rows: types } = await pool.query<{ attname: string; type: string }>(
 			`SELECT a.attname, format_type(a.atttypid, a.atttypmod) AS type FROM pg_attribute a
 			WHERE a.attrelid = $1::regclass AND a.attname IN ('status', 'idempotency_key', 'attempts',
@@ -240,6 +248,36 @@ describe('migrations', () => {
 		await dropSchema(pool, fresh);
 	});
 
+	it('0016 stops, naming them, while two jobs of one ordering key run (an older version could leave them), and is applied once one has ended', async () => {
+		const target = `${schema}_g`;
+		const s = `"${target}"`;
+		await dropSchema(pool, target);
+		await schemaAtMigration(pool, target, 15);
+		await pool.query(
+			`INSERT INTO ${s}.jobs (id, queue, payload, status, attempts, attempt_id, lease_until, ordering_key)
+			SELECT gen_random_uuid(), 'orders', '{}', 'running', 1, gen_random_uuid(), now() + interval '1 minute', 'customer-7'
+			FROM generate_series(1, 2)`,
+		);
+		await expect(migrate(pool, target)).rejects.toThrow(
+			/Migration 0016 waits: 2 jobs of queue "orders" with ordering key "customer-7" are running at once/,
+		);
+		const { rows: applied } = await pool.query(`SELECT max(id)::int AS id FROM ${s}.migrations`);
+		expect(applied[0].id).toBe(15);
+
+		await pool.query(
+			`UPDATE ${s}.jobs SET status = 'done', lease_until = NULL, finished_at = now()
+			WHERE id = (SELECT id FROM ${s}.jobs ORDER BY seq LIMIT 1)`,
+		);
+		expect((await migrate(pool, target)).applied).toEqual(['0016_ordering_key_runs_alone.sql']);
+		await expect(
+			pool.query(
+				`INSERT INTO ${s}.jobs (id, queue, payload, status, attempts, attempt_id, lease_until, ordering_key)
+				VALUES (gen_random_uuid(), 'orders', '{}', 'running', 1, gen_random_uuid(), now(), 'customer-7')`,
+			),
+		).rejects.toMatchObject({ code: '23505', constraint: 'jobs_ordering_running' });
+		await dropSchema(pool, target);
+	});
+
 	it('a migration that deadlocks with a query runs again and is applied once', async () => {
 		const target = `${schema}_f`;
 		await dropSchema(pool, target);
@@ -266,7 +304,10 @@ describe('migrations', () => {
 			const lock = migrationLockQuery(target);
 			await reader.query(lock.text, lock.values);
 			await reader.query('COMMIT');
-			expect((await migrating).applied).toEqual(['0015_column_domains.sql']);
+			expect((await migrating).applied).toEqual([
+				'0015_column_domains.sql',
+				'0016_ordering_key_runs_alone.sql',
+			]);
 			const { rows } = await pool.query(`SELECT name FROM "${target}".migrations WHERE id = 15`);
 			expect(rows).toEqual([{ name: '0015_column_domains.sql' }]);
 		} finally {

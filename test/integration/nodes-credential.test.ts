@@ -1,11 +1,14 @@
 import type { ICredentialDataDecryptedObject, ICredentialTestFunctions } from 'n8n-workflow';
 import { NodeOperationError } from 'n8n-workflow';
 
+import pg from 'pg';
+
 import { resetMigrationCache } from '../../src/core';
+import { Executor } from '../../src/core/executor';
 import { JobEnqueue } from '../../nodes/JobEnqueue/JobEnqueue.node';
 import { testDurableJobsConnection } from '../../nodes/shared/credentialTest';
 import { freePort } from '../../scripts/lib/postgres';
-import { databaseUrl, testSchema, useTestSchema } from '../helpers/db';
+import { databaseUrl, serverOf, testSchema, useTestSchema } from '../helpers/db';
 import { credentialFor, nodeRunner, webhookItem } from '../helpers/n8n-context';
 
 const missingSchema = testSchema(__filename, 'never-migrated');
@@ -70,6 +73,45 @@ describe('credential test against a real server', () => {
 			status: 'OK',
 			message: `Connected; schema "${schema}" is up to date`,
 		});
+	});
+
+	it('a user whose transactions default to repeatable read is told to set read committed', async () => {
+		const role = `djt_rr_${process.pid}`;
+		await pool.query(`DROP ROLE IF EXISTS "${role}"`);
+		await pool.query(`CREATE ROLE "${role}" LOGIN SUPERUSER PASSWORD 'rr-pw'`);
+		await pool.query(`ALTER ROLE "${role}" SET default_transaction_isolation = 'repeatable read'`);
+		try {
+			const result = await check(
+				credentialFor(databaseUrl(), schema, { user: role, password: 'rr-pw' }),
+			);
+			expect(result.status).toBe('Error');
+			expect(result.message).toMatch(/default to "repeatable read"/);
+			expect(result.message).toMatch(/default_transaction_isolation = 'read committed'/);
+			// The package's own transactions ask for read committed whatever the default.
+			const rolePool = new pg.Pool({
+				...serverOf(databaseUrl()),
+				user: role,
+				password: 'rr-pw',
+				max: 1,
+			});
+			try {
+				const levels = await new Executor(rolePool, false).transaction(async (tx) => [
+					...(await tx.run<{ level: string }>({
+						text: `SELECT current_setting('transaction_isolation') AS level`,
+						values: [],
+					})),
+				]);
+				expect(levels).toEqual([{ level: 'read committed' }]);
+				const { rows } = await rolePool.query(
+					`SELECT current_setting('transaction_isolation') AS level`,
+				);
+				expect(rows).toEqual([{ level: 'repeatable read' }]);
+			} finally {
+				await rolePool.end();
+			}
+		} finally {
+			await pool.query(`DROP ROLE IF EXISTS "${role}"`);
+		}
 	});
 });
 

@@ -10,6 +10,7 @@ import { IdempotencyCheck } from '../../nodes/IdempotencyCheck/IdempotencyCheck.
 import { JobComplete } from '../../nodes/JobComplete/JobComplete.node';
 import { JobEnqueue } from '../../nodes/JobEnqueue/JobEnqueue.node';
 import { JobLease } from '../../nodes/JobLease/JobLease.node';
+import { BEGIN } from '../../src/core/sql/transaction';
 import { JobStatus } from '../../nodes/JobStatus/JobStatus.node';
 import { OutboxWrite } from '../../nodes/OutboxWrite/OutboxWrite.node';
 import { sentTexts, useTestSchema } from '../helpers/db';
@@ -65,7 +66,7 @@ describe('one round trip per statement, whatever the number of items', () => {
 		expect(result.output('main')).toHaveLength(1000);
 		expect(new Set(result.output('main').map((item) => item.json.job_id)).size).toBe(1000);
 		expect(statements).toHaveLength(3);
-		expect(statements[0]).toBe('BEGIN');
+		expect(statements[0]).toBe(BEGIN);
 		expect(statements[1]).toMatch(/INSERT INTO "djt_[0-9a-f]+"\.jobs/);
 		expect(statements[2]).toBe('COMMIT');
 		const { rows } = await pool.query(
@@ -172,7 +173,7 @@ describe('one round trip per statement, whatever the number of items', () => {
 		expect(result.output('main')).toHaveLength(100);
 		expect(dataStatements(statements)).toHaveLength(1);
 		expect(statements.filter((text) => TRANSACTION_CONTROL.test(text))).toEqual([
-			'BEGIN',
+			BEGIN,
 			'COMMIT',
 		]);
 	});

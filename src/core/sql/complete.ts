@@ -119,7 +119,10 @@ WITH input AS MATERIALIZED (
 		lease_until = NULL,
 		finished_at = CASE WHEN (${NEW_STATUS}) IN ('done', 'failed') THEN now() ELSE NULL END,
 		updated_at = now(),
-		error_code = CASE WHEN x.outcome IN ('failed', 'retry') THEN coalesce(x.error_code, CASE WHEN x.outcome = 'retry' THEN 'retries_exhausted' ELSE 'failed' END)
+		error_code = CASE WHEN x.outcome IN ('failed', 'retry') THEN coalesce(x.error_code, CASE
+				WHEN x.outcome = 'failed' THEN 'failed'
+				WHEN (${NEW_STATUS}) = 'failed' THEN 'retries_exhausted'
+				ELSE 'retry' END)
 			WHEN x.outcome = 'succeeded' THEN NULL ELSE j.error_code END,
 		error_message = CASE WHEN x.outcome IN ('failed', 'retry') THEN x.error_message WHEN x.outcome = 'succeeded' THEN NULL ELSE j.error_message END,
 		error_class = CASE

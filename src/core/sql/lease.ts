@@ -69,11 +69,16 @@ const ESSENTIAL_LEASED_COLUMNS = [
 	'attempt_id',
 ] as const;
 
-/** What a lease writes on each job it takes (`a`: the job's slot). */
+/**
+ * What a lease writes on each job it takes (`a`: the job's slot). statement_timestamp() is now()
+ * for a lease alone in its transaction; under a concurrency limit the transaction began before
+ * it waited for the queue's lock, and that wait must not be taken off the lease.
+ */
 const LEASED_SET = `status = 'running', attempts = j.attempts + 1, attempt_id = a.new_attempt_id,
-		lease_until = now() + a.lease_ms * interval '1 millisecond', started_at = coalesce(j.started_at, now()),
-		updated_at = now(), attempt_started_at = now(),
-		attempt_lease_until = now() + a.lease_ms * interval '1 millisecond',
+		lease_until = statement_timestamp() + a.lease_ms * interval '1 millisecond',
+		started_at = coalesce(j.started_at, statement_timestamp()),
+		updated_at = statement_timestamp(), attempt_started_at = statement_timestamp(),
+		attempt_lease_until = statement_timestamp() + a.lease_ms * interval '1 millisecond',
 		attempt_workflow_id = a.workflow_id, attempt_execution_id = a.execution_id, attempt_checkpoint = NULL,
 		attempt_checkpoint_at = NULL`;
 
@@ -85,12 +90,17 @@ const LEASED_SET = `status = 'running', attempts = j.attempts + 1, attempt_id = 
  * `status = 'queued' OR (status = 'running' AND lease_until < now())` predicate would match
  * neither index and fall back to scanning every live row of the queue.
  *
- * A job with an ordering key is a candidate only while no earlier job with that key is queued
- * or running, so jobs sharing a key run one at a time, in enqueue order.
+ * A job with an ordering key is a candidate only while no job with that key is running and no
+ * earlier one is queued (see orderingKeyFree), so jobs sharing a key run one at a time, in
+ * enqueue order. At most `$8` queued jobs are taken (a concurrency limit's free slots; the
+ * number of slots otherwise); expired jobs are taken over in the slots left.
  *
  * Expired jobs that have used all their attempts are failed with `lease_expired` in the same
- * statement instead of being leased again. The candidate CTE is MATERIALIZED so the planner
- * cannot re-run the LIMITed, locking subquery once per outer row.
+ * statement instead of being leased again, and those with a callback URL get their job-finished
+ * event in the callback queue (`$9`), as a failure by Job Complete does. `callbacks` is a SELECT
+ * (the function inserts), which runs only if the statement reads it: the final WHERE reads it
+ * once, before any row, even when nothing is leased. The candidate CTE is MATERIALIZED so the
+ * planner cannot re-run the LIMITed, locking subquery once per outer row.
  *
  * The slots are arrays (`$3`…`$7`, one element per slot), so the text does not depend on how
  * many calls a statement serves. Candidates are numbered in lease order and the n-th takes the
@@ -117,13 +127,14 @@ export function leaseQuery(
 	s: string,
 	queue: string,
 	slots: LeaseSlot[],
-	options: LeaseOptions,
+	options: LeaseOptions & { queuedSlots?: number; callbackQueue: string },
 ): SqlQuery {
 	return leaseStatement(
 		`lease|${s}`,
 		queue,
 		slots,
 		options,
+		[options.queuedSlots ?? slots.length, options.callbackQueue],
 		(limit, columns) => `
 WITH queued AS (
 	SELECT j.id, j.priority, j.run_at, j.seq, j.attempt_id AS previous_attempt_id, false AS expired
@@ -143,7 +154,9 @@ WITH queued AS (
 	FOR NO KEY UPDATE SKIP LOCKED
 ), candidates AS MATERIALIZED (
 	SELECT id, priority, run_at, seq, previous_attempt_id, expired FROM (
-		SELECT id, priority, run_at, seq, previous_attempt_id, expired FROM queued
+		(SELECT id, priority, run_at, seq, previous_attempt_id, expired FROM queued
+		ORDER BY priority DESC, run_at, seq
+		LIMIT $8)
 		UNION ALL
 		SELECT id, priority, run_at, seq, previous_attempt_id, expired FROM expired WHERE NOT exhausted
 	) c
@@ -166,7 +179,15 @@ WITH queued AS (
 		error_class = 'retryable'
 	FROM expired e
 	WHERE j.id = ANY(ARRAY(SELECT id FROM expired WHERE exhausted)) AND e.exhausted AND j.id = e.id
-	RETURNING j.id, j.attempts, e.previous_attempt_id, ${runningAttemptColumns('j')}, ${countedMark(schema)}
+	RETURNING j.id, j.attempts, e.previous_attempt_id, ${runningAttemptColumns('j')},
+		j.queue, j.finished_at, j.correlation_id, j.callback_url, j.error_code, j.error_message,
+		j.error_class, ${countedMark(schema)}
+), callbacks AS MATERIALIZED (
+	SELECT ${s}.job_finished_event($9, 'job_' || x.id || '_failed_' || x.attempts, x.id, x.queue,
+		'failed', x.attempts, x.finished_at, x.correlation_id, x.callback_url, NULL, x.error_code,
+		x.error_message, x.error_class) AS callback_event_id
+	FROM exhausted_jobs x
+	WHERE x.callback_url IS NOT NULL
 ), counted AS (
 	${countTerminalSql(s, `SELECT $1::text, 'failed'::text FROM exhausted_jobs`)}
 ), leased AS (
@@ -189,6 +210,7 @@ WITH queued AS (
 )
 SELECT ${resultColumns(columns)}, ord, expired
 FROM leased${commitWithoutFlush(options)}
+WHERE (SELECT count(*) FROM callbacks) >= 0
 ORDER BY slot`,
 	);
 }
@@ -202,13 +224,14 @@ interface LeaseOptions {
 /**
  * A lease statement: its text for the locking limit of `slots` (kept per `key`, the limit and
  * the commit mode, see lockingLimit) and the parameters both lease statements take: the
- * queue, the number of slots and the slot arrays.
+ * queue, the number of slots and the slot arrays, then the statement's own (`$8` on).
  */
 function leaseStatement(
 	key: string,
 	queue: string,
 	slots: LeaseSlot[],
 	options: LeaseOptions,
+	ownValues: unknown[],
 	text: (limit: number, columns: readonly string[]) => string,
 ): SqlQuery {
 	const limit = lockingLimit(slots.length);
@@ -226,17 +249,24 @@ function leaseStatement(
 			slots.map((slot) => slot.lease_ms),
 			slots.map((slot) => slot.workflow_id),
 			slots.map((slot) => slot.execution_id),
+			...ownValues,
 		],
 		prepare: true,
 	};
 }
 
-/** A queued job whose ordering key has no earlier job queued or running (`j`: the job). */
+/**
+ * A queued job whose ordering key has no job running and no earlier job queued (`j`: the job).
+ * A running job blocks the key whatever its seq: a job requeued after a later one started, or
+ * one whose enqueue committed after a later one's was leased, has the lower seq. The statement's
+ * snapshot can still miss a lease of the key that committed while it ran; the unique index
+ * jobs_ordering_running (migration 0016) refuses that second lease, and lease() runs again.
+ */
 function orderingKeyFree(s: string): string {
 	return `(j.ordering_key IS NULL OR NOT EXISTS (
 			SELECT 1 FROM ${s}.jobs p
 			WHERE p.queue = j.queue AND p.ordering_key = j.ordering_key
-				AND p.status IN ('queued', 'running') AND p.seq < j.seq))`;
+				AND p.status IN ('queued', 'running') AND (p.status = 'running' OR p.seq < j.seq)))`;
 }
 
 /** The FROM item that commits a lease without waiting for the WAL flush, unless asked to wait. */
@@ -275,6 +305,7 @@ export function leaseQueuedQuery(
 		queue,
 		slots,
 		options,
+		[],
 		(limit, columns) => `
 WITH probe AS MATERIALIZED (
 	SELECT EXISTS (
@@ -316,10 +347,18 @@ ORDER BY ord`,
 	);
 }
 
-/** Live running jobs of a queue, for the concurrency limit (taken under the queue's lock). */
+/**
+ * Running jobs of a queue, for the concurrency limit (read under the queue's lock), and how
+ * many of them a lease may take over. A job whose lease expired keeps its slot until it is taken
+ * over or fails: its worker may still be at work and extend the lease (or be extending it while
+ * the lease skips the locked row), so handing its slot to a queued job could run one job more
+ * than the limit.
+ */
 export function runningCountQuery(s: string, queue: string): SqlQuery {
 	return {
-		text: `SELECT count(*)::int AS running FROM ${s}.jobs WHERE queue = $1 AND status = 'running' AND lease_until >= now()`,
+		text: `SELECT count(*)::int AS running,
+			count(*) FILTER (WHERE lease_until < statement_timestamp() AND attempts < max_attempts)::int AS expired
+		FROM ${s}.jobs WHERE queue = $1 AND status = 'running'`,
 		values: [queue],
 		prepare: true,
 	};
