@@ -134,10 +134,16 @@ function pick(body: Record<string, unknown>, keys: string[]): Record<string, unk
 	);
 }
 
+/**
+ * A problem+json answer with `status` (and the field named, when given). `Retry-After` comes with
+ * 503 only: a 4xx would fail the same way again.
+ */
 function problem(status: number, field?: string | RegExp) {
 	return (answer: Answer) => {
 		expect(answer.headers.get('content-type')).toContain('application/problem+json');
 		expect(answer.body).toMatchObject({ status });
+		if (status === 503) expect(answer.headers.get('retry-after'), 'Retry-After on 503').toBe('5');
+		else expect(answer.headers.get('retry-after'), `no Retry-After on ${status}`).toBeNull();
 		if (field !== undefined) {
 			const body = answer.body as { field?: string; errors?: Array<{ field: string }> };
 			const fields = [body.field, ...(body.errors ?? []).map((error) => error.field)]

@@ -8,7 +8,7 @@ import {
 	startEnvironment,
 	type Environment,
 } from '../../scripts/lib/environment';
-import { waitFor } from '../../scripts/lib/standins';
+import { startCrmStandin, waitFor, type CrmStandin } from '../../scripts/lib/standins';
 import { JobStore, migrate } from '../../src/core';
 import { e2eLog } from './progress';
 import { databaseUrl } from '../helpers/db';
@@ -44,8 +44,12 @@ beforeAll(async () => {
 	});
 });
 
+/** CRM stand-ins opened again on the first one's port (see `withCrmRefusing`); env.stop() closes only the first. */
+const reopenedCrms: CrmStandin[] = [];
+
 afterAll(async () => {
 	await env?.stop();
+	await Promise.all(reopenedCrms.map((crm) => crm.close()));
 });
 
 let documentCounter = 0;
@@ -111,6 +115,74 @@ async function waitForStatus(
 		},
 		{ timeoutMs, intervalMs: 250, what: `job status ${wanted.join('/')} at ${statusUrl}` },
 	);
+}
+
+/**
+ * Runs `during` while nothing listens on the CRM's port (every connection is refused), then
+ * opens a new CRM stand-in on that port: the workflows' Config keeps pointing at it.
+ */
+async function withCrmRefusing(during: () => Promise<void>): Promise<void> {
+	const port = Number(new URL(env.standins.crm.url).port);
+	await env.standins.crm.close();
+	try {
+		await during();
+	} finally {
+		const crm = await startCrmStandin({ port });
+		reopenedCrms.push(crm);
+		env.standins.crm = crm;
+	}
+}
+
+/**
+ * A job whose CRM call gets no HTTP answer (connection refused) must not be done: its attempt
+ * ends as a retry with `http_no_response`. Once the CRM listens again the job is done with one
+ * CRM record. `workflowId`: the workflow its attempts are recorded under.
+ */
+async function expectRetryWhileCrmRefuses(workflowId: string): Promise<void> {
+	const document = newDocument();
+	let accepted: AcceptedBody | undefined;
+	await withCrmRefusing(async () => {
+		const answer = await submit({ document });
+		expect(answer.status).toBe(202);
+		accepted = answer.body as AcceptedBody;
+		const job = accepted;
+		const firstAttempt = await waitFor(
+			async () => {
+				const { rows } = await env.jobsDb.query<{
+					outcome: string | null;
+					error_code: string | null;
+					error_message: string | null;
+					checkpoint: string | null;
+					workflow_id: string;
+				}>(
+					`SELECT outcome, error_code, error_message, checkpoint, workflow_id FROM "${env.schema}".job_attempts
+					WHERE job_id = $1 AND attempt = 1 AND outcome IS NOT NULL`,
+					[job.job_id],
+				);
+				return rows[0];
+			},
+			{ timeoutMs: 60_000, intervalMs: 250, what: 'the first attempt of the job to end' },
+		);
+		expect(firstAttempt, 'an unreachable CRM is no answer: retry, not done').toMatchObject({
+			outcome: 'retry',
+			error_code: 'http_no_response',
+			checkpoint: 'crm_request',
+			workflow_id: workflowId,
+		});
+		expect(firstAttempt.error_message).toMatch(/^CRM did not answer: /);
+		const now = (await status(job.status_url)).body as StatusBody;
+		expect(['queued', 'running']).toContain(now.status);
+		expect(now).not.toHaveProperty('result');
+	});
+	const job = accepted as AcceptedBody;
+	const done = await waitForStatus(job.status_url, ['done', 'failed'], 120_000);
+	expect(done.status).toBe('done');
+	expect(done.attempts).toBeGreaterThanOrEqual(2);
+	for (const entry of done.timeline.slice(0, -1))
+		expect(entry).toMatchObject({ outcome: 'retry', error_code: 'http_no_response' });
+	expect(done.timeline.at(-1)).toMatchObject({ outcome: 'succeeded' });
+	expect(done.result?.crm_record_id).toBeTruthy();
+	expect(env.standins.crm.recordsForKey(job.job_id)).toHaveLength(1);
 }
 
 describe('receiver → dispatcher → worker → status', () => {
@@ -243,6 +315,10 @@ describe('receiver → dispatcher → worker → status', () => {
 			expect.objectContaining({ attempt: 1, outcome: 'failed', error_code: 'http_400' }),
 		]);
 		expect(failed).not.toHaveProperty('result');
+	});
+
+	it('CRM refuses the connection → the attempt is a retry (http_no_response), not done; done with one CRM record once the CRM is back', async () => {
+		await expectRetryWhileCrmRefuses('DjDispatcher0001');
 	});
 
 	it('a wrong token answers 404, identical to an unknown job', async () => {
@@ -398,6 +474,60 @@ describe('event intake', () => {
 		).toHaveLength(0);
 	});
 
+	it('events sent with an event_id and no external_id share no ordering key and are no entity of the late-event guard', async () => {
+		const run = Date.now();
+		const external = `order-entity-${run}`;
+		const entityEvent = {
+			source: 'shop',
+			external_id: external,
+			status: 'paid',
+			occurred_at: '2026-11-30T12:00:00Z',
+		};
+		const entityEventId = `shop:${external}:paid:2026-11-30T12:00:00Z`;
+		// Two events of one source without external_id; the second one's event_id equals the
+		// entity's external_id, and it happened before the entity's event.
+		const loose = [
+			{
+				event_id: `evt-a-${run}`,
+				source: 'shop',
+				status: 'note',
+				occurred_at: '2026-11-30T11:30:00Z',
+			},
+			{ event_id: external, source: 'shop', status: 'note', occurred_at: '2026-11-30T11:00:00Z' },
+		];
+		const answers = [];
+		for (const body of [entityEvent, ...loose]) {
+			const answer = await env.request('events', { method: 'POST', body });
+			expect(answer.status, JSON.stringify(body)).toBe(200);
+			answers.push(answer.body);
+		}
+		const orderingKey = async (eventId: string) => {
+			const { rows } = await env.jobsDb.query<{ ordering_key: string | null }>(
+				`SELECT ordering_key FROM "${env.schema}".jobs WHERE queue = 'outbox' AND idempotency_key = $1`,
+				[eventId],
+			);
+			expect(rows, `one outbox event ${eventId}`).toHaveLength(1);
+			return rows[0].ordering_key;
+		};
+		expect(answers[0]).toMatchObject({ status: 'processed' });
+		expect(answers[1]).toMatchObject({ status: 'processed' });
+		expect(await orderingKey(entityEventId)).toBe(`shop:${external}`);
+		// Without an entity there is nothing to order by: no ordering key (not "shop:", shared by
+		// every such event of the source, which the outbox relay would deliver one at a time).
+		expect(await orderingKey(loose[0].event_id)).toBeNull();
+		// Not Stale: an event without external_id is no entity's event, even when its event_id
+		// reads like an external_id the guard knows.
+		expect(answers[2]).toMatchObject({ status: 'processed' });
+		expect(await orderingKey(loose[1].event_id)).toBeNull();
+		const entity = await env.jobsDb.query(
+			`SELECT occurred_at FROM "${env.schema}".entity_versions WHERE entity_key = $1`,
+			[`shop:${external}`],
+		);
+		expect(entity.rows.map((row) => (row.occurred_at as Date).toISOString())).toEqual([
+			'2026-11-30T12:00:00.000Z',
+		]);
+	});
+
 	it('CRM down after a successful claim → 503 and the claim is failed, so the retry is processed (not dropped as a duplicate)', async () => {
 		const event = {
 			source: 'shop',
@@ -500,10 +630,10 @@ describe('outages', () => {
 		await env.n8n.restart();
 		// Usually done within seconds. Once in a CI run they were not done within 90 s: if an
 		// execution the trigger starts right after the restart ends without a result, its job
-		// keeps its lease (120 s in the bundled Dispatcher) and is taken again at the next
+		// keeps its lease (180 s in the bundled Dispatcher) and is taken again at the next
 		// backstop sweep (30 s) after that, which this wait allows for.
 		for (const job of accepted)
-			expect((await waitForStatus(job.status_url, ['done'], 200_000)).status).toBe('done');
+			expect((await waitForStatus(job.status_url, ['done'], 260_000)).status).toBe('done');
 		const attempts = await env.jobsDb.query<{
 			job_id: string;
 			attempt: number;
@@ -521,7 +651,7 @@ describe('outages', () => {
 });
 
 describe('the polling Dispatcher template (Schedule Trigger → Job Lease → Worker sub-workflow)', () => {
-	it('runs jobs through the Worker as before, and saves none of its polls, empty or not', async () => {
+	it('runs jobs through the Worker as before, and saves none of its polls, empty or not; a CRM that refuses the connection means retry', async () => {
 		await env.n8n.unpublish(['DjDispatcher0001']);
 		await env.n8n.publish([POLLING_DISPATCHER_ID]);
 		await env.n8n.restart();
@@ -542,6 +672,9 @@ describe('the polling Dispatcher template (Schedule Trigger → Job Lease → Wo
 			const executions = await executionsSince(since);
 			expect(executions[POLLING_DISPATCHER_ID]).toBeUndefined();
 			expect(executions.DjWorker00000001).toBe(1);
+
+			// The Worker's CRM call without an HTTP answer is a retry, as in the Dispatcher.
+			await expectRetryWhileCrmRefuses(POLLING_DISPATCHER_ID);
 		} finally {
 			await env.n8n.unpublish([POLLING_DISPATCHER_ID]);
 			await env.n8n.publish(['DjDispatcher0001']);

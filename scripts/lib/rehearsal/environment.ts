@@ -35,7 +35,7 @@ export interface RehearsalEnvironmentOptions {
 	 */
 	outage?: OutageKind;
 	schema: string;
-	/** Lease of the Dispatcher's Job Trigger, which the Worker's checkpoint renews by (bundled: 120 s). */
+	/** Lease of the Dispatcher's Job Trigger, which the Worker's checkpoint renews by (bundled: 180 s). */
 	leaseSeconds: number;
 	pollSeconds?: number;
 	log?: Log;

@@ -51,7 +51,7 @@ export function renderKillSection(result: KillRehearsalResult, info: RunInfo): s
 		`- Command: \`${info.command}\``,
 		`- Date: ${info.date.toISOString()}; rehearsal ${seconds(result.durationMs)} (drain after the last kill ${seconds(result.drainMs)}), whole command so far ${seconds(info.totalMs)}`,
 		`- Environment: ${machineDescription()}; n8n ${info.n8nVersion} (regular mode, one main process) with the package packed from ${info.source ?? 'this checkout'}; ${info.postgres}; machine shared with other test runs`,
-		`- Settings: lease ${config.leaseSeconds} s for the Dispatcher's Job Trigger and the Worker's checkpoint (bundled: 120 s), backstop ${REHEARSAL_BACKSTOP_SECONDS} s (bundled: 30 s); ${config.inFlight} jobs kept in flight; AI answers after ${config.aiLatencyMs} ms, CRM after ${config.crmDelayMs} ms; n8n up ${seconds(config.minUpMs)}–${seconds(config.maxUpMs)} before each kill is aimed; seed ${config.seed}`,
+		`- Settings: lease ${config.leaseSeconds} s for the Dispatcher's Job Trigger and the Worker's checkpoint (bundled: 180 s), backstop ${REHEARSAL_BACKSTOP_SECONDS} s (bundled: 30 s); ${config.inFlight} jobs kept in flight; AI answers after ${config.aiLatencyMs} ms, CRM after ${config.crmDelayMs} ms; n8n up ${seconds(config.minUpMs)}–${seconds(config.maxUpMs)} before each kill is aimed; seed ${config.seed}`,
 		`- Restart after SIGKILL until every workflow is published and the webhooks answer: median ${seconds(median(restart))}, max ${seconds(Math.max(0, ...restart))}`,
 		'',
 		'| window | meaning | (kill, job) pairs | distinct jobs | kills that caught it | killed attempts n8n ran again at boot (kept the lease / superseded / of those stopped at the checkpoint) | killed attempts with a CRM request |',
