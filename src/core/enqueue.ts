@@ -1,6 +1,6 @@
 import type { StoreContext } from './context';
 import { DELAY, MAX_ATTEMPTS, PRIORITY } from './defaults';
-import { DurableJobsError, IdempotencyConflictError } from './errors';
+import { DurableJobsError, IdempotencyConflictError, runAgainAfterDeadlock } from './errors';
 import type { Session } from './executor';
 import { validateQueueName } from './identifiers';
 import { newJobId } from './ids';
@@ -134,17 +134,21 @@ export async function enqueue(
 		}
 	};
 
-	if (options.allOrNothing) {
-		// The INSERT must be undone when an item turns out to conflict, so the batch runs in a
-		// transaction; the commit happens only when every item succeeded.
-		await ctx.db.transaction(async (tx) => {
-			await resolve(tx);
-			throwFirst(results);
-		});
-	} else {
-		await resolve(ctx.db);
-	}
-	return results;
+	// Two batches that claim the same keys in crossed orders wait for each other, and PostgreSQL
+	// aborts one of them: nothing of it was written, and run again it finds the other's jobs.
+	return await runAgainAfterDeadlock(async () => {
+		if (options.allOrNothing) {
+			// The INSERT must be undone when an item turns out to conflict, so the batch runs in a
+			// transaction; the commit happens only when every item succeeded.
+			await ctx.db.transaction(async (tx) => {
+				await resolve(tx);
+				throwFirst(results);
+			});
+		} else {
+			await resolve(ctx.db);
+		}
+		return results;
+	});
 }
 
 /**

@@ -195,3 +195,18 @@ export function classifyDatabaseError(error: unknown): DurableJobsError {
 		cause: error,
 	});
 }
+
+/**
+ * Runs `work` again when PostgreSQL aborted it as one side of a deadlock (at most `runs` times
+ * in all). Only for work whose aborted run wrote nothing: one statement, or one transaction.
+ */
+export async function runAgainAfterDeadlock<T>(work: () => Promise<T>, runs = 3): Promise<T> {
+	for (let run = 1; ; run++) {
+		try {
+			return await work();
+		} catch (error) {
+			const cause = (error as { cause?: unknown } | null)?.cause ?? error;
+			if ((cause as { code?: unknown } | null)?.code !== '40P01' || run >= runs) throw error;
+		}
+	}
+}

@@ -2,7 +2,12 @@ import { v7 as uuidv7 } from 'uuid';
 
 import type { StoreContext } from './context';
 import { DEFAULT_OUTBOX_QUEUE, MAX_ATTEMPTS } from './defaults';
-import { DurableJobsError, EventIdReusedError, classifyDatabaseError } from './errors';
+import {
+	DurableJobsError,
+	EventIdReusedError,
+	classifyDatabaseError,
+	runAgainAfterDeadlock,
+} from './errors';
 import type { Transaction } from './executor';
 import { validateQueueName } from './identifiers';
 import {
@@ -74,26 +79,33 @@ export async function writeOutbox(
 	if (rows.length === 0) return results;
 	const allOrNothing = options.allOrNothing === true;
 
-	await ctx.db.transaction(async (tx) => {
-		const plain: OutboxRow[] = [];
-		for (const row of rows) {
-			const companion = companions.get(row.ord);
-			if (companion)
-				results[row.ord] = await writeWithCompanion(ctx, tx, row, companion, allOrNothing);
-			else plain.push(row);
-		}
-		if (plain.length === 0) return;
-		const byOrd = new Map(plain.map((row) => [row.ord, row]));
-		fillResults(results, await insertEvents(ctx, tx, plain), (returned) => {
-			const outcome = eventOutcome(byOrd.get(returned.ord)!, returned, null);
-			if (outcome instanceof DurableJobsError && allOrNothing) {
-				outcome.itemPosition = returned.ord;
-				throw outcome;
-			}
-			return outcome;
-		});
+	// Writers of the same event ids in crossed orders can deadlock; the aborted one wrote nothing.
+	await runAgainAfterDeadlock(async () => {
+		await writeEvents();
 	});
 	return results;
+
+	async function writeEvents(): Promise<void> {
+		await ctx.db.transaction(async (tx) => {
+			const plain: OutboxRow[] = [];
+			for (const row of rows) {
+				const companion = companions.get(row.ord);
+				if (companion)
+					results[row.ord] = await writeWithCompanion(ctx, tx, row, companion, allOrNothing);
+				else plain.push(row);
+			}
+			if (plain.length === 0) return;
+			const byOrd = new Map(plain.map((row) => [row.ord, row]));
+			fillResults(results, await insertEvents(ctx, tx, plain), (returned) => {
+				const outcome = eventOutcome(byOrd.get(returned.ord)!, returned, null);
+				if (outcome instanceof DurableJobsError && allOrNothing) {
+					outcome.itemPosition = returned.ord;
+					throw outcome;
+				}
+				return outcome;
+			});
+		});
+	}
 }
 
 type InsertedEvent = {

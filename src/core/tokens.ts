@@ -102,5 +102,5 @@ export function lookupId(jobId: unknown): string {
 export function tokenMatches(stored: Buffer | null | undefined, token: unknown): boolean {
 	const expected = stored && stored.length === DUMMY_TOKEN_HASH.length ? stored : DUMMY_TOKEN_HASH;
 	const given = hashToken(typeof token === 'string' ? token : '');
-	return timingSafeEqual(expected, given) && stored !== undefined && stored !== null;
+	return timingSafeEqual(expected, given) && expected === stored;
 }

@@ -180,6 +180,14 @@ export function optionalDate(value: unknown, field: string): Date | null {
 			`Pass ${field} as an ISO 8601 timestamp, e.g. 2030-01-31T12:00:00Z`,
 		);
 	}
+	const year = date.getUTCFullYear();
+	if (year < 1 || year > 9999) {
+		throw new ValidationError(
+			field,
+			`"${String(value).slice(0, 60)}" is in the year ${year}; dates run from the year 1 to 9999`,
+			`Pass ${field} as an ISO 8601 timestamp, e.g. 2030-01-31T12:00:00Z`,
+		);
+	}
 	return date;
 }
 
@@ -237,15 +245,31 @@ export function serializePayload(value: unknown, field: string, maxBytes: number
 			413,
 		);
 	}
-	if (json.includes('\\u0000')) {
-		throw new ValidationError(
-			field,
-			'contains a NUL character (\\u0000), which PostgreSQL jsonb cannot store',
-			'Remove \\u0000 from the payload',
-		);
+	// JSON.stringify writes NUL and a lone surrogate (half of an emoji cut off, say) as \u
+	// escapes, which jsonb refuses; an escaped backslash before "u" is text, not an escape.
+	if (json.includes('\\u')) {
+		if (UNSTORABLE_NUL.test(json)) {
+			throw new ValidationError(
+				field,
+				'contains a NUL character (\\u0000), which PostgreSQL jsonb cannot store',
+				'Remove \\u0000 from the payload',
+			);
+		}
+		const surrogate = UNSTORABLE_SURROGATE.exec(json);
+		if (surrogate) {
+			throw new ValidationError(
+				field,
+				`contains half of a UTF-16 surrogate pair (${surrogate[2]}), which PostgreSQL jsonb cannot store`,
+				'Repair or remove the broken text (a string cut in the middle of an emoji, say)',
+			);
+		}
 	}
 	return json;
 }
+
+/** An escape (after an even number of backslashes) of NUL or of a lone surrogate, in JSON text. */
+const UNSTORABLE_NUL = /(?<!\\)(\\\\)*\\u0000/;
+const UNSTORABLE_SURROGATE = /(?<!\\)(\\\\)*(\\ud[89a-f][0-9a-f]{2})/i;
 
 /** JSON with object keys sorted, so equal payloads hash equally whatever their key order. */
 export function canonicalJson(value: unknown): string {
@@ -267,8 +291,19 @@ function canonical(value: unknown, converted: boolean): string {
 	return `{${keys.map((key) => `${JSON.stringify(key)}:${canonical(record[key], false)}`).join(',')}}`;
 }
 
-export function fingerprint(value: unknown): string {
-	return createHash('sha256').update(canonicalJson(value)).digest('hex');
+export function fingerprint(value: unknown, field = 'payload'): string {
+	let canonicalText: string;
+	try {
+		canonicalText = canonicalJson(value);
+	} catch (error) {
+		if (!(error instanceof RangeError)) throw error;
+		throw new ValidationError(
+			field,
+			'is nested too deeply to fingerprint',
+			'Send a flatter payload (a few hundred levels of nesting at most)',
+		);
+	}
+	return createHash('sha256').update(canonicalText).digest('hex');
 }
 
 function describe(value: unknown): string {

@@ -194,6 +194,44 @@ export async function waitFor<T>(
 	}
 }
 
+/**
+ * Runs two writers that claim the same keys in crossed orders so that PostgreSQL must abort one
+ * of them as a deadlock: a connection of its own holds the middle key uncommitted until both
+ * writers wait for it, then lets go; whichever takes that key next needs one the other holds.
+ */
+export async function crossedWritersDeadlock<T>(
+	pool: pg.Pool,
+	schema: string,
+	middle: { queue: string; key: string },
+	writers: () => Promise<T>,
+): Promise<T> {
+	const holder = await pool.connect();
+	try {
+		await holder.query('BEGIN');
+		await holder.query(
+			`INSERT INTO "${schema}".jobs (id, queue, payload, idempotency_key) VALUES (gen_random_uuid(), $1, '{}', $2)`,
+			[middle.queue, middle.key],
+		);
+		const { rows } = await holder.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
+		const running = writers();
+		await waitFor(
+			async () =>
+				(
+					await pool.query<{ n: number }>(
+						'SELECT count(*)::int AS n FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))',
+						[rows[0].pid],
+					)
+				).rows[0].n === 2,
+			'both writers to wait for the middle key',
+		);
+		await holder.query('ROLLBACK');
+		return await running;
+	} finally {
+		await holder.query('ROLLBACK').catch(() => undefined);
+		holder.release();
+	}
+}
+
 /** The SQL text of every query a spy on `pg.Client.prototype.query` saw, in order, trimmed. */
 export function sentTexts(spy: jest.SpyInstance): string[] {
 	return (spy.mock.calls as unknown[][]).map(([query]) =>

@@ -11,6 +11,7 @@ import {
 import { integerArray, textArray } from '../../src/core/sql/arrays';
 import {
 	PoolDate,
+	crossedWritersDeadlock,
 	databaseUrl,
 	ok,
 	poolWithOwnTimestampParser,
@@ -51,6 +52,38 @@ describe('enqueue', () => {
 		// Only the hash of the token is stored.
 		expect(Buffer.compare(rows[0].status_token_hash, hashToken(first.statusToken!))).toBe(0);
 	});
+
+	it('two processes enqueueing the same keys in crossed orders (a deadlock for PostgreSQL) both get every winner', async () => {
+		// Two pools: each has its own coalescer, as two n8n processes do.
+		const other = new pg.Pool({ connectionString: databaseUrl(), max: 2 });
+		try {
+			const otherStore = new JobStore(other, { schema });
+			for (const allOrNothing of [false, true]) {
+				const keys = Array.from({ length: 40 }, (_, n) => `crossed-${allOrNothing}-${n}`);
+				const batch = (order: string[]) =>
+					order.map((key) => ({ queue: 'crossed', payload: { key }, idempotencyKey: key }));
+				const [forward, backward] = await crossedWritersDeadlock(
+					pool,
+					schema,
+					{ queue: 'crossed', key: keys[20] },
+					async () =>
+						await Promise.all([
+							store.enqueue(batch(keys), { allOrNothing }),
+							otherStore.enqueue(batch([...keys].reverse()), { allOrNothing }),
+						]),
+				);
+				expect(backward.map((result) => ok(result).jobId).reverse()).toEqual(
+					forward.map((result) => ok(result).jobId),
+				);
+			}
+			const { rows } = await pool.query(
+				`SELECT count(*)::int AS n FROM ${schema}.jobs WHERE queue = 'crossed'`,
+			);
+			expect(rows[0].n).toBe(80);
+		} finally {
+			await other.end();
+		}
+	}, 60_000);
 
 	it('ids are time-ordered UUIDs (v7)', async () => {
 		const results = (

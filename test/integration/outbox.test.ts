@@ -1,5 +1,7 @@
-import { DurableJobsError, EventIdReusedError } from '../../src/core';
-import { ok, useTestSchema } from '../helpers/db';
+import pg from 'pg';
+
+import { DurableJobsError, EventIdReusedError, JobStore } from '../../src/core';
+import { crossedWritersDeadlock, databaseUrl, ok, useTestSchema } from '../helpers/db';
 
 const { schema, pool, store } = useTestSchema(__filename, {
 	poolSize: 20,
@@ -17,6 +19,31 @@ beforeAll(async () => {
 const orders = `public.${schema}_orders`;
 
 describe('outbox write', () => {
+	it('two processes writing the same events in crossed orders (a deadlock for PostgreSQL) both get every stored event', async () => {
+		const other = new pg.Pool({ connectionString: databaseUrl(), max: 2 });
+		try {
+			const otherStore = new JobStore(other, { schema });
+			const ids = Array.from({ length: 40 }, (_, n) => `crossed-${n}`);
+			const events = (order: string[]) =>
+				order.map((eventId) => ({ eventId, eventType: 'crossed', payload: { eventId } }));
+			const [forward, backward] = await crossedWritersDeadlock(
+				pool,
+				schema,
+				{ queue: 'outbox', key: ids[20] },
+				async () =>
+					await Promise.all([
+						store.writeOutbox(events(ids)),
+						otherStore.writeOutbox(events([...ids].reverse())),
+					]),
+			);
+			expect(backward.map((result) => ok(result).jobId).reverse()).toEqual(
+				forward.map((result) => ok(result).jobId),
+			);
+		} finally {
+			await other.end();
+		}
+	}, 60_000);
+
 	it('companion SQL succeeding → business row and event committed together', async () => {
 		const [result] = await store.writeOutbox([
 			{

@@ -1,6 +1,6 @@
 import { createHmac, randomBytes } from 'node:crypto';
 
-import { statusToken, statusTokenSigner } from '../../src/core/tokens';
+import { hashToken, statusToken, statusTokenSigner, tokenMatches } from '../../src/core/tokens';
 
 describe('statusToken', () => {
 	it.each([0, 1, 16, 32, 63, 64, 65, 200])(
@@ -44,5 +44,19 @@ describe('statusTokenSigner', () => {
 		const long = '01a23b26-bf35-723e-889b-1e664226c894';
 		sign(long);
 		expect(sign('abc')).toBe(createHmac('sha256', secret).update('abc').digest('base64url'));
+	});
+});
+
+describe('tokenMatches', () => {
+	it('matches only a stored hash of the token; a job without one, or with a hash of another length, matches nothing', () => {
+		const token = 'a-token';
+		expect(tokenMatches(hashToken(token), token)).toBe(true);
+		expect(tokenMatches(hashToken(token), 'another')).toBe(false);
+		// The compare runs against a fixed hash when the stored one is missing or malformed;
+		// the token that hash is made from must not pass.
+		for (const stored of [null, undefined, Buffer.alloc(5), Buffer.alloc(0)]) {
+			expect(tokenMatches(stored, 'durable-jobs-no-such-job')).toBe(false);
+			expect(tokenMatches(stored, token)).toBe(false);
+		}
 	});
 });

@@ -17,6 +17,8 @@ export const DEFAULT_PAGE_SIZE = 50;
 export const MAX_PAGE_SIZE = 1000;
 const UUID_TEXT = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const CURSOR = /^(\d{1,19})_(\d{1,19})$/;
+/** Both halves of a cursor are PostgreSQL bigints. */
+const MAX_BIGINT = 2n ** 63n - 1n;
 
 export interface ListJobsInput {
 	queue?: string | null;
@@ -62,7 +64,7 @@ function parseStatuses(value: ListJobsInput['status']): string[] {
 function parseCursor(value: unknown): ListJobsParams['cursor'] {
 	if (value === undefined || value === null || value === '') return null;
 	const match = CURSOR.exec(String(value));
-	if (!match) {
+	if (!match || BigInt(match[1]) > MAX_BIGINT || BigInt(match[2]) > MAX_BIGINT) {
 		throw new ValidationError(
 			'cursor',
 			`"${String(value).slice(0, 60)}" is not a cursor of this list`,

@@ -1,0 +1,56 @@
+import { DurableJobsError, ValidationError } from '../../src/core';
+import { fingerprint, optionalDate, serializePayload } from '../../src/core/validate';
+
+function refusal(action: () => unknown): ValidationError {
+	try {
+		action();
+	} catch (error) {
+		if (error instanceof ValidationError) return error;
+		throw error;
+	}
+	throw new Error('expected a ValidationError');
+}
+
+describe('what PostgreSQL jsonb cannot store is refused before it is sent, naming the field', () => {
+	it('a NUL character is refused; the text "\\u0000" (an escaped backslash) is stored as it is', () => {
+		expect(refusal(() => serializePayload({ a: 'x\u0000y' }, 'payload', 1e6)).message).toMatch(
+			/^payload: contains a NUL character/,
+		);
+		for (const text of ['C:\\u0000dir', '\\\\u0000', 'x\\\\\\\\u0000']) {
+			expect(JSON.parse(serializePayload({ text }, 'payload', 1e6))).toEqual({ text });
+		}
+		expect(refusal(() => serializePayload({ a: '\\\u0000' }, 'payload', 1e6)).field).toBe(
+			'payload',
+		);
+	});
+
+	it('half of a surrogate pair is refused; whole pairs and the escaped text are stored', () => {
+		for (const broken of ['\ud83d', 'end \ude00', 'x\ud800y', '\\\ud83d']) {
+			const error = refusal(() => serializePayload({ note: broken }, 'result', 1e6));
+			expect(error.field).toBe('result');
+			expect(error.message).toMatch(/half of a UTF-16 surrogate pair \(\\ud[89a-f][0-9a-f]{2}\)/i);
+		}
+		for (const fine of ['😀', 'a😀b', '\\ud83d', 'ü€']) {
+			expect(JSON.parse(serializePayload({ note: fine }, 'result', 1e6))).toEqual({ note: fine });
+		}
+	});
+
+	it('a payload nested too deeply to fingerprint is a ValidationError, not a database error', () => {
+		let deep: unknown = 1;
+		for (let level = 0; level < 20_000; level++) deep = [deep];
+		const error = refusal(() => fingerprint(deep, 'payload'));
+		expect(error).toBeInstanceOf(DurableJobsError);
+		expect(error.message).toMatch(/^payload: is nested too deeply/);
+		expect(fingerprint([[[1]]])).toMatch(/^[0-9a-f]{64}$/);
+	});
+
+	it('dates outside the years 1 to 9999 are refused by name', () => {
+		for (const value of ['0000-01-01T00:00:00Z', new Date(8.64e15), '+010000-01-01T00:00:00Z']) {
+			expect(refusal(() => optionalDate(value, 'runAt')).message).toMatch(
+				/^runAt: .* dates run from the year 1 to 9999/,
+			);
+		}
+		expect(optionalDate('9999-12-31T23:59:59Z', 'runAt')?.getUTCFullYear()).toBe(9999);
+		expect(optionalDate('0001-01-01T00:00:00Z', 'runAt')?.getUTCFullYear()).toBe(1);
+	});
+});
