@@ -169,6 +169,8 @@ export function optionalBoolean(value: unknown, field: string, fallback: boolean
 	return value;
 }
 
+const ISO_DATE = /^(\d{4})-(\d{2})-(\d{2})(?:$|[T ])/;
+
 export function optionalDate(value: unknown, field: string): Date | null {
 	if (value === undefined || value === null || value === '') return null;
 	const date =
@@ -179,6 +181,19 @@ export function optionalDate(value: unknown, field: string): Date | null {
 			`"${String(value).slice(0, 60)}" is not a date`,
 			`Pass ${field} as an ISO 8601 timestamp, e.g. 2030-01-31T12:00:00Z`,
 		);
+	}
+	// JavaScript reads 2024-02-30 as 1 March; a day its month does not have is a typo.
+	const written = typeof value === 'string' ? ISO_DATE.exec(value.trim()) : null;
+	if (written) {
+		const [month, day] = [Number(written[2]), Number(written[3])];
+		const daysInMonth = new Date(Date.UTC(Number(written[1]), month, 0)).getUTCDate();
+		if (day < 1 || day > daysInMonth) {
+			throw new ValidationError(
+				field,
+				`"${String(value).slice(0, 60)}" names day ${day} of a month with ${daysInMonth} days`,
+				`Pass ${field} as an ISO 8601 timestamp, e.g. 2030-01-31T12:00:00Z`,
+			);
+		}
 	}
 	const year = date.getUTCFullYear();
 	if (year < 1 || year > 9999) {

@@ -53,4 +53,14 @@ describe('what PostgreSQL jsonb cannot store is refused before it is sent, namin
 		expect(optionalDate('9999-12-31T23:59:59Z', 'runAt')?.getUTCFullYear()).toBe(9999);
 		expect(optionalDate('0001-01-01T00:00:00Z', 'runAt')?.getUTCFullYear()).toBe(1);
 	});
+
+	it('a day its month does not have is refused, not moved into the next month', () => {
+		for (const value of ['2024-02-30', '2023-02-29T10:00:00Z', '2030-04-31 12:00']) {
+			expect(refusal(() => optionalDate(value, 'from')).message).toMatch(/^from: .* names day/);
+		}
+		expect(optionalDate('2024-02-29T10:00:00Z', 'from')?.toISOString()).toBe(
+			'2024-02-29T10:00:00.000Z',
+		);
+		expect(optionalDate('2030-12-31', 'from')?.getUTCDate()).toBe(31);
+	});
 });
