@@ -333,6 +333,33 @@ describe('dashboard endpoints over HTTP', () => {
 		expect(JSON.parse(bad.text)).toMatchObject({ status: 400, field: 'status' });
 	});
 
+	// The workflow keeps no data of its successful executions, and an error output makes the
+	// execution succeed: the answer itself must say what went wrong, by its code.
+	it('with the job database cut off, a JSON call answers 503 naming the error code, without internal detail; it recovers', async () => {
+		const token = await sessionToken();
+		const auth = { Authorization: `Bearer ${token}` };
+		await env.proxy.cut();
+		try {
+			const answer = await http('jobs/dashboard/api/overview', { headers: auth });
+			expect(answer.status).toBe(503);
+			expect(answer.headers.get('content-type')).toContain('application/problem+json');
+			const body = JSON.parse(answer.text) as { status: number; code: string; detail: string };
+			expect(body).toMatchObject({ status: 503, code: 'database_unavailable' });
+			expect(body.detail).toContain('(database_unavailable)');
+			expect(body.detail).not.toMatch(/execution has the cause/);
+			expect(answer.text).not.toMatch(/ECONNREFUSED|ECONNRESET|127\.0\.0\.1|password|credential/i);
+		} finally {
+			await env.proxy.restore();
+		}
+		await waitFor(
+			async () =>
+				(await http('jobs/dashboard/api/overview', { headers: auth })).status === 200
+					? true
+					: undefined,
+			{ timeoutMs: 30_000, intervalMs: 500, what: 'the dashboard to recover' },
+		);
+	});
+
 	it("n8n's CORS preflight echoes any origin (Allowed Origins defaults to *) but never allows credentials, so only a request carrying the session token itself can pass", async () => {
 		const preflight = await fetch(env.n8n.webhookUrl('jobs/dashboard/api/action'), {
 			method: 'OPTIONS',

@@ -1,6 +1,7 @@
 /**
  * Hostile requests against the bundled webhooks of a real n8n (POST /webhook/jobs,
- * GET /webhook/jobs/status, POST /webhook/events). Every case answers 4xx (or 503 while the job
+ * GET /webhook/jobs/status, POST /webhook/events, and GET /webhook/jobs/unknown-outcomes with
+ * the operator key). Every case answers 4xx (or 503 while the job
  * database is cut off) and leaves every table of the job schema exactly as it was, compared
  * row by row through env.jobsDb. Requests whose strings are valid data (SQL-injection text in
  * a document id, a correlation id, a key) are accepted, stored verbatim, and change nothing
@@ -12,7 +13,7 @@
 import { createConnection } from 'node:net';
 import pg from 'pg';
 
-import { startEnvironment, type Environment } from '../../scripts/lib/environment';
+import { OPERATOR_KEY, startEnvironment, type Environment } from '../../scripts/lib/environment';
 import { waitFor } from '../../scripts/lib/standins';
 import { e2eLog } from './progress';
 import { databaseUrl } from '../helpers/db';
@@ -430,6 +431,44 @@ describe('POST /webhook/jobs (receiver)', () => {
 		);
 	});
 
+	// The Callback relay POSTs a signed event to callback_url from inside the network: a caller
+	// must not aim it at n8n itself, the cloud metadata service or another internal host. Hosts
+	// are read the way n8n's HTTP Request reads them (user info, extra slashes, hex IPv4).
+	it('a callback_url on localhost or a loopback, private or link-local address answers 400 naming callback_url', async () => {
+		const ssrf: Array<[string, string]> = [
+			['cloud metadata service', 'http://169.254.169.254/latest/meta-data/'],
+			['n8n itself on localhost', 'http://localhost:5678/webhook/jobs'],
+			['loopback 127.0.0.1', 'http://127.0.0.1:5678/webhook/jobs'],
+			['private 10.x', 'https://10.0.0.5/hooks'],
+			['private 192.168.x', 'http://192.168.1.1/'],
+			['IPv6 loopback [::1]', 'http://[::1]:5678/'],
+			['IPv4-mapped IPv6 [::ffff:127.0.0.1]', 'http://[::ffff:127.0.0.1]/'],
+			['127.0.0.1 written in hex (0x7f000001)', 'http://0x7f000001/'],
+			['127.0.0.1 behind user info (public.example@127.0.0.1)', 'http://public.example@127.0.0.1/'],
+		];
+		for (const [name, url] of ssrf)
+			await hostile(
+				'POST /webhook/jobs',
+				`callback_url on ${name}: ${url}`,
+				jobs({ document: { id: 'ssrf', text: 'b' }, callback_url: url }),
+				400,
+				(answer) => {
+					problem(400, /^callback_url$/)(answer);
+					expect((answer.body as { detail: string }).detail).toMatch(
+						/callback_url: must not point at localhost or a loopback, private or link-local address/,
+					);
+				},
+			);
+		// Control: a public host is accepted (a DNS name is not resolved by the receiver).
+		const control = await env.request('jobs', {
+			body: {
+				document: { id: 'ssrf-control', text: 'b' },
+				callback_url: 'https://hooks.example.com/job-finished',
+			},
+		});
+		expect(control.status).toBe(202);
+	});
+
 	it('the same key with another body answers 422 and writes nothing', async () => {
 		const first = await env.request('jobs', {
 			body: { document: { id: 'conflict', text: 'one' } },
@@ -659,6 +698,26 @@ describe('POST /webhook/events (event intake)', () => {
 		);
 	});
 
+	it('an event id sent again with another payload answers 422 problem+json with the code event_id_reused', async () => {
+		const event = { ...valid, external_id: 'conflict-1', event_id: 'evt-hostile-conflict' };
+		const first = await env.request('events', { body: event });
+		expect(first.status).toBe(200);
+		await hostile(
+			'POST /webhook/events',
+			'event_id already received with another payload',
+			async () => await env.request('events', { body: { ...event, data: { other: true } } }),
+			422,
+			(answer) => {
+				problem(422, 'event_id')(answer);
+				expect(answer.body).toMatchObject({
+					type: 'https://www.npmjs.com/package/n8n-nodes-durable-jobs#errors',
+					code: 'event_id_reused',
+					event_id: 'evt-hostile-conflict',
+				});
+			},
+		);
+	});
+
 	// An object or array event_id must not be turned into a key such as "[object Object]", which
 	// would make every later unrelated event collide with the first.
 	it('an object as event_id is rejected with 400 (not keyed as "[object Object]")', async () => {
@@ -685,8 +744,26 @@ describe('POST /webhook/events (event intake)', () => {
 	});
 });
 
+describe('GET /webhook/jobs/unknown-outcomes (reconciliation report, with the operator key)', () => {
+	it('an invalid queue answers 400 problem+json naming queue, not 503', async () => {
+		const report = (queue: string) => async () =>
+			await env.request(`jobs/unknown-outcomes?queue=${encodeURIComponent(queue)}`, {
+				headers: { [OPERATOR_KEY.header]: OPERATOR_KEY.value },
+			});
+		for (const [name, queue] of [
+			['queue with a space and "!"', 'bad queue!'],
+			['SQL injection in queue', `x'; DROP TABLE "${env.schema}".jobs; --`],
+			['queue of 300 characters', 'q'.repeat(300)],
+		])
+			await hostile('GET /webhook/jobs/unknown-outcomes', name, report(queue), 400, (answer) => {
+				problem(400, 'queue')(answer);
+				expect(answer.body).toMatchObject({ code: 'invalid_input' });
+			});
+	});
+});
+
 describe('job database unreachable', () => {
-	it('status and event intake answer 503 while the job database is cut off, and recover', async () => {
+	it('status, event intake, receiver and reconciliation report answer 503 while the job database is cut off, and recover', async () => {
 		const [a] = accepted;
 		await env.proxy.cut();
 		try {
@@ -712,6 +789,20 @@ describe('job database unreachable', () => {
 				jobs({ document: { id: 'down', text: 'b' } }),
 				503,
 				problem(503),
+			);
+			await hostile(
+				'GET /webhook/jobs/unknown-outcomes',
+				'job database unreachable (not an empty report)',
+				async () =>
+					await env.request('jobs/unknown-outcomes?queue=documents', {
+						headers: { [OPERATOR_KEY.header]: OPERATOR_KEY.value },
+					}),
+				503,
+				(answer) => {
+					problem(503)(answer);
+					expect(answer.body).toMatchObject({ code: 'database_unavailable' });
+					expect(answer.text).not.toMatch(/ECONNREFUSED|ECONNRESET|127\.0\.0\.1/);
+				},
 			);
 		} finally {
 			await env.proxy.restore();

@@ -10,6 +10,7 @@ import {
 } from '../../scripts/lib/environment';
 import { startCrmStandin, waitFor, type CrmStandin } from '../../scripts/lib/standins';
 import { JobStore, migrate } from '../../src/core';
+import { allowLoopbackCallbacks } from './callback-hosts';
 import { e2eLog } from './progress';
 import { databaseUrl } from '../helpers/db';
 
@@ -41,6 +42,8 @@ beforeAll(async () => {
 		schema: 'dj_e2e_workflows',
 		pollSeconds: 1,
 		log: e2eLog,
+		// The callback test's receiver is the stand-in on 127.0.0.1.
+		customize: allowLoopbackCallbacks,
 	});
 });
 
@@ -185,6 +188,35 @@ async function expectRetryWhileCrmRefuses(workflowId: string): Promise<void> {
 	expect(env.standins.crm.recordsForKey(job.job_id)).toHaveLength(1);
 }
 
+/**
+ * The AI endpoint answers 200 without the `fields` object the worker maps: a contract error. The
+ * job fails at once (`ai_contract`, class needs_mapping) before the CRM call: no CRM request,
+ * no record, no checkpoint.
+ */
+async function expectAiContractFailure(workflowId: string): Promise<void> {
+	const document = newDocument();
+	env.standins.ai.always(document.id, {
+		status: 200,
+		body: { model: 'stand-in', note: 'an answer without fields' },
+	});
+	const accepted = (await submit({ document })).body as AcceptedBody;
+	const failed = await waitForStatus(accepted.status_url, ['done', 'failed']);
+	expect(failed.status).toBe('failed');
+	expect(failed.error).toMatchObject({ code: 'ai_contract', class: 'needs_mapping' });
+	expect(failed.error?.message).toMatch(/without a "fields" object/);
+	expect(failed.timeline).toEqual([
+		expect.objectContaining({ attempt: 1, outcome: 'failed', error_code: 'ai_contract' }),
+	]);
+	expect(failed).not.toHaveProperty('result');
+	expect(env.standins.ai.callCount(document.id)).toBe(1);
+	expect(env.standins.crm.journal.filter((entry) => entry.key === accepted.job_id)).toEqual([]);
+	const { rows } = await env.jobsDb.query(
+		`SELECT workflow_id, checkpoint FROM "${env.schema}".job_attempts WHERE job_id = $1`,
+		[accepted.job_id],
+	);
+	expect(rows).toEqual([{ workflow_id: workflowId, checkpoint: null }]);
+}
+
 describe('receiver → dispatcher → worker → status', () => {
 	it('a slow document: 202 at once with a job id and status URL; queued → running → done; the result names the source document', async () => {
 		const document = newDocument();
@@ -319,6 +351,10 @@ describe('receiver → dispatcher → worker → status', () => {
 
 	it('CRM refuses the connection → the attempt is a retry (http_no_response), not done; done with one CRM record once the CRM is back', async () => {
 		await expectRetryWhileCrmRefuses('DjDispatcher0001');
+	});
+
+	it('AI answers 200 without fields → failed (ai_contract, needs_mapping) before the CRM call: no CRM record', async () => {
+		await expectAiContractFailure('DjDispatcher0001');
 	});
 
 	it('a wrong token answers 404, identical to an unknown job', async () => {
@@ -651,7 +687,7 @@ describe('outages', () => {
 });
 
 describe('the polling Dispatcher template (Schedule Trigger → Job Lease → Worker sub-workflow)', () => {
-	it('runs jobs through the Worker as before, and saves none of its polls, empty or not; a CRM that refuses the connection means retry', async () => {
+	it('runs jobs through the Worker as before, and saves none of its polls, empty or not; a CRM that refuses the connection means retry; an AI answer without fields fails the job', async () => {
 		await env.n8n.unpublish(['DjDispatcher0001']);
 		await env.n8n.publish([POLLING_DISPATCHER_ID]);
 		await env.n8n.restart();
@@ -675,6 +711,9 @@ describe('the polling Dispatcher template (Schedule Trigger → Job Lease → Wo
 
 			// The Worker's CRM call without an HTTP answer is a retry, as in the Dispatcher.
 			await expectRetryWhileCrmRefuses(POLLING_DISPATCHER_ID);
+
+			// An AI answer without fields fails the job in the Worker too, before the CRM call.
+			await expectAiContractFailure(POLLING_DISPATCHER_ID);
 		} finally {
 			await env.n8n.unpublish([POLLING_DISPATCHER_ID]);
 			await env.n8n.publish(['DjDispatcher0001']);

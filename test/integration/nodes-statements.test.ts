@@ -172,9 +172,6 @@ describe('one round trip per statement, whatever the number of items', () => {
 		});
 		expect(result.output('main')).toHaveLength(100);
 		expect(dataStatements(statements)).toHaveLength(1);
-		expect(statements.filter((text) => TRANSACTION_CONTROL.test(text))).toEqual([
-			BEGIN,
-			'COMMIT',
-		]);
+		expect(statements.filter((text) => TRANSACTION_CONTROL.test(text))).toEqual([BEGIN, 'COMMIT']);
 	});
 });

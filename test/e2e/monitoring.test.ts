@@ -1,0 +1,190 @@
+/**
+ * Monitoring (08) and the Callback relay (05) in a real n8n, with the settings a user might
+ * publish them with: Monitoring's alert receiver refusing alerts, and the relay still holding
+ * the placeholder signing key it ships with. Alerts go to the stand-in callback receiver
+ * (`/alerts`); Monitoring runs on its own schedule (every minute), so the first test takes two
+ * to four minutes.
+ *
+ * The known jobs are written straight through the core (JobStore on the job database) into
+ * queues no bundled workflow leases, so what Monitoring sees of them is exact.
+ */
+import pg from 'pg';
+
+import { startEnvironment, type Environment } from '../../scripts/lib/environment';
+import { waitFor, type ReceivedCallback } from '../../scripts/lib/standins';
+import { DurableJobsError, JobStore, migrate } from '../../src/core';
+import { allowLoopbackCallbacks } from './callback-hosts';
+import { e2eLog } from './progress';
+import { databaseUrl } from '../helpers/db';
+
+const SCHEMA = 'dj_e2e_monitoring';
+const PLACEHOLDER_KEY = 'change-me-to-a-long-random-secret';
+const DEAD = 'mon-dead';
+const EXPIRED = 'mon-expired';
+const MONITORING_ID = 'DjMonitoring0001';
+const RELAY_ID = 'DjCallbackRelay1';
+
+let env: Environment;
+let store: JobStore;
+let n8nDb: pg.Pool;
+
+function ok<T>(result: T | DurableJobsError): T {
+	if (result instanceof DurableJobsError) throw result;
+	return result;
+}
+
+beforeAll(async () => {
+	env = await startEnvironment({
+		databaseUrl: databaseUrl(),
+		schema: SCHEMA,
+		pollSeconds: 1,
+		log: e2eLog,
+		customize: (workflows) => {
+			allowLoopbackCallbacks(workflows);
+			// The relay keeps the signing key it ships with.
+			const relay = workflows.find((workflow) => workflow.id === RELAY_ID);
+			const config = relay?.nodes.find((node) => node.name === 'Config');
+			const assignments = (
+				config?.parameters.assignments as { assignments: Array<{ name: string; value: unknown }> }
+			).assignments;
+			const key = assignments.find((entry) => entry.name === 'signing_key');
+			if (!key) throw new Error('the Callback relay has no Config → signing_key');
+			key.value = PLACEHOLDER_KEY;
+		},
+	});
+	await migrate(env.jobsDb, SCHEMA);
+	store = new JobStore(env.jobsDb, { schema: SCHEMA });
+	n8nDb = new pg.Pool({ connectionString: env.n8n.databaseUrl, max: 2 });
+	n8nDb.on('error', () => undefined);
+});
+
+afterAll(async () => {
+	await n8nDb?.end();
+	await env?.stop();
+});
+
+/** Failed executions of a workflow since `since`, with their saved data (as text). */
+async function failedExecutions(
+	workflowId: string,
+	since: Date,
+): Promise<Array<{ id: string; data: string }>> {
+	const { rows } = await n8nDb.query<{ id: string; data: string }>(
+		`SELECT e.id::text AS id, d.data::text AS data
+		FROM execution_entity e JOIN execution_data d ON d."executionId" = e.id
+		WHERE e."workflowId" = $1 AND e."createdAt" >= $2 AND e.status = 'error'`,
+		[workflowId, since],
+	);
+	return rows;
+}
+
+describe('Monitoring (08)', () => {
+	it('alerts on a dead letter once, on an expired lease every minute; an alert the receiver refuses fails the execution, which n8n keeps', async () => {
+		// A running job whose lease has expired: alerted every minute while it lasts.
+		ok((await store.enqueue([{ queue: EXPIRED, payload: { n: 1 } }]))[0]);
+		expect(await store.lease({ queue: EXPIRED, limit: 1, leaseMs: 1_000 })).toHaveLength(1);
+
+		// Every alert is answered HTTP 500 until the dead letter's alert has come.
+		env.standins.callbacks.status = 500;
+		const since = new Date();
+		ok((await store.enqueue([{ queue: DEAD, payload: { n: 1 }, maxAttempts: 1 }]))[0]);
+		const [leased] = await store.lease({ queue: DEAD, limit: 1, leaseMs: 60_000 });
+		const [completed] = await store.complete([
+			{
+				jobId: leased.id,
+				attemptId: leased.attempt_id,
+				outcome: 'failed',
+				errorCode: 'http_400',
+				errorClass: 'needs_mapping',
+				errorMessage: 'The AI endpoint answered HTTP 400',
+			},
+		]);
+		expect(ok(completed).applied).toBe(true);
+		e2eLog('waiting for the Monitoring run after the dead letter’s minute (up to 2 minutes)');
+
+		const alert = (queue: string, after: number) => (request: ReceivedCallback) =>
+			request.path === '/alerts' &&
+			new Date(request.at).getTime() > after &&
+			(request.json as { queue?: string } | undefined)?.queue === queue;
+		const [first] = await env.standins.callbacks.waitFor(alert(DEAD, since.getTime()), {
+			timeoutMs: 150_000,
+		});
+		env.standins.callbacks.status = 200;
+		expect(first.status).toBe(500);
+		const body = first.json as {
+			reasons: string[];
+			stats: { new_dead_letters: number; dead_letter: number };
+		};
+		expect(body.stats).toMatchObject({ new_dead_letters: 1, dead_letter: 1 });
+		expect(body.reasons.join('; ')).toMatch(/^1 job\(s\) dead-lettered between /);
+
+		// The refused alert failed its execution, and n8n kept it with the reason.
+		const kept = await waitFor(
+			async () =>
+				(await failedExecutions(MONITORING_ID, since)).find((execution) =>
+					execution.data.includes('Alert not delivered: alert_url answered HTTP 500'),
+				),
+			{ timeoutMs: 30_000, intervalMs: 500, what: 'a failed Monitoring execution kept by n8n' },
+		);
+		expect(kept.id).toMatch(/^\d+$/);
+
+		// The next run, a minute later: the expired lease again, the same dead letter not again.
+		const firstAt = new Date(first.at).getTime();
+		e2eLog('waiting for the next Monitoring run (about a minute)');
+		const [next] = await env.standins.callbacks.waitFor(alert(EXPIRED, firstAt + 30_000), {
+			timeoutMs: 100_000,
+		});
+		expect(next.status).toBe(200);
+		expect((next.json as { reasons: string[] }).reasons.join('; ')).toMatch(
+			/^1 running job\(s\) with an expired lease/,
+		);
+		await new Promise((resolve) => setTimeout(resolve, 5_000));
+		expect(env.standins.callbacks.received.filter(alert(DEAD, firstAt + 30_000))).toEqual([]);
+	});
+});
+
+describe('Callback relay (05) with the placeholder signing key', () => {
+	it('sends nothing: the event is retried with signing_key_placeholder, and the failed execution says what to set', async () => {
+		const since = new Date();
+		const path = `/hooks/placeholder-${Date.now()}`;
+		const answer = await env.request('jobs', {
+			method: 'POST',
+			body: {
+				document: { id: `placeholder-${Date.now()}`, text: 'name: Ada Lovelace, amount: 1' },
+				callback_url: `${env.standins.callbacks.url}${path}`,
+			},
+		});
+		expect(answer.status).toBe(202);
+		const jobId = (answer.body as { job_id: string }).job_id;
+
+		const attempt = await waitFor(
+			async () => {
+				const { rows } = await env.jobsDb.query<{
+					outcome: string;
+					error_code: string | null;
+					error_message: string | null;
+				}>(
+					`SELECT a.outcome, a.error_code, a.error_message
+					FROM "${SCHEMA}".job_attempts a JOIN "${SCHEMA}".jobs j ON j.id = a.job_id
+					WHERE j.queue = 'callbacks' AND j.payload->'payload'->>'job_id' = $1
+						AND a.attempt = 1 AND a.outcome IS NOT NULL`,
+					[jobId],
+				);
+				return rows[0];
+			},
+			{ timeoutMs: 90_000, intervalMs: 250, what: 'the first delivery attempt of the event' },
+		);
+		expect(attempt).toMatchObject({ outcome: 'retry', error_code: 'signing_key_placeholder' });
+		expect(attempt.error_message).toMatch(/placeholder/);
+
+		const failed = await waitFor(
+			async () =>
+				(await failedExecutions(RELAY_ID, since)).find((execution) =>
+					execution.data.includes('Callback not sent: Config'),
+				),
+			{ timeoutMs: 30_000, intervalMs: 500, what: 'a failed Callback relay execution' },
+		);
+		expect(failed.id).toMatch(/^\d+$/);
+		await new Promise((resolve) => setTimeout(resolve, 2_000));
+		expect(env.standins.callbacks.received.filter((request) => request.path === path)).toEqual([]);
+	});
+});
