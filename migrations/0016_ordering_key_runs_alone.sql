@@ -25,4 +25,4 @@ END
 $$;
 
 CREATE UNIQUE INDEX IF NOT EXISTS jobs_ordering_running ON {{schema}}.jobs (queue, ordering_key)
-	WHERE status = 'running' AND ordering_key IS NOT NULL;
+	WHERE ordering_key IS NOT NULL AND status = 'running';
