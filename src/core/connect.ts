@@ -1,5 +1,5 @@
 import { MigrationsMissingError } from './errors';
-import { assertMigrated, migrate } from './migrate';
+import { assertMigrated, migrate, migrationWaits } from './migrate';
 import { DEFAULT_SCHEMA, validateSchemaName } from './identifiers';
 import { getPool, poolKey, type ConnectionConfig } from './pool';
 import { JobStore, type StoreOptions } from './store';
@@ -16,6 +16,9 @@ export interface StoreConfig extends ConnectionConfig {
 	/** StoreOptions.durableLeases (default false). */
 	durableLeases?: boolean;
 }
+
+/** How long a store opens without a migration that waits for running jobs before it tries again. */
+const DEFERRED_MIGRATION_RETRY_MS = 30_000;
 
 /** Schemas known to be migrated, per pool; the check runs once per process and schema. */
 const readySchemas = new Map<string, Promise<void>>();
@@ -38,10 +41,18 @@ export async function openStore(
 		// privileges can use it); migrations run only when something is missing.
 		ready =
 			config.autoMigrate === false
-				? assertMigrated(pool, schema)
+				? assertMigrated(pool, schema, { allowDeferrable: true })
 				: assertMigrated(pool, schema).catch(async (error: unknown) => {
 						if (!(error instanceof MigrationsMissingError)) throw error;
-						await migrate(pool, schema);
+						try {
+							await migrate(pool, schema);
+						} catch (migrationError) {
+							if (!migrationWaits(migrationError)) throw migrationError;
+							// A migration the package works without waits for running jobs (see
+							// DEFERRABLE_MIGRATION_IDS): the store opens, and a use after a while
+							// migrates again.
+							setTimeout(() => readySchemas.delete(readyKey), DEFERRED_MIGRATION_RETRY_MS).unref();
+						}
 					});
 		readySchemas.set(readyKey, ready);
 		ready.catch(() => readySchemas.delete(readyKey));

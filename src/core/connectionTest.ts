@@ -40,7 +40,8 @@ export async function testConnection(config: StoreConfig): Promise<ConnectionTes
 	);
 	try {
 		const [{ isolation }] = await db.run<{ isolation: string }>(DEFAULT_ISOLATION_QUERY);
-		if (isolation !== 'read committed') {
+		// PostgreSQL runs read uncommitted as read committed.
+		if (isolation !== 'read committed' && isolation !== 'read uncommitted') {
 			// Single statements (most leases and completions) run at the default level; at
 			// repeatable read a lease that meets a job changed since its snapshot fails.
 			return {

@@ -199,14 +199,25 @@ export function classifyDatabaseError(error: unknown): DurableJobsError {
 /**
  * Runs `work` again when PostgreSQL aborted it as one side of a deadlock (at most `runs` times
  * in all). Only for work whose aborted run wrote nothing: one statement, or one transaction.
+ * It waits a little first (50-250 ms, at random): the other side is still at work, and run at
+ * once in the same crossed order the two would deadlock again.
  */
 export async function runAgainAfterDeadlock<T>(work: () => Promise<T>, runs = 3): Promise<T> {
 	for (let run = 1; ; run++) {
 		try {
 			return await work();
 		} catch (error) {
-			const cause = (error as { cause?: unknown } | null)?.cause ?? error;
-			if ((cause as { code?: unknown } | null)?.code !== '40P01' || run >= runs) throw error;
+			if (!isDeadlock(error) || run >= runs) throw error;
 		}
+		await new Promise((resolve) => setTimeout(resolve, 50 + Math.random() * 200));
 	}
+}
+
+/** PostgreSQL aborted the statement as one side of a deadlock (the error or its cause). */
+export function isDeadlock(error: unknown): boolean {
+	for (let link = error, depth = 0; link && depth < 5; depth++) {
+		if ((link as { code?: unknown }).code === '40P01') return true;
+		link = (link as { cause?: unknown }).cause;
+	}
+	return false;
 }

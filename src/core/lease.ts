@@ -2,6 +2,7 @@ import { v7 as uuidv7 } from 'uuid';
 
 import type { StoreContext } from './context';
 import { CONCURRENCY_LIMIT, LEASE, LEASE_LIMIT } from './defaults';
+import { isDeadlock } from './errors';
 import { validateQueueName } from './identifiers';
 import { jobAttemptKey, writeRows, type BatchOptions, type ItemResults } from './items';
 import {
@@ -34,10 +35,17 @@ import {
 /** How many times a lease runs when the unique index finds its ordering key taken. */
 const ORDERING_KEY_RUNS = 5;
 
+/**
+ * The unique index refused a second running job of an ordering key, or two such leases in
+ * crossed order deadlocked on each other's index entries. Either statement wrote nothing.
+ */
 function orderingKeyTaken(error: unknown): boolean {
 	const cause = (error as { cause?: unknown } | null)?.cause ?? error;
 	const pgError = cause as { code?: unknown; constraint?: unknown } | null;
-	return pgError?.code === '23505' && pgError.constraint === 'jobs_ordering_running';
+	return (
+		(pgError?.code === '23505' && pgError.constraint === 'jobs_ordering_running') ||
+		isDeadlock(error)
+	);
 }
 
 /** Second key of the per-queue advisory lock taken when a concurrency limit is enforced. */
@@ -109,15 +117,22 @@ export async function lease(
 		// starts, and a lock taken inside the lease statement would count with stale data.
 		return await ctx.db.transaction(async (tx) => {
 			await tx.run(queueLockQuery(QUEUE_LOCK_NAMESPACE, queue));
-			const [{ running, expired }] = await tx.run<{ running: number; expired: number }>(
-				runningCountQuery(ctx.s, queue),
-			);
+			const [{ running, expired, exhausted }] = await tx.run<{
+				running: number;
+				expired: number;
+				exhausted: number;
+			}>(runningCountQuery(ctx.s, queue));
 			// Jobs whose lease expired keep their slots; taking one over uses its own slot.
 			const queuedSlots = Math.max(0, Math.min(limit, maxRunning - running));
 			const count = Math.min(limit, queuedSlots + expired);
-			if (count <= 0) return [];
+			// With no slot to fill, the lease still runs to fail the jobs that expired on their
+			// last attempt: nothing else does, and until then they hold their slots.
+			if (count <= 0 && exhausted === 0) return [];
 			return await tx.run<LeaseReturnRow>(
-				leaseQuery(ctx.schema, ctx.s, queue, slots(count), { ...statementOptions, queuedSlots }),
+				leaseQuery(ctx.schema, ctx.s, queue, slots(Math.max(count, 1)), {
+					...statementOptions,
+					queuedSlots,
+				}),
 			);
 		});
 	}

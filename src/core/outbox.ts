@@ -6,6 +6,7 @@ import {
 	DurableJobsError,
 	EventIdReusedError,
 	classifyDatabaseError,
+	isDeadlock,
 	runAgainAfterDeadlock,
 } from './errors';
 import type { Transaction } from './executor';
@@ -193,6 +194,8 @@ async function writeWithCompanion(
 			return written;
 		});
 	} catch (error) {
+		// A deadlock aborts the whole write, not this item: the write runs again (writeOutbox).
+		if (isDeadlock(error)) throw error;
 		if (error instanceof UndoItem) outcome = error.outcome;
 		else if (error instanceof DurableJobsError) outcome = error;
 		else throw error;

@@ -10,6 +10,9 @@ const CONTROL_CHARACTERS = /[\u0000-\u001f\u007f]/;
 const NUL = /\u0000/;
 // eslint-disable-next-line no-control-regex
 const EVERY_NUL = /\u0000/g;
+/** Half of a surrogate pair: a high one not followed by a low one, or a low one alone. */
+const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
+const EVERY_LONE_SURROGATE = new RegExp(LONE_SURROGATE.source, 'g');
 
 export function validateKey(value: unknown, field: string): string {
 	if (typeof value !== 'string') {
@@ -38,6 +41,13 @@ export function validateKey(value: unknown, field: string): string {
 			field,
 			'contains control characters',
 			'Remove tabs, newlines and other control characters from the key',
+		);
+	}
+	if (LONE_SURROGATE.test(value)) {
+		throw new ValidationError(
+			field,
+			'contains half of a UTF-16 surrogate pair, which PostgreSQL cannot store',
+			'Repair the key (a value cut in the middle of an emoji, say)',
 		);
 	}
 	return value;
@@ -89,6 +99,13 @@ export function optionalText(value: unknown, field: string, maxLength = 10_000):
 			'Remove \\u0000 from the text',
 		);
 	}
+	if (LONE_SURROGATE.test(text)) {
+		throw new ValidationError(
+			field,
+			'contains half of a UTF-16 surrogate pair, which PostgreSQL cannot store',
+			'Repair or remove the broken text (a string cut in the middle of an emoji, say)',
+		);
+	}
 	return text;
 }
 
@@ -108,7 +125,7 @@ export function storableMessage(
 ): string | null {
 	const raw = textOrNull(value, field);
 	if (raw === null) return null;
-	const text = raw.replace(EVERY_NUL, '\uFFFD');
+	const text = raw.replace(EVERY_NUL, '\uFFFD').replace(EVERY_LONE_SURROGATE, '\uFFFD');
 	if (text.length <= maxLength) return text;
 	const note = ` … [cut from ${text.length} characters]`;
 	let end = maxLength - note.length;
@@ -186,7 +203,9 @@ export function optionalDate(value: unknown, field: string): Date | null {
 	const written = typeof value === 'string' ? ISO_DATE.exec(value.trim()) : null;
 	if (written) {
 		const [month, day] = [Number(written[2]), Number(written[3])];
-		const daysInMonth = new Date(Date.UTC(Number(written[1]), month, 0)).getUTCDate();
+		const lastDay = new Date(0);
+		lastDay.setUTCFullYear(Number(written[1]), month, 0);
+		const daysInMonth = lastDay.getUTCDate();
 		if (day < 1 || day > daysInMonth) {
 			throw new ValidationError(
 				field,

@@ -5,8 +5,16 @@ import {
 	cachedPoolCount,
 	openStore,
 	poolKey,
+	resetMigrationCache,
 } from '../../src/core';
-import { connectionConfig, testSchema } from '../helpers/db';
+import {
+	connectionConfig,
+	dropSchema,
+	newPool,
+	ok,
+	schemaAtMigration,
+	testSchema,
+} from '../helpers/db';
 import { freePort } from '../../scripts/lib/postgres';
 
 afterAll(async () => {
@@ -79,5 +87,45 @@ describe('connections', () => {
 		const error = await openStore(config).catch((caught: unknown) => caught);
 		expect(error).toBeInstanceOf(DatabaseUnavailableError);
 		expect((error as Error).message).toMatch(/unreachable/);
+	});
+
+	it('while migration 0016 waits for two running jobs of one ordering key, the store opens on the schema before it, those jobs can finish, and a later use applies it', async () => {
+		const schema = testSchema(__filename, 'deferred');
+		const admin = newPool(2);
+		try {
+			await dropSchema(admin, schema);
+			await schemaAtMigration(admin, schema, 15);
+			const { rows: pair } = await admin.query<{ id: string; attempt_id: string }>(
+				`INSERT INTO "${schema}".jobs (id, queue, payload, status, attempts, attempt_id, lease_until, ordering_key)
+				SELECT gen_random_uuid(), 'orders', '{}', 'running', 1, gen_random_uuid(), now() + interval '1 minute', 'customer-7'
+				FROM generate_series(1, 2) RETURNING id, attempt_id`,
+			);
+			const config = { ...connectionConfig(), schema };
+			const applied = async () =>
+				(await admin.query(`SELECT max(id)::int AS id FROM "${schema}".migrations`)).rows[0].id;
+
+			for (const autoMigrate of [true, false]) {
+				resetMigrationCache();
+				const store = await openStore({ ...config, autoMigrate });
+				expect(await applied()).toBe(15);
+				ok((await store.enqueue([{ queue: 'other', payload: {} }]))[0]);
+			}
+			const store = await openStore(config);
+			const results = await store.complete(
+				pair.map((job) => ({
+					jobId: job.id,
+					attemptId: job.attempt_id,
+					outcome: 'succeeded' as const,
+				})),
+			);
+			expect(results.map((result) => ok(result).applied)).toEqual([true, true]);
+
+			resetMigrationCache();
+			await openStore(config);
+			expect(await applied()).toBe(16);
+		} finally {
+			await dropSchema(admin, schema);
+			await admin.end();
+		}
 	});
 });

@@ -916,6 +916,21 @@ describe('lease and complete', () => {
 		expect(after[0].n).toBe(2);
 	});
 
+	it('concurrency limit: a job that expired on its last attempt is failed by the next lease, which frees its slot', async () => {
+		const [first, second] = await enqueueMany('limited-exhausted', 2, () => ({ maxAttempts: 1 }));
+		const [leased] = await store.lease({ queue: 'limited-exhausted', concurrencyLimit: 1 });
+		expect(leased.id).toBe(first);
+		await expireLease(first);
+		expect(await store.lease({ queue: 'limited-exhausted', concurrencyLimit: 1 })).toEqual([]);
+		const { rows } = await pool.query(
+			`SELECT status, error_code FROM ${schema}.jobs WHERE id = $1`,
+			[first],
+		);
+		expect(rows[0]).toEqual({ status: 'failed', error_code: 'lease_expired' });
+		const [next] = await store.lease({ queue: 'limited-exhausted', concurrencyLimit: 1 });
+		expect(next.id).toBe(second);
+	});
+
 	it('concurrency limit K: under 8 leasers never more than K running in the queue', async () => {
 		const K = 3;
 		await enqueueMany('limited', 120);

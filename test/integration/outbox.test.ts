@@ -23,22 +23,30 @@ describe('outbox write', () => {
 		const other = new pg.Pool({ connectionString: databaseUrl(), max: 2 });
 		try {
 			const otherStore = new JobStore(other, { schema });
-			const ids = Array.from({ length: 40 }, (_, n) => `crossed-${n}`);
-			const events = (order: string[]) =>
-				order.map((eventId) => ({ eventId, eventType: 'crossed', payload: { eventId } }));
-			const [forward, backward] = await crossedWritersDeadlock(
-				pool,
-				schema,
-				{ queue: 'outbox', key: ids[20] },
-				async () =>
-					await Promise.all([
-						store.writeOutbox(events(ids)),
-						otherStore.writeOutbox(events([...ids].reverse())),
-					]),
-			);
-			expect(backward.map((result) => ok(result).jobId).reverse()).toEqual(
-				forward.map((result) => ok(result).jobId),
-			);
+			// Events alone go in one INSERT; events with companion SQL each in a savepoint.
+			for (const companion of [false, true]) {
+				const ids = Array.from({ length: 40 }, (_, n) => `crossed-${companion}-${n}`);
+				const events = (order: string[]) =>
+					order.map((eventId) => ({
+						eventId,
+						eventType: 'crossed',
+						payload: { eventId },
+						...(companion ? { companionSql: 'SELECT $1::text', companionParams: [eventId] } : {}),
+					}));
+				const [forward, backward] = await crossedWritersDeadlock(
+					pool,
+					schema,
+					{ queue: 'outbox', key: ids[20] },
+					async () =>
+						await Promise.all([
+							store.writeOutbox(events(ids)),
+							otherStore.writeOutbox(events([...ids].reverse())),
+						]),
+				);
+				expect(backward.map((result) => ok(result).jobId).reverse()).toEqual(
+					forward.map((result) => ok(result).jobId),
+				);
+			}
 		} finally {
 			await other.end();
 		}

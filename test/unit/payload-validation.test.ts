@@ -1,5 +1,12 @@
 import { DurableJobsError, ValidationError } from '../../src/core';
-import { fingerprint, optionalDate, serializePayload } from '../../src/core/validate';
+import {
+	fingerprint,
+	optionalDate,
+	optionalText,
+	serializePayload,
+	storableMessage,
+	validateKey,
+} from '../../src/core/validate';
 
 function refusal(action: () => unknown): ValidationError {
 	try {
@@ -62,5 +69,15 @@ describe('what PostgreSQL jsonb cannot store is refused before it is sent, namin
 			'2024-02-29T10:00:00.000Z',
 		);
 		expect(optionalDate('2030-12-31', 'from')?.getUTCDate()).toBe(31);
+	});
+
+	it('text with half of a surrogate pair: keys and ids are refused by name, an error message is stored with U+FFFD', () => {
+		expect(refusal(() => validateKey('order-\ud83d', 'idempotencyKey')).message).toMatch(
+			/^idempotencyKey: contains half of a UTF-16 surrogate pair/,
+		);
+		expect(refusal(() => optionalText('corr-\ude00', 'correlationId')).field).toBe('correlationId');
+		expect(storableMessage('boom \ud83d', 'errorMessage')).toBe('boom \ufffd');
+		expect(storableMessage('ok 😀 \ude00x', 'errorMessage')).toBe('ok 😀 \ufffdx');
+		expect(validateKey('order-😀', 'idempotencyKey')).toBe('order-😀');
 	});
 });

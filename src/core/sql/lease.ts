@@ -263,10 +263,17 @@ function leaseStatement(
  * jobs_ordering_running (migration 0016) refuses that second lease, and lease() runs again.
  */
 function orderingKeyFree(s: string): string {
-	return `(j.ordering_key IS NULL OR NOT EXISTS (
+	// Two checks, each an index range: earlier jobs through jobs_ordering (queue, key, seq), a
+	// running one through jobs_ordering_running (its predicate spelled out so it applies). One
+	// check with `status = 'running' OR seq < j.seq` would read every queued job of the key.
+	return `(j.ordering_key IS NULL OR (NOT EXISTS (
 			SELECT 1 FROM ${s}.jobs p
 			WHERE p.queue = j.queue AND p.ordering_key = j.ordering_key
-				AND p.status IN ('queued', 'running') AND (p.status = 'running' OR p.seq < j.seq)))`;
+				AND p.status IN ('queued', 'running') AND p.seq < j.seq)
+		AND NOT EXISTS (
+			SELECT 1 FROM ${s}.jobs r
+			WHERE r.queue = j.queue AND r.ordering_key = j.ordering_key
+				AND r.ordering_key IS NOT NULL AND r.status = 'running')))`;
 }
 
 /** The FROM item that commits a lease without waiting for the WAL flush, unless asked to wait. */
@@ -348,8 +355,9 @@ ORDER BY ord`,
 }
 
 /**
- * Running jobs of a queue, for the concurrency limit (read under the queue's lock), and how
- * many of them a lease may take over. A job whose lease expired keeps its slot until it is taken
+ * Running jobs of a queue, for the concurrency limit (read under the queue's lock), how many
+ * of them a lease may take over, and how many expired on their last attempt (the lease fails
+ * those, which frees their slots for the next lease). A job whose lease expired keeps its slot until it is taken
  * over or fails: its worker may still be at work and extend the lease (or be extending it while
  * the lease skips the locked row), so handing its slot to a queued job could run one job more
  * than the limit.
@@ -357,7 +365,8 @@ ORDER BY ord`,
 export function runningCountQuery(s: string, queue: string): SqlQuery {
 	return {
 		text: `SELECT count(*)::int AS running,
-			count(*) FILTER (WHERE lease_until < statement_timestamp() AND attempts < max_attempts)::int AS expired
+			count(*) FILTER (WHERE lease_until < statement_timestamp() AND attempts < max_attempts)::int AS expired,
+			count(*) FILTER (WHERE lease_until < statement_timestamp() AND attempts >= max_attempts)::int AS exhausted
 		FROM ${s}.jobs WHERE queue = $1 AND status = 'running'`,
 		values: [queue],
 		prepare: true,
