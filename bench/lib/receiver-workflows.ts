@@ -69,7 +69,21 @@ export function bareWebhookWorkflow(settings: Record<string, unknown> = {}): Wor
 export function enqueueOnlyWorkflow(settings: Record<string, unknown> = {}): WorkflowJson {
 	const receiver = loadWorkflows().find((workflow) => workflow.id === RECEIVER_ID);
 	if (!receiver) throw new Error(`the bundled receiver (${RECEIVER_ID}) was not found`);
-	const kept = new Set(['POST /jobs', 'Job Enqueue', 'Respond 202', 'Respond error']);
+	const connections = receiver.connections as Record<
+		string,
+		{ main?: Array<Array<{ node: string }>> }
+	>;
+	// Job Enqueue and every node after it (its answers), whatever the template routes them through.
+	const afterEnqueue = new Set(['Job Enqueue']);
+	for (const pending = ['Job Enqueue']; pending.length > 0; ) {
+		for (const output of connections[pending.pop()!]?.main ?? [])
+			for (const { node } of output ?? [])
+				if (!afterEnqueue.has(node)) {
+					afterEnqueue.add(node);
+					pending.push(node);
+				}
+	}
+	const kept = new Set(['POST /jobs', 'Respond 202', ...afterEnqueue]);
 	const missing = [...kept].filter((name) => !receiver.nodes.some((node) => node.name === name));
 	if (missing.length > 0)
 		throw new Error(
@@ -88,7 +102,11 @@ export function enqueueOnlyWorkflow(settings: Record<string, unknown> = {}): Wor
 					}
 				: node,
 		);
-	const connections = receiver.connections as Record<string, unknown>;
+	const keptConnections = Object.fromEntries(
+		[...afterEnqueue]
+			.filter((name) => connections[name] !== undefined)
+			.map((name) => [name, structuredClone(connections[name])]),
+	);
 	return {
 		...structuredClone(receiver),
 		id: ENQUEUE_ONLY_ID,
@@ -96,7 +114,7 @@ export function enqueueOnlyWorkflow(settings: Record<string, unknown> = {}): Wor
 		nodes,
 		connections: {
 			...link('POST /enqueue-only', 'Job Enqueue'),
-			'Job Enqueue': structuredClone(connections['Job Enqueue']),
+			...keptConnections,
 		},
 		settings: { ...(receiver.settings as object), ...settings },
 		active: false,
