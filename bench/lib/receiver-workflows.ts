@@ -71,7 +71,7 @@ export function enqueueOnlyWorkflow(settings: Record<string, unknown> = {}): Wor
 	if (!receiver) throw new Error(`the bundled receiver (${RECEIVER_ID}) was not found`);
 	const connections = receiver.connections as Record<
 		string,
-		{ main?: Array<Array<{ node: string }>> }
+		{ main?: Array<Array<{ node: string }> | null> }
 	>;
 	// Job Enqueue and every node after it (its answers), whatever the template routes them through.
 	const afterEnqueue = new Set(['Job Enqueue']);
@@ -83,7 +83,7 @@ export function enqueueOnlyWorkflow(settings: Record<string, unknown> = {}): Wor
 					pending.push(node);
 				}
 	}
-	const kept = new Set(['POST /jobs', 'Respond 202', ...afterEnqueue]);
+	const kept = new Set(['POST /jobs', ...afterEnqueue]);
 	const missing = [...kept].filter((name) => !receiver.nodes.some((node) => node.name === name));
 	if (missing.length > 0)
 		throw new Error(
