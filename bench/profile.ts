@@ -23,27 +23,8 @@ import { GraphileEngine } from './lib/graphile';
 import { OursEngine } from './lib/ours';
 import { PgBossEngine } from './lib/pgboss';
 import { startProfilingPostgres } from './lib/profiling';
+import { speedProbe } from './lib/speed-probe';
 import { log, now, round, runMain, sleep, vacuumAnalyzeSchema } from './lib/util';
-
-/**
- * The time of a fixed piece of work in the server (a sum over a million-row series) and in
- * Node.js (a fixed arithmetic loop), in ms: best of three each, lower is faster.
- */
-async function speedProbe(admin: pg.Pool): Promise<{ serverMs: number; nodeMs: number }> {
-	let serverMs = Infinity;
-	let nodeMs = Infinity;
-	for (let attempt = 0; attempt < 3; attempt++) {
-		let started = now();
-		await admin.query('SELECT sum(i) FROM generate_series(1, 1000000) AS i');
-		serverMs = Math.min(serverMs, now() - started);
-		started = now();
-		let sink = 0;
-		for (let i = 0; i < 20_000_000; i++) sink = (sink + i * 7) % 1_000_003;
-		if (sink < 0) log('unreachable');
-		nodeMs = Math.min(nodeMs, now() - started);
-	}
-	return { serverMs: round(serverMs, 1), nodeMs: round(nodeMs, 1) };
-}
 
 interface Options {
 	engine: EngineId;

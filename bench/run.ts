@@ -34,6 +34,7 @@ import {
 import { GraphileEngine } from './lib/graphile';
 import { OursEngine } from './lib/ours';
 import { PgBossEngine } from './lib/pgboss';
+import { speedProbe } from './lib/speed-probe';
 import {
 	loadOurs,
 	loadPgBoss,
@@ -564,6 +565,10 @@ async function main(): Promise<void> {
 		log(
 			`node ${process.version}, ${(env.postgres as { version: string }).version.split(' on ')[0]}, ${os.cpus().length} cores; engines: ${config.engines.join(', ')}`,
 		);
+		const speedAtStart = await speedProbe(admin);
+		log(
+			`speed probe: server ${speedAtStart.serverMs} ms, Node.js ${speedAtStart.nodeMs} ms (a fixed piece of work; lower is faster)`,
+		);
 
 		if (config.scenarios.includes('enqueue')) {
 			await createCommitProbe(admin, PROBE_SCHEMA);
@@ -664,6 +669,9 @@ async function main(): Promise<void> {
 		(env as Record<string, unknown>).loadAverageAtEnd = os
 			.loadavg()
 			.map((value) => round(value, 2));
+		const speedAtEnd = await speedProbe(admin);
+		log(`speed probe: server ${speedAtEnd.serverMs} ms, Node.js ${speedAtEnd.nodeMs} ms`);
+		(env as Record<string, unknown>).speedProbe = { atStart: speedAtStart, atEnd: speedAtEnd };
 		const report = {
 			benchmark: 'n8n-nodes-durable-jobs queue engine vs pg-boss and graphile-worker',
 			startedAt: startedAt.toISOString(),
