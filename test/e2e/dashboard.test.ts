@@ -463,8 +463,20 @@ if (!chromium) console.warn(`[dashboard.test] ${CHROMIUM_MISSING_MESSAGE}`);
 			);
 		});
 		await page.click('#filter button[type=submit]');
-		await answered;
-		await page.waitForTimeout(100);
+		const response = await answered;
+		// Shown once the table lists the answer's jobs (or says none match): a fixed pause here
+		// let a loaded machine read the previous filter's rows.
+		const { jobs } = (await response.json()) as { jobs: Array<{ job_id: string }> };
+		await page.waitForFunction(
+			(ids) => {
+				const rows = Array.from(document.querySelectorAll<HTMLElement>('#jobs-body tr'));
+				const shown = rows.flatMap((row) => (row.dataset.jobId ? [row.dataset.jobId] : []));
+				if (ids.length === 0)
+					return rows.length === 1 && rows[0].querySelector('td.empty') !== null;
+				return shown.join(',') === ids.join(',');
+			},
+			jobs.map((job) => job.job_id),
+		);
 	}
 
 	async function listedIds(): Promise<string[]> {

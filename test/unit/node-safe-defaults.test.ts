@@ -73,8 +73,8 @@ function n8nConverter(): ToolConverter | undefined {
 }
 
 /**
- * Without n8n installed (the end-to-end tests install it), the second converter's tests are
- * listed as skipped, so the number of tests does not depend on what else ran on the machine.
+ * Without n8n in the cache (`npm run n8n:install`, which `npm test` runs first), the second
+ * converter's tests are listed as skipped, so the number of tests stays the same either way.
  */
 const CONVERTERS: Array<[string, ToolConverter | undefined]> = [
 	['as n8n 2.40 builds it', toolVariantLikeN8n],
