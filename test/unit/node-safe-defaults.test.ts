@@ -1,6 +1,5 @@
 import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { homedir } from 'node:os';
 import path from 'node:path';
 import {
 	NodeConnectionTypes,
@@ -20,6 +19,8 @@ import { IdempotencyCheck } from '../../nodes/IdempotencyCheck/IdempotencyCheck.
 import { JobComplete } from '../../nodes/JobComplete/JobComplete.node';
 import { JobLease } from '../../nodes/JobLease/JobLease.node';
 import { JobStatus } from '../../nodes/JobStatus/JobStatus.node';
+import { COMPLETE_MARKER } from '../../scripts/lib/cache';
+import { n8nInstallDir } from '../../scripts/lib/n8n/install';
 import { NodeContext, type NodeContextOptions } from '../helpers/n8n-context';
 
 type ToolConverter = (description: INodeTypeDescription) => INodeTypeDescription;
@@ -55,15 +56,10 @@ const toolVariantLikeN8n: ToolConverter = (source) => {
 
 /** n8n's own converter, when the n8n that the end-to-end tests use is installed here. */
 function n8nConverter(): ToolConverter | undefined {
-	const cache =
-		process.env.DURABLE_JOBS_CACHE_DIR ??
-		path.join(
-			process.env.XDG_CACHE_HOME || path.join(homedir(), '.cache'),
-			'n8n-nodes-durable-jobs',
-		);
-	const file = path.join(cache, 'n8n-2.40.7/node_modules/n8n/dist/tool-generation/ai-tools.js');
-	if (!existsSync(path.join(cache, 'n8n-2.40.7/.install-complete')) || !existsSync(file))
-		return undefined;
+	// The folder `npm run n8n:install` fills (the same cache rules), for the n8n these tests name.
+	const installDir = n8nInstallDir('2.40.7');
+	const file = path.join(installDir, 'node_modules/n8n/dist/tool-generation/ai-tools.js');
+	if (!existsSync(path.join(installDir, COMPLETE_MARKER)) || !existsSync(file)) return undefined;
 	const { convertNodeToAiTool } = createRequire(__filename)(file) as {
 		convertNodeToAiTool: (item: { description: INodeTypeDescription }) => {
 			description: INodeTypeDescription;
