@@ -82,7 +82,7 @@ async function lockWaiter(what: string): Promise<number> {
 		const { rows } = await pool.query<{ pid: number }>(
 			`SELECT pid FROM pg_stat_activity
 			WHERE datname = current_database() AND wait_event_type = 'Lock'
-				AND query LIKE '%jsonb_to_recordset%' AND query LIKE $1`,
+				AND query LIKE $1`,
 			[`%"${schema}".jobs%`],
 		);
 		return rows[0]?.pid;

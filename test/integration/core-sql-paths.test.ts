@@ -8,7 +8,7 @@ import { randomUUID } from 'node:crypto';
 
 import pg from 'pg';
 
-import { JobStore, type CompleteInput, type QueueStats } from '../../src/core';
+import { JobStore, type CompleteInput, type CompleteResult, type QueueStats } from '../../src/core';
 import { notifyChannel } from '../../src/core/identifiers';
 import { completeQuery, type CompleteRow } from '../../src/core/sql/complete';
 import { enqueueQuery, enqueueWithoutKeysQuery, type EnqueueRow } from '../../src/core/sql/enqueue';
@@ -982,6 +982,123 @@ describe('complete and heartbeat rewrites', () => {
 		expect(succeededOnly.rows).toEqual(mixed.rows);
 		expect(succeededOnly.events).toEqual([0]);
 		expect(mixed.events).toEqual([0]);
+	});
+
+	it('a completion of one succeeded item runs a statement of its own, which answers and writes as the batch statement does', async () => {
+		const unknownJob = '00000000-0000-4000-8000-000000000003';
+		const unknownAttempt = '00000000-0000-4000-8000-000000000004';
+		async function scenario(queue: string, oneByOne: boolean) {
+			const ids = (
+				await store.enqueue([
+					{ queue, payload: { n: 0 }, callbackUrl: 'https://example.com/a' },
+					{ queue, payload: { n: 1 } },
+					{ queue, payload: { n: 2 } },
+					{ queue, payload: { n: 3 } },
+					{ queue, payload: { n: 4 } },
+				])
+			).map((result) => ok(result).jobId);
+			const attemptOf = new Map(
+				(await store.lease({ queue, limit: 5 })).map((job) => [job.id, job.attempt_id]),
+			);
+			const attempt = (index: number) => attemptOf.get(ids[index])!;
+			ok(
+				(await store.complete([{ jobId: ids[3], attemptId: attempt(3), outcome: 'succeeded' }]))[0],
+			);
+			// The lease of ids[4] knew its n8n ids: the completing execution's do not replace them.
+			await pool.query(
+				`UPDATE "${schema}".jobs SET attempt_workflow_id = 'wf-lease', attempt_execution_id = 'ex-lease'
+				 WHERE id = $1`,
+				[ids[4]],
+			);
+			const items: CompleteInput[] = [
+				{
+					jobId: ids[0],
+					attemptId: attempt(0),
+					outcome: 'succeeded',
+					result: { ok: true, nothing: null },
+					errorWorkflow: 'wf-1',
+					errorExecution: 'ex-1',
+				},
+				{ jobId: ids[1], attemptId: attempt(1), outcome: 'succeeded', result: null },
+				{ jobId: ids[2], attemptId: unknownAttempt, outcome: 'succeeded' },
+				{ jobId: unknownJob, attemptId: unknownAttempt, outcome: 'succeeded' },
+				{ jobId: ids[3], attemptId: attempt(3), outcome: 'succeeded' },
+				{
+					jobId: ids[4],
+					attemptId: attempt(4),
+					outcome: 'succeeded',
+					result: 'text',
+					errorWorkflow: 'wf-2',
+					errorExecution: 'ex-2',
+				},
+			];
+			const spy = jest.spyOn(pg.Client.prototype, 'query');
+			const results: CompleteResult[] = [];
+			let texts: string[];
+			try {
+				if (oneByOne) {
+					for (const item of items) results.push(...(await store.complete([item])).map(ok));
+				} else {
+					results.push(...(await store.complete(items)).map(ok));
+				}
+			} finally {
+				texts = sentTexts(spy).filter((text) => text.includes("SET status = 'done'"));
+				spy.mockRestore();
+			}
+			const { rows } = await pool.query(
+				`SELECT payload->>'n' AS n, status, result, result IS NULL AS sql_null, attempts, error_code,
+					error_message, error_class, attempt_workflow_id, attempt_execution_id,
+					lease_until IS NULL AS lease_ended, finished_at IS NOT NULL AS finished
+				 FROM "${schema}".jobs WHERE queue = $1 ORDER BY 1`,
+				[queue],
+			);
+			const events = await pool.query(
+				`SELECT payload->'payload'->>'job_id' AS job_id FROM "${schema}".jobs
+				 WHERE queue = 'callbacks' AND payload->'payload'->>'queue' = $1`,
+				[queue],
+			);
+			await expectCountsExact(queue);
+			return {
+				texts,
+				answers: results.map((result) => ({
+					...result,
+					runAt: null,
+					callbackEventId: result.callbackEventId?.replace(ids[0], 'first') ?? null,
+				})),
+				rows,
+				events: events.rows.map((row) => ids.indexOf(row.job_id)),
+			};
+		}
+		const batch = await scenario('one-succeeded-batch', false);
+		const single = await scenario('one-succeeded-single', true);
+		expect(batch.texts).toHaveLength(1);
+		expect(batch.texts[0]).toContain('jsonb_to_recordset');
+		expect(single.texts).toHaveLength(6);
+		for (const text of single.texts) expect(text).not.toContain('jsonb_to_recordset');
+		expect(single.answers.map((a) => [a.applied, a.status, a.leaseLostReason])).toEqual([
+			[true, 'done', null],
+			[true, 'done', null],
+			[false, 'running', 'attempt_superseded'],
+			[false, null, 'not_found'],
+			[false, 'done', 'job_done'],
+			[true, 'done', null],
+		]);
+		expect(single.answers[0].callbackEventId).toBe('job_first_done_1');
+		expect(single.answers).toEqual(batch.answers);
+		expect(single.rows[0]).toMatchObject({
+			result: { ok: true, nothing: null },
+			attempt_workflow_id: 'wf-1',
+			attempt_execution_id: 'ex-1',
+		});
+		expect(single.rows[1]).toMatchObject({ result: null, sql_null: true });
+		expect(single.rows[4]).toMatchObject({
+			result: 'text',
+			attempt_workflow_id: 'wf-lease',
+			attempt_execution_id: 'ex-lease',
+		});
+		expect(single.rows).toEqual(batch.rows);
+		expect(single.events).toEqual([0]);
+		expect(batch.events).toEqual([0]);
 	});
 
 	it('two items of one attempt in one completion: the first applies, the second is answered as it would be after it', async () => {

@@ -342,6 +342,107 @@ describe('lease and complete', () => {
 		]);
 	});
 
+	it('a lease of one slot runs a statement of its own, which takes, writes and answers as the statement for many slots', async () => {
+		/** Leases every job it can, `limit` per call; returns what each lease answered and wrote. */
+		async function scenario(queue: string, limit: number, includeMetadata: boolean) {
+			await enqueueMany(queue, 7, (n) => ({
+				priority: n % 3,
+				orderingKey: n < 3 ? 'customer-1' : null,
+				correlationId: `c-${n}`,
+				...(n === 6 ? { delayMs: 60_000 } : {}),
+			}));
+			const spy = jest.spyOn(pg.Client.prototype, 'query');
+			const leased: Array<LeasedJob | LeasedJobEssentials> = [];
+			let texts: string[];
+			try {
+				for (;;) {
+					const jobs = await store.lease({
+						queue,
+						limit,
+						leaseMs: 45_000,
+						workflowId: 'wf-1',
+						executionId: 'exec-1',
+						includeMetadata,
+					});
+					leased.push(...jobs);
+					if (jobs.length < limit) break;
+				}
+			} finally {
+				texts = sentTexts(spy).filter((text) => text.includes('WITH probe AS'));
+				spy.mockRestore();
+			}
+			const { rows } = await pool.query(
+				`SELECT payload->>'n' AS n, status, attempts, attempt_id, attempt_workflow_id,
+					attempt_execution_id, attempt_checkpoint,
+					lease_until BETWEEN now() + interval '40 seconds' AND now() + interval '46 seconds' AS lease_45s,
+					attempt_lease_until = lease_until AS attempt_lease_kept, started_at IS NOT NULL AS started
+				 FROM ${schema}.jobs WHERE queue = $1 ORDER BY 1`,
+				[queue],
+			);
+			const attemptOf = new Map(leased.map((job) => [job.id, job.attempt_id]));
+			expect(rows.filter((row) => row.status === 'running').map((row) => row.attempt_id)).toEqual(
+				expect.arrayContaining([...attemptOf.values()]),
+			);
+			return {
+				texts,
+				leased: leased.map((job) => ({
+					...job,
+					id: undefined,
+					queue: undefined,
+					attempt_id: undefined,
+					...('lease_until' in job ? { lease_until: undefined, created_at: undefined } : {}),
+				})),
+				rows: rows.map((row) => ({ ...row, attempt_id: row.attempt_id === null ? null : 'set' })),
+			};
+		}
+		for (const includeMetadata of [true, false]) {
+			const one = await scenario(`one-slot-${includeMetadata}`, 1, includeMetadata);
+			const many = await scenario(`two-slots-${includeMetadata}`, 2, includeMetadata);
+			expect(one.texts.length).toBeGreaterThan(1);
+			for (const text of one.texts) expect(text).not.toContain('::uuid[]');
+			for (const text of many.texts) expect(text).toContain('::uuid[]');
+			// Priority first, but the ordering key's jobs in enqueue order and one at a time (0
+			// before 1 and 2, which wait); the delayed job not yet.
+			expect(one.leased.map((job) => (job.payload as { n: number }).n)).toEqual([5, 4, 0, 3]);
+			expect(one.leased).toEqual(many.leased);
+			expect(one.rows).toEqual(many.rows);
+			expect(one.rows.find((row) => row.n === '0')).toMatchObject({
+				status: 'running',
+				attempts: 1,
+				attempt_workflow_id: 'wf-1',
+				attempt_execution_id: 'exec-1',
+				attempt_checkpoint: null,
+				lease_45s: true,
+				attempt_lease_kept: true,
+				started: true,
+			});
+		}
+		// While a lease of the queue has expired, the one-slot statement takes nothing and the
+		// full statement recovers that job, as for many slots.
+		const queue = 'one-slot-true';
+		const { rows } = await pool.query<{ id: string }>(
+			`SELECT id FROM ${schema}.jobs WHERE queue = $1 AND payload->>'n' = '5'`,
+			[queue],
+		);
+		await expireLease(rows[0].id);
+		const spy = jest.spyOn(pg.Client.prototype, 'query');
+		let recovered: LeasedJob[];
+		let texts: string[];
+		try {
+			recovered = await store.lease({ queue, limit: 1 });
+		} finally {
+			texts = sentTexts(spy).filter((text) => /WITH (probe|queued) AS/.test(text));
+			spy.mockRestore();
+		}
+		expect(recovered).toEqual([
+			expect.objectContaining({ id: rows[0].id, recovered: true, attempts: 2 }),
+		]);
+		expect(texts).toHaveLength(2);
+		expect(texts[0]).toContain('WITH probe AS');
+		expect(texts[0]).not.toContain('::uuid[]');
+		expect(texts[1]).toContain('WITH queued AS');
+	});
+
 	it('a checkpoint is recorded on the attempt only while it holds the lease, and Unknown Outcomes shows it', async () => {
 		await enqueueMany('checkpoint', 2);
 		const [passed, early] = await store.lease({ queue: 'checkpoint', limit: 2, leaseMs: 60_000 });

@@ -70,17 +70,32 @@ const ESSENTIAL_LEASED_COLUMNS = [
 ] as const;
 
 /**
- * What a lease writes on each job it takes (`a`: the job's slot). statement_timestamp() is now()
+ * What a lease writes on each job it takes, from the SQL expressions of its slot. statement_timestamp() is now()
  * for a lease alone in its transaction; under a concurrency limit the transaction began before
  * it waited for the queue's lock, and that wait must not be taken off the lease.
  */
-const LEASED_SET = `status = 'running', attempts = j.attempts + 1, attempt_id = a.new_attempt_id,
-		lease_until = statement_timestamp() + a.lease_ms * interval '1 millisecond',
+function leasedSet(slot: {
+	attemptId: string;
+	leaseMs: string;
+	workflowId: string;
+	executionId: string;
+}): string {
+	return `status = 'running', attempts = j.attempts + 1, attempt_id = ${slot.attemptId},
+		lease_until = statement_timestamp() + ${slot.leaseMs} * interval '1 millisecond',
 		started_at = coalesce(j.started_at, statement_timestamp()),
 		updated_at = statement_timestamp(), attempt_started_at = statement_timestamp(),
-		attempt_lease_until = statement_timestamp() + a.lease_ms * interval '1 millisecond',
-		attempt_workflow_id = a.workflow_id, attempt_execution_id = a.execution_id, attempt_checkpoint = NULL,
+		attempt_lease_until = statement_timestamp() + ${slot.leaseMs} * interval '1 millisecond',
+		attempt_workflow_id = ${slot.workflowId}, attempt_execution_id = ${slot.executionId}, attempt_checkpoint = NULL,
 		attempt_checkpoint_at = NULL`;
+}
+
+/** LEASED_SET from the slot a job was assigned (`a`: a row of the statement's slots). */
+const LEASED_SET = leasedSet({
+	attemptId: 'a.new_attempt_id',
+	leaseMs: 'a.lease_ms',
+	workflowId: 'a.workflow_id',
+	executionId: 'a.execution_id',
+});
 
 /**
  * Claims up to one job per slot of one queue in one statement.
@@ -307,6 +322,7 @@ export function leaseQueuedQuery(
 	slots: LeaseSlot[],
 	options: LeaseOptions,
 ): SqlQuery {
+	if (slots.length === 1) return leaseOneQueuedQuery(schema, s, queue, slots[0], options);
 	return leaseStatement(
 		`lease-queued|${s}`,
 		queue,
@@ -352,6 +368,68 @@ FROM probe, unnest($3::int[]) AS slot (ord)
 WHERE probe.lease_expired
 ORDER BY ord`,
 	);
+}
+
+/**
+ * leaseQueuedQuery for one slot, the usual lease of a Job Trigger with one free slot and of Job
+ * Lease: the same job, the same writes and the same answer, with the slot as typed parameters
+ * instead of arrays, and without numbering candidates: there is one, found by primary key.
+ */
+function leaseOneQueuedQuery(
+	schema: string,
+	s: string,
+	queue: string,
+	slot: LeaseSlot,
+	options: LeaseOptions,
+): SqlQuery {
+	const metadata = options.metadata ?? true;
+	const columns = metadata ? LEASED_COLUMNS : ESSENTIAL_LEASED_COLUMNS;
+	return {
+		text: cachedText(`lease-queued-one|${s}|${options.waitForFlush}|${metadata}`, () =>
+			leaseOneQueuedText(schema, s, columns, options),
+		),
+		values: [queue, slot.ord, slot.attempt_id, slot.lease_ms, slot.workflow_id, slot.execution_id],
+		prepare: true,
+	};
+}
+
+function leaseOneQueuedText(
+	schema: string,
+	s: string,
+	columns: readonly string[],
+	options: LeaseOptions,
+): string {
+	return `
+WITH probe AS MATERIALIZED (
+	SELECT EXISTS (
+		SELECT 1 FROM ${s}.jobs e WHERE e.queue = $1 AND e.status = 'running' AND e.lease_until < now()
+	) AS lease_expired
+), queued AS (
+	SELECT j.id
+	FROM ${s}.jobs j
+	WHERE j.queue = $1 AND j.status = 'queued' AND j.run_at <= now()
+		AND ${orderingKeyFree(s)}
+		AND NOT (SELECT lease_expired FROM probe)
+	ORDER BY j.priority DESC, j.run_at, j.seq
+	LIMIT 1
+	FOR NO KEY UPDATE SKIP LOCKED
+), leased AS (
+	UPDATE ${s}.jobs j
+	SET ${leasedSet({
+		attemptId: '$3::uuid',
+		leaseMs: '$4::bigint',
+		workflowId: '$5::text',
+		executionId: '$6::text',
+	})}
+	WHERE j.id = (SELECT id FROM queued)
+	RETURNING ${columns.map((column) => `j.${column}`).join(', ')}, ${countedMark(schema)}
+)
+SELECT ${resultColumns(columns)}, $2::int AS ord, false AS expired, false AS rerun
+FROM leased${commitWithoutFlush(options)}
+UNION ALL
+SELECT ${columns.map(() => 'NULL').join(', ')}, $2::int, false, true
+FROM probe
+WHERE probe.lease_expired`;
 }
 
 /**
