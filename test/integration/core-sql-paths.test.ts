@@ -995,11 +995,33 @@ describe('complete and heartbeat rewrites', () => {
 					{ queue, payload: { n: 2 } },
 					{ queue, payload: { n: 3 } },
 					{ queue, payload: { n: 4 } },
+					{ queue, payload: { n: 5 } },
 				])
 			).map((result) => ok(result).jobId);
 			const attemptOf = new Map(
-				(await store.lease({ queue, limit: 5 })).map((job) => [job.id, job.attempt_id]),
+				(await store.lease({ queue, limit: 6 })).map((job) => [job.id, job.attempt_id]),
 			);
+			// ids[5] failed once with a retry: its success must clear that attempt's error.
+			ok(
+				(
+					await store.complete([
+						{
+							jobId: ids[5],
+							attemptId: attemptOf.get(ids[5])!,
+							outcome: 'retry',
+							errorCode: 'flaky',
+							errorMessage: 'try again',
+							errorNode: 'HTTP Request',
+							errorWorkflow: 'wf-0',
+							errorExecution: 'ex-0',
+							delayMs: 0,
+						},
+					])
+				)[0],
+			);
+			const [retried] = await store.lease({ queue, limit: 1 });
+			expect(retried.id).toBe(ids[5]);
+			attemptOf.set(ids[5], retried.attempt_id);
 			const attempt = (index: number) => attemptOf.get(ids[index])!;
 			ok(
 				(await store.complete([{ jobId: ids[3], attemptId: attempt(3), outcome: 'succeeded' }]))[0],
@@ -1031,6 +1053,7 @@ describe('complete and heartbeat rewrites', () => {
 					errorWorkflow: 'wf-2',
 					errorExecution: 'ex-2',
 				},
+				{ jobId: ids[5], attemptId: attempt(5), outcome: 'succeeded', result: { n: 5 } },
 			];
 			const spy = jest.spyOn(pg.Client.prototype, 'query');
 			const results: CompleteResult[] = [];
@@ -1047,13 +1070,14 @@ describe('complete and heartbeat rewrites', () => {
 			}
 			const { rows } = await pool.query(
 				`SELECT payload->>'n' AS n, status, result, result IS NULL AS sql_null, attempts, error_code,
-					error_message, error_class, attempt_workflow_id, attempt_execution_id,
+					error_message, error_class, error_node, error_workflow, error_execution,
+					attempt_workflow_id, attempt_execution_id, run_at = created_at AS run_at_kept,
 					lease_until IS NULL AS lease_ended, finished_at IS NOT NULL AS finished
 				 FROM "${schema}".jobs WHERE queue = $1 ORDER BY 1`,
 				[queue],
 			);
 			const events = await pool.query(
-				`SELECT payload->'payload'->>'job_id' AS job_id FROM "${schema}".jobs
+				`SELECT payload->'payload' AS event FROM "${schema}".jobs
 				 WHERE queue = 'callbacks' AND payload->'payload'->>'queue' = $1`,
 				[queue],
 			);
@@ -1066,14 +1090,20 @@ describe('complete and heartbeat rewrites', () => {
 					callbackEventId: result.callbackEventId?.replace(ids[0], 'first') ?? null,
 				})),
 				rows,
-				events: events.rows.map((row) => ids.indexOf(row.job_id)),
+				events: events.rows.map((row) => ids.indexOf(row.event.job_id)),
+				eventBodies: events.rows.map(({ event }) => ({
+					...event,
+					job_id: undefined,
+					queue: undefined,
+					finished_at: undefined,
+				})),
 			};
 		}
 		const batch = await scenario('one-succeeded-batch', false);
 		const single = await scenario('one-succeeded-single', true);
 		expect(batch.texts).toHaveLength(1);
 		expect(batch.texts[0]).toContain('jsonb_to_recordset');
-		expect(single.texts).toHaveLength(6);
+		expect(single.texts).toHaveLength(7);
 		for (const text of single.texts) expect(text).not.toContain('jsonb_to_recordset');
 		expect(single.answers.map((a) => [a.applied, a.status, a.leaseLostReason])).toEqual([
 			[true, 'done', null],
@@ -1081,6 +1111,7 @@ describe('complete and heartbeat rewrites', () => {
 			[false, 'running', 'attempt_superseded'],
 			[false, null, 'not_found'],
 			[false, 'done', 'job_done'],
+			[true, 'done', null],
 			[true, 'done', null],
 		]);
 		expect(single.answers[0].callbackEventId).toBe('job_first_done_1');
@@ -1096,9 +1127,63 @@ describe('complete and heartbeat rewrites', () => {
 			attempt_workflow_id: 'wf-lease',
 			attempt_execution_id: 'ex-lease',
 		});
+		expect(single.rows[5]).toMatchObject({
+			attempts: 2,
+			error_code: null,
+			error_message: null,
+			error_class: null,
+			error_node: null,
+			error_workflow: null,
+			error_execution: null,
+			run_at_kept: false,
+		});
 		expect(single.rows).toEqual(batch.rows);
 		expect(single.events).toEqual([0]);
 		expect(batch.events).toEqual([0]);
+		expect(single.eventBodies).toEqual(batch.eventBodies);
+		expect(single.eventBodies[0]).toMatchObject({
+			status: 'done',
+			result: { ok: true, nothing: null },
+		});
+	});
+
+	it('a completion of one item reads its job by primary key, in a custom plan too, while statistics say no job runs', async () => {
+		const queue = 'one-completion-plan';
+		await pool.query(
+			`INSERT INTO "${schema}".jobs (id, queue, payload, status, finished_at)
+			 SELECT gen_random_uuid(), $1, '{}', 'done', now() FROM generate_series(1, 20000)`,
+			[queue],
+		);
+		await enqueue(queue, 3000);
+		await pool.query(`ANALYZE "${schema}".jobs`);
+		const [job] = await store.lease({ queue, limit: 2500 });
+		// An unnamed statement is planned for its values (a custom plan), as without prepared
+		// statements and in the first executions of a prepared one.
+		const query = completeQuery(
+			schema,
+			`"${schema}"`,
+			[completeRow(0, job, 'succeeded')],
+			'callbacks',
+		);
+		const [
+			{
+				'QUERY PLAN': [explained],
+			},
+		] = (await pool.query({ text: `EXPLAIN (FORMAT JSON) ${query.text}`, values: query.values }))
+			.rows;
+		const scans: string[] = [];
+		const walk = (node: Record<string, unknown>) => {
+			if (node['Index Name'] || node['Relation Name'])
+				scans.push(`${node['Node Type']} ${node['Index Name'] ?? node['Relation Name']}`);
+			for (const child of (node.Plans as Array<Record<string, unknown>> | undefined) ?? [])
+				walk(child);
+		};
+		walk(explained.Plan);
+		expect(scans).toContain('Index Scan jobs_pkey');
+		expect(scans.filter((scan) => scan.includes('jobs_running'))).toEqual([]);
+		expect(scans.filter((scan) => scan.startsWith('Seq Scan'))).toEqual([]);
+		await store.complete([{ jobId: job.id, attemptId: job.attempt_id, outcome: 'succeeded' }]);
+		await expectCountsExact(queue);
 	});
 
 	it('two items of one attempt in one completion: the first applies, the second is answered as it would be after it', async () => {

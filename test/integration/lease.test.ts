@@ -424,6 +424,8 @@ describe('lease and complete', () => {
 			`SELECT id FROM ${schema}.jobs WHERE queue = $1 AND payload->>'n' = '5'`,
 			[queue],
 		);
+		// A due job that nothing holds back: the one-slot statement must not take it either.
+		const [due] = await enqueueMany(queue, 1);
 		await expireLease(rows[0].id);
 		const spy = jest.spyOn(pg.Client.prototype, 'query');
 		let recovered: LeasedJob[];
@@ -441,6 +443,11 @@ describe('lease and complete', () => {
 		expect(texts[0]).toContain('WITH probe AS');
 		expect(texts[0]).not.toContain('::uuid[]');
 		expect(texts[1]).toContain('WITH queued AS');
+		const { rows: dueRows } = await pool.query(
+			`SELECT status, attempts FROM ${schema}.jobs WHERE id = $1`,
+			[due],
+		);
+		expect(dueRows).toEqual([{ status: 'queued', attempts: 0 }]);
 	});
 
 	it('a checkpoint is recorded on the attempt only while it holds the lease, and Unknown Outcomes shows it', async () => {

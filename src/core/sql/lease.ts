@@ -314,6 +314,7 @@ function commitWithoutFlush(options: LeaseOptions): string {
  * Everything else (the locking limit in the text, the ordering-key check, the slot arrays,
  * `id = ANY(ARRAY(…))`, the counted mark, the commit without flush) is leaseQuery's. The rows
  * are ordered by `ord`: slots are numbered in the order of their `ord`s, so that is lease order.
+ * One slot alone runs leaseOneQueuedQuery, which takes, writes and answers the same.
  */
 export function leaseQueuedQuery(
 	schema: string,
