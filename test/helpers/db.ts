@@ -243,6 +243,30 @@ export function sentTexts(spy: jest.SpyInstance): string[] {
 }
 
 /** The value of one item's result, or the item's error thrown (so a test fails with its message). */
+/**
+ * The nodes of the plan PostgreSQL chooses for `query` with its values (a custom plan), each as
+ * its type and the index or relation it reads, e.g. "Index Scan jobs_pkey" or "Sort".
+ */
+export async function planNodes(
+	pool: pg.Pool,
+	query: { text: string; values: unknown[] },
+): Promise<string[]> {
+	const [
+		{
+			'QUERY PLAN': [explained],
+		},
+	] = (await pool.query({ text: `EXPLAIN (FORMAT JSON) ${query.text}`, values: query.values }))
+		.rows;
+	const nodes: string[] = [];
+	const walk = (node: Record<string, unknown>) => {
+		nodes.push(`${node['Node Type']} ${node['Index Name'] ?? node['Relation Name'] ?? ''}`.trim());
+		for (const child of (node.Plans as Array<Record<string, unknown>> | undefined) ?? [])
+			walk(child);
+	};
+	walk(explained.Plan);
+	return nodes;
+}
+
 export function ok<T>(result: T | DurableJobsError): T {
 	if (result instanceof DurableJobsError) throw result;
 	return result;

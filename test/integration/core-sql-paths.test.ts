@@ -21,6 +21,7 @@ import {
 	freshStore,
 	newPool,
 	ok,
+	planNodes,
 	sentTexts,
 	succeedAll,
 	useTestSchema,
@@ -884,26 +885,75 @@ describe('complete and heartbeat rewrites', () => {
 		);
 	});
 
+	/**
+	 * Jobs of `queue` for comparing completion statements: `count` jobs (the first with a
+	 * callback URL), all leased, the fourth already completed.
+	 */
+	async function leasedForCompletion(queue: string, count: number) {
+		const ids = (
+			await store.enqueue(
+				Array.from({ length: count }, (_, n) => ({
+					queue,
+					payload: { n },
+					...(n === 0 ? { callbackUrl: 'https://example.com/a' } : {}),
+				})),
+			)
+		).map((result) => ok(result).jobId);
+		const attemptOf = new Map(
+			(await store.lease({ queue, limit: count })).map((job) => [job.id, job.attempt_id]),
+		);
+		ok(
+			(
+				await store.complete([
+					{ jobId: ids[3], attemptId: attemptOf.get(ids[3])!, outcome: 'succeeded' },
+				])
+			)[0],
+		);
+		return { ids, attemptOf, attempt: (index: number) => attemptOf.get(ids[index])! };
+	}
+
+	/**
+	 * What completions of `queue`'s jobs left, comparable between queues: the answers, the job
+	 * rows, the callback events (which job, and their bodies); the counts are checked.
+	 */
+	async function completionAftermath(queue: string, ids: string[], results: CompleteResult[]) {
+		const { rows } = await pool.query(
+			`SELECT payload->>'n' AS n, status, result, result IS NULL AS sql_null, attempts, error_code,
+				error_message, error_class, error_node, error_workflow, error_execution,
+				attempt_workflow_id, attempt_execution_id, run_at = created_at AS run_at_kept,
+				lease_until IS NULL AS lease_ended, finished_at IS NOT NULL AS finished
+			 FROM "${schema}".jobs WHERE queue = $1 ORDER BY 1`,
+			[queue],
+		);
+		const events = await pool.query(
+			`SELECT payload->'payload' AS event FROM "${schema}".jobs
+			 WHERE queue = 'callbacks' AND payload->'payload'->>'queue' = $1`,
+			[queue],
+		);
+		await expectCountsExact(queue);
+		return {
+			answers: results.map((result) => ({
+				...result,
+				runAt: null,
+				callbackEventId: result.callbackEventId?.replace(ids[0], 'first') ?? null,
+			})),
+			rows,
+			events: events.rows.map(({ event }) => ids.indexOf(event.job_id)),
+			eventBodies: events.rows.map(({ event }) => ({
+				...event,
+				job_id: undefined,
+				queue: undefined,
+				finished_at: undefined,
+			})),
+		};
+	}
+
 	it('a batch where every item succeeded runs a statement of its own, which answers and writes as the statement for all outcomes does', async () => {
 		const unknownJob = '00000000-0000-4000-8000-000000000001';
 		const unknownAttempt = '00000000-0000-4000-8000-000000000002';
 		/** The same completions; `extra` adds items that make the batch one of mixed outcomes. */
 		async function scenario(queue: string, extra: CompleteInput[]) {
-			const ids = (
-				await store.enqueue([
-					{ queue, payload: { n: 0 }, callbackUrl: 'https://example.com/a' },
-					{ queue, payload: { n: 1 } },
-					{ queue, payload: { n: 2 } },
-					{ queue, payload: { n: 3 } },
-				])
-			).map((result) => ok(result).jobId);
-			const attemptOf = new Map(
-				(await store.lease({ queue, limit: 4 })).map((job) => [job.id, job.attempt_id]),
-			);
-			const attempt = (index: number) => attemptOf.get(ids[index])!;
-			ok(
-				(await store.complete([{ jobId: ids[3], attemptId: attempt(3), outcome: 'succeeded' }]))[0],
-			);
+			const { ids, attempt } = await leasedForCompletion(queue, 4);
 			spy = jest.spyOn(pg.Client.prototype, 'query');
 			const results = (
 				await store.complete([
@@ -925,30 +975,7 @@ describe('complete and heartbeat rewrites', () => {
 			const texts = sentTexts(spy).filter((text) => text.includes('jsonb_to_recordset'));
 			spy.mockRestore();
 			spy = undefined;
-			const { rows } = await pool.query(
-				`SELECT payload->>'n' AS n, status, result, attempts, error_code, error_message, error_class,
-					error_node, error_workflow, error_execution, attempt_workflow_id, attempt_execution_id,
-					lease_until IS NULL AS lease_ended, finished_at IS NOT NULL AS finished,
-					run_at = created_at AS run_at_kept
-				 FROM "${schema}".jobs WHERE queue = $1 ORDER BY 1`,
-				[queue],
-			);
-			const events = await pool.query(
-				`SELECT payload->'payload'->>'job_id' AS job_id FROM "${schema}".jobs
-				 WHERE queue = 'callbacks' AND payload->'payload'->>'queue' = $1`,
-				[queue],
-			);
-			await expectCountsExact(queue);
-			return {
-				texts,
-				answers: results.slice(0, 5).map((result) => ({
-					...result,
-					runAt: null,
-					callbackEventId: result.callbackEventId?.replace(ids[0], 'first') ?? null,
-				})),
-				rows,
-				events: events.rows.map((row) => ids.indexOf(row.job_id)),
-			};
+			return { texts, ...(await completionAftermath(queue, ids, results.slice(0, 5))) };
 		}
 		const succeededOnly = await scenario('all-succeeded', []);
 		// Another attempt than the item before it: a repeat of one job and attempt would go in a
@@ -982,25 +1009,14 @@ describe('complete and heartbeat rewrites', () => {
 		expect(succeededOnly.rows).toEqual(mixed.rows);
 		expect(succeededOnly.events).toEqual([0]);
 		expect(mixed.events).toEqual([0]);
+		expect(succeededOnly.eventBodies).toEqual(mixed.eventBodies);
 	});
 
 	it('a completion of one succeeded item runs a statement of its own, which answers and writes as the batch statement does', async () => {
 		const unknownJob = '00000000-0000-4000-8000-000000000003';
 		const unknownAttempt = '00000000-0000-4000-8000-000000000004';
 		async function scenario(queue: string, oneByOne: boolean) {
-			const ids = (
-				await store.enqueue([
-					{ queue, payload: { n: 0 }, callbackUrl: 'https://example.com/a' },
-					{ queue, payload: { n: 1 } },
-					{ queue, payload: { n: 2 } },
-					{ queue, payload: { n: 3 } },
-					{ queue, payload: { n: 4 } },
-					{ queue, payload: { n: 5 } },
-				])
-			).map((result) => ok(result).jobId);
-			const attemptOf = new Map(
-				(await store.lease({ queue, limit: 6 })).map((job) => [job.id, job.attempt_id]),
-			);
+			const { ids, attemptOf, attempt } = await leasedForCompletion(queue, 6);
 			// ids[5] failed once with a retry: its success must clear that attempt's error.
 			ok(
 				(
@@ -1022,7 +1038,6 @@ describe('complete and heartbeat rewrites', () => {
 			const [retried] = await store.lease({ queue, limit: 1 });
 			expect(retried.id).toBe(ids[5]);
 			attemptOf.set(ids[5], retried.attempt_id);
-			const attempt = (index: number) => attemptOf.get(ids[index])!;
 			ok(
 				(await store.complete([{ jobId: ids[3], attemptId: attempt(3), outcome: 'succeeded' }]))[0],
 			);
@@ -1068,36 +1083,7 @@ describe('complete and heartbeat rewrites', () => {
 				texts = sentTexts(spy).filter((text) => text.includes("SET status = 'done'"));
 				spy.mockRestore();
 			}
-			const { rows } = await pool.query(
-				`SELECT payload->>'n' AS n, status, result, result IS NULL AS sql_null, attempts, error_code,
-					error_message, error_class, error_node, error_workflow, error_execution,
-					attempt_workflow_id, attempt_execution_id, run_at = created_at AS run_at_kept,
-					lease_until IS NULL AS lease_ended, finished_at IS NOT NULL AS finished
-				 FROM "${schema}".jobs WHERE queue = $1 ORDER BY 1`,
-				[queue],
-			);
-			const events = await pool.query(
-				`SELECT payload->'payload' AS event FROM "${schema}".jobs
-				 WHERE queue = 'callbacks' AND payload->'payload'->>'queue' = $1`,
-				[queue],
-			);
-			await expectCountsExact(queue);
-			return {
-				texts,
-				answers: results.map((result) => ({
-					...result,
-					runAt: null,
-					callbackEventId: result.callbackEventId?.replace(ids[0], 'first') ?? null,
-				})),
-				rows,
-				events: events.rows.map((row) => ids.indexOf(row.event.job_id)),
-				eventBodies: events.rows.map(({ event }) => ({
-					...event,
-					job_id: undefined,
-					queue: undefined,
-					finished_at: undefined,
-				})),
-			};
+			return { texts, ...(await completionAftermath(queue, ids, results)) };
 		}
 		const batch = await scenario('one-succeeded-batch', false);
 		const single = await scenario('one-succeeded-single', true);
@@ -1165,23 +1151,10 @@ describe('complete and heartbeat rewrites', () => {
 			[completeRow(0, job, 'succeeded')],
 			'callbacks',
 		);
-		const [
-			{
-				'QUERY PLAN': [explained],
-			},
-		] = (await pool.query({ text: `EXPLAIN (FORMAT JSON) ${query.text}`, values: query.values }))
-			.rows;
-		const scans: string[] = [];
-		const walk = (node: Record<string, unknown>) => {
-			if (node['Index Name'] || node['Relation Name'])
-				scans.push(`${node['Node Type']} ${node['Index Name'] ?? node['Relation Name']}`);
-			for (const child of (node.Plans as Array<Record<string, unknown>> | undefined) ?? [])
-				walk(child);
-		};
-		walk(explained.Plan);
-		expect(scans).toContain('Index Scan jobs_pkey');
-		expect(scans.filter((scan) => scan.includes('jobs_running'))).toEqual([]);
-		expect(scans.filter((scan) => scan.startsWith('Seq Scan'))).toEqual([]);
+		const nodes = await planNodes(pool, query);
+		expect(nodes).toContain('Index Scan jobs_pkey');
+		expect(nodes.filter((node) => node.includes('jobs_running'))).toEqual([]);
+		expect(nodes.filter((node) => node.startsWith('Seq Scan'))).toEqual([]);
 		await store.complete([{ jobId: job.id, attemptId: job.attempt_id, outcome: 'succeeded' }]);
 		await expectCountsExact(queue);
 	});

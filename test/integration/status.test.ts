@@ -1,6 +1,6 @@
 import { ValidationError } from '../../src/core';
 import { unknownOutcomeQuery } from '../../src/core/sql/status';
-import { ok, useTestSchema } from '../helpers/db';
+import { ok, planNodes, useTestSchema } from '../helpers/db';
 
 const { schema, pool, store } = useTestSchema(__filename, { poolSize: 20, migrate: true });
 
@@ -267,22 +267,7 @@ describe('job status', () => {
 		const rows = await store.unknownOutcomes(queue, 3);
 		expect(rows.map((row) => row.execution_id)).toEqual(['expired-5', 'expired-4', 'expired-3']);
 		const query = unknownOutcomeQuery(`"${schema}"`, queue, 3);
-		const [
-			{
-				'QUERY PLAN': [explained],
-			},
-		] = (await pool.query({ text: `EXPLAIN (FORMAT JSON) ${query.text}`, values: query.values }))
-			.rows;
-		/** Each plan node's type and the relation or index it reads. */
-		const nodes: string[] = [];
-		const walk = (node: Record<string, unknown>) => {
-			nodes.push(
-				`${node['Node Type']} ${node['Index Name'] ?? node['Relation Name'] ?? ''}`.trim(),
-			);
-			for (const child of (node.Plans as Array<Record<string, unknown>> | undefined) ?? [])
-				walk(child);
-		};
-		walk(explained.Plan);
+		const nodes = await planNodes(pool, query);
 		expect(nodes).toContain('Index Scan job_attempt_records_lease_expired');
 		expect(nodes).not.toContain('Seq Scan job_attempt_records');
 		expect(nodes).not.toContain('Sort');
