@@ -242,7 +242,6 @@ export function sentTexts(spy: jest.SpyInstance): string[] {
 	);
 }
 
-/** The value of one item's result, or the item's error thrown (so a test fails with its message). */
 /**
  * The nodes of the plan PostgreSQL chooses for `query` with its values (a custom plan), each as
  * its type and the index or relation it reads, e.g. "Index Scan jobs_pkey" or "Sort".
@@ -267,6 +266,7 @@ export async function planNodes(
 	return nodes;
 }
 
+/** The value of one item's result, or the item's error thrown (so a test fails with its message). */
 export function ok<T>(result: T | DurableJobsError): T {
 	if (result instanceof DurableJobsError) throw result;
 	return result;

@@ -70,9 +70,10 @@ const ESSENTIAL_LEASED_COLUMNS = [
 ] as const;
 
 /**
- * What a lease writes on each job it takes, from the SQL expressions of its slot. statement_timestamp() is now()
- * for a lease alone in its transaction; under a concurrency limit the transaction began before
- * it waited for the queue's lock, and that wait must not be taken off the lease.
+ * What a lease writes on each job it takes, from the SQL expressions of its slot.
+ * statement_timestamp() is now() for a lease alone in its transaction; under a concurrency limit
+ * the transaction began before it waited for the queue's lock, and that wait must not be taken
+ * off the lease.
  */
 function leasedSet(slot: {
 	attemptId: string;
@@ -291,6 +292,28 @@ function orderingKeyFree(s: string): string {
 				AND r.ordering_key IS NOT NULL AND r.status = 'running')))`;
 }
 
+/**
+ * The first two CTEs of the usual lease, for one slot or many: `probe`, whether a running job of
+ * the queue (`$1`) has an expired lease, and `queued`, up to `limit` due queued jobs (`columns`
+ * of them) that no ordering key holds back, locked in lease order, none while the probe found one.
+ */
+function probeAndQueued(s: string, columns: string, limit: number): string {
+	return `probe AS MATERIALIZED (
+	SELECT EXISTS (
+		SELECT 1 FROM ${s}.jobs e WHERE e.queue = $1 AND e.status = 'running' AND e.lease_until < now()
+	) AS lease_expired
+), queued AS (
+	SELECT ${columns}
+	FROM ${s}.jobs j
+	WHERE j.queue = $1 AND j.status = 'queued' AND j.run_at <= now()
+		AND ${orderingKeyFree(s)}
+		AND NOT (SELECT lease_expired FROM probe)
+	ORDER BY j.priority DESC, j.run_at, j.seq
+	LIMIT ${limit}
+	FOR NO KEY UPDATE SKIP LOCKED
+)`;
+}
+
 /** The FROM item that commits a lease without waiting for the WAL flush, unless asked to wait. */
 function commitWithoutFlush(options: LeaseOptions): string {
 	return options.waitForFlush
@@ -331,20 +354,7 @@ export function leaseQueuedQuery(
 		options,
 		[],
 		(limit, columns) => `
-WITH probe AS MATERIALIZED (
-	SELECT EXISTS (
-		SELECT 1 FROM ${s}.jobs e WHERE e.queue = $1 AND e.status = 'running' AND e.lease_until < now()
-	) AS lease_expired
-), queued AS (
-	SELECT j.id, j.priority, j.run_at, j.seq
-	FROM ${s}.jobs j
-	WHERE j.queue = $1 AND j.status = 'queued' AND j.run_at <= now()
-		AND ${orderingKeyFree(s)}
-		AND NOT (SELECT lease_expired FROM probe)
-	ORDER BY j.priority DESC, j.run_at, j.seq
-	LIMIT ${limit}
-	FOR NO KEY UPDATE SKIP LOCKED
-), assigned AS (
+WITH ${probeAndQueued(s, 'j.id, j.priority, j.run_at, j.seq', limit)}, assigned AS (
 	SELECT n.id, n.slot,
 		($3::int[])[n.slot] AS ord, ($4::uuid[])[n.slot] AS new_attempt_id,
 		($5::bigint[])[n.slot] AS lease_ms, ($6::text[])[n.slot] AS workflow_id,
@@ -401,20 +411,7 @@ function leaseOneQueuedText(
 	options: LeaseOptions,
 ): string {
 	return `
-WITH probe AS MATERIALIZED (
-	SELECT EXISTS (
-		SELECT 1 FROM ${s}.jobs e WHERE e.queue = $1 AND e.status = 'running' AND e.lease_until < now()
-	) AS lease_expired
-), queued AS (
-	SELECT j.id
-	FROM ${s}.jobs j
-	WHERE j.queue = $1 AND j.status = 'queued' AND j.run_at <= now()
-		AND ${orderingKeyFree(s)}
-		AND NOT (SELECT lease_expired FROM probe)
-	ORDER BY j.priority DESC, j.run_at, j.seq
-	LIMIT 1
-	FOR NO KEY UPDATE SKIP LOCKED
-), leased AS (
+WITH ${probeAndQueued(s, 'j.id', 1)}, leased AS (
 	UPDATE ${s}.jobs j
 	SET ${leasedSet({
 		attemptId: '$3::uuid',
