@@ -35,6 +35,7 @@ import { GraphileEngine } from './lib/graphile';
 import { OursEngine } from './lib/ours';
 import { PgBossEngine } from './lib/pgboss';
 import { speedProbe } from './lib/speed-probe';
+import { ratioTarget, type Target } from './lib/targets';
 import {
 	loadOurs,
 	loadPgBoss,
@@ -798,74 +799,67 @@ async function runStats(
 	return result;
 }
 
-interface Target {
-	id: string;
-	description: string;
-	required: string;
-	actual: string | null;
-	met: boolean | null;
-	note?: string;
-}
-
 function evaluateTargets(config: Config, scenarios: Record<string, unknown>): Target[] {
 	const targets: Target[] = [];
-	const throughputRatio = (
+	const add = (
+		id: string,
+		description: string,
+		required: number,
 		key: string,
-		field: 'oursVsPgBoss' | 'oursVsGraphile',
-	): number | null => {
-		const scenario = scenarios[key] as ScenarioResult | undefined;
-		return scenario ? scenario.ratios[field] : null;
-	};
-	const add = (id: string, description: string, required: number, value: number | null) => {
-		targets.push({
-			id,
-			description,
-			required: `>= ${required}x`,
-			actual: value === null ? null : `${value}x`,
-			met: value === null ? null : value >= required,
-		});
+		theirs: 'pgboss' | 'graphile',
+	) => {
+		const results = (scenarios[key] as ScenarioResult | undefined)?.results;
+		targets.push(
+			ratioTarget(
+				id,
+				description,
+				required,
+				results?.ours?.opsPerSec,
+				results?.[theirs]?.opsPerSec,
+			),
+		);
 	};
 	add(
 		'enqueue_single_vs_graphile',
 		'enqueue, 1 job per transaction, vs graphile-worker',
 		2,
-		throughputRatio('enqueue_single', 'oursVsGraphile'),
+		'enqueue_single',
+		'graphile',
 	);
 	add(
 		'enqueue_batch_vs_graphile',
 		`enqueue in batches of ${config.enqueueBatchSize}, vs graphile-worker`,
 		1.3,
-		throughputRatio('enqueue_batch', 'oursVsGraphile'),
+		'enqueue_batch',
+		'graphile',
 	);
 	add(
 		'single_w8_vs_graphile',
 		'lease+complete of 1 job, 8 workers, vs graphile-worker',
 		1.5,
-		throughputRatio('lease_complete_single_w8', 'oursVsGraphile'),
+		'lease_complete_single_w8',
+		'graphile',
 	);
 	add(
 		'single_w32_vs_graphile',
 		'lease+complete of 1 job, 32 workers, vs graphile-worker',
 		2.5,
-		throughputRatio('lease_complete_single_w32', 'oursVsGraphile'),
+		'lease_complete_single_w32',
+		'graphile',
 	);
 	add(
 		'single_work_vs_graphile',
 		`lease+complete of 1 job with ${config.workMs} ms of work, ${config.workWorkers} workers, vs graphile-worker (aim)`,
 		1,
-		throughputRatio(
-			`lease_complete_single_w${config.workWorkers}_work${config.workMs}ms`,
-			'oursVsGraphile',
-		),
+		`lease_complete_single_w${config.workWorkers}_work${config.workMs}ms`,
+		'graphile',
 	);
 	add(
 		'batch100_vs_pgboss',
 		`lease ${config.batchSize} + complete ${config.batchSize}, ${config.batchWorkers} workers, vs pg-boss`,
 		1,
-		throughputRatio(
-			`lease_complete_batch${config.batchSize}_w${config.batchWorkers}`,
-			'oursVsPgBoss',
-		),
+		`lease_complete_batch${config.batchSize}_w${config.batchWorkers}`,
+		'pgboss',
 	);
 	const stats = scenarios.stats as { results?: { ours?: { latencyMs?: Summary } } } | undefined;
 	const latency = stats?.results?.ours?.latencyMs;

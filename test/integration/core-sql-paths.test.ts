@@ -8,11 +8,17 @@ import { randomUUID } from 'node:crypto';
 
 import pg from 'pg';
 
-import { JobStore, type CompleteInput, type CompleteResult, type QueueStats } from '../../src/core';
+import {
+	JobStore,
+	type CompleteInput,
+	type CompleteResult,
+	type ExtendResult,
+	type QueueStats,
+} from '../../src/core';
 import { notifyChannel } from '../../src/core/identifiers';
 import { completeQuery, type CompleteRow } from '../../src/core/sql/complete';
 import { enqueueQuery, enqueueWithoutKeysQuery, type EnqueueRow } from '../../src/core/sql/enqueue';
-import { leaseQuery } from '../../src/core/sql/lease';
+import { extendLeaseQuery, leaseQuery } from '../../src/core/sql/lease';
 import { loggedPlans } from '../../scripts/lib/explain';
 import {
 	databaseUrl,
@@ -1134,30 +1140,56 @@ describe('complete and heartbeat rewrites', () => {
 		});
 	});
 
-	it('a completion of one item reads its job by primary key, in a custom plan too, while statistics say no job runs', async () => {
-		const queue = 'one-completion-plan';
-		await pool.query(
-			`INSERT INTO "${schema}".jobs (id, queue, payload, status, finished_at)
-			 SELECT gen_random_uuid(), $1, '{}', 'done', now() FROM generate_series(1, 20000)`,
-			[queue],
-		);
-		await enqueue(queue, 3000);
-		await pool.query(`ANALYZE "${schema}".jobs`);
-		const [job] = await store.lease({ queue, limit: 2500 });
-		// An unnamed statement is planned for its values (a custom plan), as without prepared
-		// statements and in the first executions of a prepared one.
-		const query = completeQuery(
-			schema,
-			`"${schema}"`,
-			[completeRow(0, job, 'succeeded')],
-			'callbacks',
-		);
-		const nodes = await planNodes(pool, query);
+	/**
+	 * A schema of its own whose statistics say no job runs (analysed before 2,500 of its 3,000
+	 * queued jobs were leased, beside 20,000 done ones), one running job of it, and the nodes of
+	 * the plan `query` gets there. An unnamed statement is planned for its values (a custom plan),
+	 * as without prepared statements and in the first executions of a prepared one.
+	 */
+	async function customPlanWhileStatisticsSayNoJobRuns(
+		query: (
+			schema: string,
+			job: { id: string; attempt_id: string },
+		) => {
+			text: string;
+			values: unknown[];
+		},
+	): Promise<string[]> {
+		const other = `${schema}_plan`;
+		const planned = await freshStore(pool, other);
+		try {
+			await pool.query(
+				`INSERT INTO "${other}".jobs (id, queue, payload, status, finished_at)
+				 SELECT gen_random_uuid(), 'plan', '{}', 'done', now() FROM generate_series(1, 20000)`,
+			);
+			ok(
+				(
+					await planned.enqueue(
+						Array.from({ length: 3000 }, (_, n) => ({ queue: 'plan', payload: { n } })),
+					)
+				)[0],
+			);
+			await pool.query(`ANALYZE "${other}".jobs`);
+			const [job] = await planned.lease({ queue: 'plan', limit: 2500 });
+			return await planNodes(pool, query(other, job));
+		} finally {
+			await dropSchema(pool, other);
+		}
+	}
+
+	/** The plan reads the job by primary key, and neither every running job nor the table. */
+	function expectReadByPrimaryKey(nodes: string[]): void {
 		expect(nodes).toContain('Index Scan jobs_pkey');
 		expect(nodes.filter((node) => node.includes('jobs_running'))).toEqual([]);
 		expect(nodes.filter((node) => node.startsWith('Seq Scan'))).toEqual([]);
-		await store.complete([{ jobId: job.id, attemptId: job.attempt_id, outcome: 'succeeded' }]);
-		await expectCountsExact(queue);
+	}
+
+	it('a completion of one item reads its job by primary key, in a custom plan too, while statistics say no job runs', async () => {
+		expectReadByPrimaryKey(
+			await customPlanWhileStatisticsSayNoJobRuns((other, job) =>
+				completeQuery(other, `"${other}"`, [completeRow(0, job, 'succeeded')], 'callbacks'),
+			),
+		);
 	});
 
 	it('two items of one attempt in one completion: the first applies, the second is answered as it would be after it', async () => {
@@ -1280,6 +1312,152 @@ describe('complete and heartbeat rewrites', () => {
 		expect(extended.leaseUntil!.getTime()).toBeGreaterThan(Date.now() + 100_000);
 		expect(stale).toMatchObject({ extended: false, currentStatus: 'running' });
 		expect(unknown).toMatchObject({ extended: false, currentStatus: null });
+	});
+
+	it('a heartbeat of one item runs a statement of its own, which answers and writes as the batch statement does', async () => {
+		const unknownJob = '00000000-0000-4000-8000-000000000005';
+		const unknownAttempt = '00000000-0000-4000-8000-000000000006';
+		async function scenario(queue: string, oneByOne: boolean) {
+			const ids = await enqueue(queue, 6);
+			const attemptOf = new Map(
+				(await store.lease({ queue, limit: 6, leaseMs: 5_000 })).map((job) => [
+					job.id,
+					job.attempt_id,
+				]),
+			);
+			const attempt = (index: number) => attemptOf.get(ids[index])!;
+			// ids[1] has a checkpoint from an earlier heartbeat, which one without a checkpoint keeps.
+			ok(
+				(
+					await store.extendLease([
+						{ jobId: ids[1], attemptId: attempt(1), checkpoint: 'crm_request' },
+					])
+				)[0],
+			);
+			// The lease of ids[2] knew its n8n ids: a heartbeat's do not replace them.
+			await pool.query(
+				`UPDATE "${schema}".jobs SET attempt_workflow_id = 'wf-lease', attempt_execution_id = 'ex-lease'
+				 WHERE id = $1`,
+				[ids[2]],
+			);
+			ok(
+				(await store.complete([{ jobId: ids[3], attemptId: attempt(3), outcome: 'succeeded' }]))[0],
+			);
+			const items = [
+				{
+					jobId: ids[0],
+					attemptId: attempt(0),
+					leaseMs: 120_000,
+					checkpoint: 'sent_mail',
+					workflowId: 'wf-1',
+					executionId: 'ex-1',
+				},
+				{ jobId: ids[1], attemptId: attempt(1), leaseMs: 60_000 },
+				{ jobId: ids[2], attemptId: attempt(2), workflowId: 'wf-2', executionId: 'ex-2' },
+				{ jobId: ids[3], attemptId: attempt(3), checkpoint: 'too_late' },
+				{ jobId: ids[4], attemptId: unknownAttempt, checkpoint: 'stale' },
+				{ jobId: unknownJob, attemptId: unknownAttempt },
+				{ jobId: ids[5], attemptId: attempt(5), checkpoint: null },
+			];
+			spy = jest.spyOn(pg.Client.prototype, 'query');
+			const results: ExtendResult[] = [];
+			let texts: string[];
+			try {
+				if (oneByOne) {
+					for (const item of items) results.push(...(await store.extendLease([item])).map(ok));
+				} else {
+					results.push(...(await store.extendLease(items)).map(ok));
+				}
+			} finally {
+				texts = sentTexts(spy).filter((text) => text.includes('SET lease_until ='));
+				spy.mockRestore();
+				spy = undefined;
+			}
+			const { rows } = await pool.query(
+				`SELECT payload->>'n' AS n, status, attempts, attempt_checkpoint,
+					attempt_checkpoint_at IS NOT NULL AS checkpoint_at_set, attempt_workflow_id, attempt_execution_id,
+					round(extract(epoch FROM lease_until - updated_at) * 1000)::int AS lease_ms_from_update
+				 FROM "${schema}".jobs WHERE queue = $1 ORDER BY 1`,
+				[queue],
+			);
+			return {
+				texts,
+				answers: results.map((result) => ({
+					extended: result.extended,
+					currentStatus: result.currentStatus,
+					leaseUntilSet: result.leaseUntil !== null,
+				})),
+				leaseLeft: results.map((result) =>
+					result.leaseUntil === null
+						? null
+						: Math.round((result.leaseUntil.getTime() - Date.now()) / 10_000),
+				),
+				rows,
+			};
+		}
+		const batch = await scenario('one-heartbeat-batch', false);
+		const single = await scenario('one-heartbeat-single', true);
+		expect(batch.texts).toHaveLength(1);
+		expect(batch.texts[0]).toContain('jsonb_to_recordset');
+		expect(single.texts).toHaveLength(7);
+		for (const text of single.texts) expect(text).not.toContain('jsonb_to_recordset');
+		expect(single.answers).toEqual([
+			{ extended: true, currentStatus: 'running', leaseUntilSet: true },
+			{ extended: true, currentStatus: 'running', leaseUntilSet: true },
+			{ extended: true, currentStatus: 'running', leaseUntilSet: true },
+			{ extended: false, currentStatus: 'done', leaseUntilSet: false },
+			{ extended: false, currentStatus: 'running', leaseUntilSet: false },
+			{ extended: false, currentStatus: null, leaseUntilSet: false },
+			{ extended: true, currentStatus: 'running', leaseUntilSet: true },
+		]);
+		// Lease ends in tens of seconds from now: 120 s, 60 s, the default, …
+		expect(single.leaseLeft.slice(0, 2)).toEqual([12, 6]);
+		expect(single.rows[0]).toMatchObject({
+			attempt_checkpoint: 'sent_mail',
+			checkpoint_at_set: true,
+			attempt_workflow_id: 'wf-1',
+			attempt_execution_id: 'ex-1',
+			lease_ms_from_update: 120_000,
+		});
+		expect(single.rows[1]).toMatchObject({
+			attempt_checkpoint: 'crm_request',
+			checkpoint_at_set: true,
+			attempt_workflow_id: null,
+			lease_ms_from_update: 60_000,
+		});
+		expect(single.rows[2]).toMatchObject({
+			attempt_checkpoint: null,
+			checkpoint_at_set: false,
+			attempt_workflow_id: 'wf-lease',
+			attempt_execution_id: 'ex-lease',
+		});
+		expect(single.rows[3]).toMatchObject({ status: 'done', attempt_checkpoint: null });
+		expect(single.rows[4]).toMatchObject({
+			status: 'running',
+			attempt_checkpoint: null,
+			lease_ms_from_update: 5_000,
+		});
+		expect(single.answers).toEqual(batch.answers);
+		expect(single.leaseLeft).toEqual(batch.leaseLeft);
+		expect(single.rows).toEqual(batch.rows);
+	});
+
+	it('a heartbeat of one item reads its job by primary key, in a custom plan too, while statistics say no job runs', async () => {
+		expectReadByPrimaryKey(
+			await customPlanWhileStatisticsSayNoJobRuns((other, job) =>
+				extendLeaseQuery(other, `"${other}"`, [
+					{
+						ord: 0,
+						job_id: job.id,
+						attempt_id: job.attempt_id,
+						lease_ms: 60_000,
+						checkpoint: null,
+						workflow_id: null,
+						execution_id: null,
+					},
+				]),
+			),
+		);
 	});
 
 	it('a JSON null payload is stored as JSON null; a key-less batch is one INSERT without a transaction', async () => {

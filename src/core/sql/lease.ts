@@ -467,9 +467,10 @@ export interface ExtendRow {
  * The first heartbeat of an attempt whose lease did not know its n8n execution (a Job Trigger
  * leases before the execution exists) records the workflow and execution id too. Both go to
  * the job row, where the running attempt lives (see attempts.ts), so a heartbeat stays one
- * HOT update of one row.
+ * HOT update of one row. One item alone runs extendOneQuery, which writes and answers the same.
  */
 export function extendLeaseQuery(schema: string, s: string, rows: ExtendRow[]): SqlQuery {
+	if (rows.length === 1) return extendOneQuery(schema, s, rows[0]);
 	return {
 		text: cachedText(
 			`extend|${s}`,
@@ -503,6 +504,52 @@ ORDER BY x.ord`,
 		values: [jsonRows(rows), rows.map((row) => row.job_id)],
 		prepare: true,
 	};
+}
+
+/**
+ * extendLeaseQuery for one item, the heartbeat of one Job Heartbeat or Job Trigger call: the
+ * same update and the same answer, from typed parameters instead of a JSON document, without its
+ * unpacking and the materialised input. The fence's status is a subquery's value for the reason
+ * oneSucceededQuery's is (see complete.ts): a custom plan reads a literal or a parameter and may
+ * start from the jobs_running index.
+ */
+function extendOneQuery(schema: string, s: string, row: ExtendRow): SqlQuery {
+	return {
+		text: cachedText(`extend-one|${s}`, () => extendOneText(schema, s)),
+		values: [
+			row.job_id,
+			row.attempt_id,
+			row.lease_ms,
+			row.checkpoint,
+			row.workflow_id,
+			row.execution_id,
+			row.ord,
+		],
+		prepare: true,
+	};
+}
+
+function extendOneText(schema: string, s: string): string {
+	return `
+WITH extended AS (
+	UPDATE ${s}.jobs j
+	SET lease_until = now() + $3::bigint * interval '1 millisecond', updated_at = now(),
+		attempt_workflow_id = coalesce(j.attempt_workflow_id, $5::text),
+		attempt_execution_id = coalesce(j.attempt_execution_id, $6::text),
+		attempt_checkpoint = coalesce($4::text, j.attempt_checkpoint),
+		attempt_checkpoint_at = CASE WHEN $4::text IS NOT NULL THEN now() ELSE j.attempt_checkpoint_at END
+	WHERE j.id = $1::uuid AND j.attempt_id = $2::uuid AND j.status = (SELECT 'running'::text)
+	RETURNING j.id, j.lease_until, ${countedMark(schema)}
+)
+SELECT $7::int AS ord, e.id IS NOT NULL AS extended, e.lease_until,
+	cur.status AS current_status, cur.attempt_id AS current_attempt_id
+FROM (VALUES (1)) AS one (x)
+LEFT JOIN extended e ON true
+LEFT JOIN LATERAL (
+	SELECT cur.status, cur.attempt_id FROM ${s}.jobs cur
+	WHERE e.id IS NULL AND cur.id = $1::uuid
+	OFFSET 0
+) cur ON true`;
 }
 
 /** Takes the per-queue lock under which a concurrency-limited lease counts and leases. */
