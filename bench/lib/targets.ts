@@ -12,9 +12,9 @@ export interface Target {
 
 /**
  * A target that ours' throughput be at least `required` times another library's: met on the
- * exact ratio of the medians (`ours / theirs`), never on the rounded figure the report shows
- * (0.9995 rounds to 1 and 1.4997 to 1.5, which would count a missed target as met). The figure
- * has two decimals, or four where two would put it on the other side of the target.
+ * ratio of the medians (`ours / theirs`), never on the rounded figure the report shows (0.9995
+ * rounds to 1 and 1.4997 to 1.5, which would count a missed target as met). The figure has two
+ * decimals, or as many more as it takes to keep it on the same side of the target as the ratio.
  */
 export function ratioTarget(
 	id: string,
@@ -23,14 +23,25 @@ export function ratioTarget(
 	ours: number | null | undefined,
 	theirs: number | null | undefined,
 ): Target {
-	const value = ours && theirs ? ours / theirs : null;
+	const value =
+		ours === null || ours === undefined || theirs === null || theirs === undefined || theirs === 0
+			? null
+			: ours / theirs;
 	const met = value === null ? null : value >= required;
-	const shown = value === null ? null : round(value, round(value, 2) >= required === met ? 2 : 4);
 	return {
 		id,
 		description,
 		required: `>= ${required}x`,
-		actual: shown === null ? null : `${shown}x`,
+		actual: value === null ? null : `${shownRatio(value, met === true, required)}x`,
 		met,
 	};
+}
+
+/** `value` rounded to the fewest decimals, at least two, that leave it on its side of `required`. */
+function shownRatio(value: number, met: boolean, required: number): number {
+	for (let digits = 2; digits < 12; digits++) {
+		const shown = round(value, digits);
+		if (shown >= required === met) return shown;
+	}
+	return value;
 }

@@ -9,10 +9,10 @@ import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 
 import {
+	DurableJobsError,
 	JobStore,
 	type CompleteInput,
 	type CompleteResult,
-	type ExtendResult,
 	type QueueStats,
 } from '../../src/core';
 import { notifyChannel } from '../../src/core/identifiers';
@@ -954,6 +954,30 @@ describe('complete and heartbeat rewrites', () => {
 		};
 	}
 
+	/**
+	 * Sends `items` through `call` one call per item, or all in one call, and answers each item's
+	 * result and the texts of the statements sent that contain `marker`.
+	 */
+	async function oneByOneOrTogether<Item, Result>(
+		items: Item[],
+		oneByOne: boolean,
+		call: (batch: Item[]) => Promise<Array<Result | DurableJobsError>>,
+		marker: string,
+	): Promise<{ results: Result[]; texts: string[] }> {
+		const querySpy = jest.spyOn(pg.Client.prototype, 'query');
+		const results: Result[] = [];
+		try {
+			if (oneByOne) {
+				for (const item of items) results.push(...(await call([item])).map(ok));
+			} else {
+				results.push(...(await call(items)).map(ok));
+			}
+			return { results, texts: sentTexts(querySpy).filter((text) => text.includes(marker)) };
+		} finally {
+			querySpy.mockRestore();
+		}
+	}
+
 	/** Two completions answered and wrote alike, and wrote the first job's callback event only. */
 	function expectSameAftermath(
 		actual: Awaited<ReturnType<typeof completionAftermath>>,
@@ -1081,19 +1105,12 @@ describe('complete and heartbeat rewrites', () => {
 				},
 				{ jobId: ids[5], attemptId: attempt(5), outcome: 'succeeded', result: { n: 5 } },
 			];
-			const spy = jest.spyOn(pg.Client.prototype, 'query');
-			const results: CompleteResult[] = [];
-			let texts: string[];
-			try {
-				if (oneByOne) {
-					for (const item of items) results.push(...(await store.complete([item])).map(ok));
-				} else {
-					results.push(...(await store.complete(items)).map(ok));
-				}
-			} finally {
-				texts = sentTexts(spy).filter((text) => text.includes("SET status = 'done'"));
-				spy.mockRestore();
-			}
+			const { results, texts } = await oneByOneOrTogether(
+				items,
+				oneByOne,
+				(batch) => store.complete(batch),
+				"SET status = 'done'",
+			);
 			return { texts, ...(await completionAftermath(queue, ids, results)) };
 		}
 		const batch = await scenario('one-succeeded-batch', false);
@@ -1359,20 +1376,12 @@ describe('complete and heartbeat rewrites', () => {
 				{ jobId: unknownJob, attemptId: unknownAttempt },
 				{ jobId: ids[5], attemptId: attempt(5), checkpoint: null },
 			];
-			spy = jest.spyOn(pg.Client.prototype, 'query');
-			const results: ExtendResult[] = [];
-			let texts: string[];
-			try {
-				if (oneByOne) {
-					for (const item of items) results.push(...(await store.extendLease([item])).map(ok));
-				} else {
-					results.push(...(await store.extendLease(items)).map(ok));
-				}
-			} finally {
-				texts = sentTexts(spy).filter((text) => text.includes('SET lease_until ='));
-				spy.mockRestore();
-				spy = undefined;
-			}
+			const { results, texts } = await oneByOneOrTogether(
+				items,
+				oneByOne,
+				(batch) => store.extendLease(batch),
+				'SET lease_until =',
+			);
 			const { rows } = await pool.query(
 				`SELECT payload->>'n' AS n, status, attempts, attempt_checkpoint,
 					attempt_checkpoint_at IS NOT NULL AS checkpoint_at_set, attempt_workflow_id, attempt_execution_id,

@@ -32,7 +32,16 @@ describe("the benchmark's throughput targets", () => {
 		});
 	});
 
-	it('have no verdict when a library has no figure', () => {
+	it('show as many decimals as it takes to stay on the side of the target the ratio is on', () => {
+		expect(ratioTarget('w8', '8 workers', 1.5, 149_996, 100_000)).toMatchObject({
+			actual: '1.49996x',
+			met: false,
+		});
+	});
+
+	it('count no jobs at all as a miss, and have no verdict when a library has no figure', () => {
+		expect(ratioTarget('x', 'x', 1, 0, 1000)).toMatchObject({ actual: '0x', met: false });
+
 		expect(ratioTarget('x', 'x', 1, 1000, null)).toMatchObject({ actual: null, met: null });
 		expect(ratioTarget('x', 'x', 1, null, 1000)).toMatchObject({ actual: null, met: null });
 	});

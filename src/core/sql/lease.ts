@@ -507,7 +507,7 @@ ORDER BY x.ord`,
 }
 
 /**
- * extendLeaseQuery for one item, the heartbeat of one Job Heartbeat or Job Trigger call: the
+ * extendLeaseQuery for one item, the heartbeat of one Extend Lease call of Job Lease: the
  * same update and the same answer, from typed parameters instead of a JSON document, without its
  * unpacking and the materialised input. The fence's status is a subquery's value for the reason
  * oneSucceededQuery's is (see complete.ts): a custom plan reads a literal or a parameter and may
