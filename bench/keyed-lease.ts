@@ -1,0 +1,102 @@
+/**
+ * A lease of jobs with ordering keys while many jobs with keys run in other queues: the core of
+ * a git ref (default HEAD) against the working tree's, each in a schema of its own on one
+ * PostgreSQL (DATABASE_URL, else an embedded one). Both are filled alike: `--running` jobs with
+ * keys of their own are leased in queue "busy" (an hour's lease) and `--jobs` jobs with keys
+ * queued in "keyed"; then one worker leases and completes one keyed job at a time, alternating
+ * between the two versions call by call. Prints, as JSON on stdout, each side's wall time per
+ * lease.
+ *
+ *   npx tsx bench/keyed-lease.ts [--ref HEAD] [--running 2000] [--jobs 1000]
+ */
+import { join } from 'node:path';
+import pg from 'pg';
+
+import { startPostgres } from '../scripts/lib/postgres';
+import { exportRef } from './lib/ref';
+import {
+	dropSchema,
+	log,
+	now,
+	readFlags,
+	round,
+	runMain,
+	summarize,
+	vacuumAnalyzeSchema,
+} from './lib/util';
+
+type Core = typeof import('../src/core');
+
+function keyedJobs(queue: string, start: number, count: number) {
+	return Array.from({ length: count }, (_, n) => ({
+		queue,
+		payload: { n: start + n },
+		orderingKey: `${queue}-${start + n}`,
+	}));
+}
+
+async function main(): Promise<void> {
+	const { flags, int } = readFlags(process.argv.slice(2), ['ref', 'running', 'jobs']);
+	const running = int('running', 2000);
+	const jobs = int('jobs', 1000, 1);
+	const exported = exportRef(flags.get('ref') ?? 'HEAD');
+	log(`before: ${exported.commit}; after: the working tree`);
+	const postgres = await startPostgres();
+	const pool = new pg.Pool({ connectionString: postgres.url, max: 4 });
+	const sides: Array<{ name: string; schema: string; store: InstanceType<Core['JobStore']> }> = [];
+	try {
+		const cores: Array<[string, Core]> = [
+			['before', (await import(join(exported.dir, 'src', 'core'))) as Core],
+			['after', (await import('../src/core')) as Core],
+		];
+		for (const [name, core] of cores) {
+			const schema = `bench_keyed_${name}`;
+			await dropSchema(pool, schema);
+			await core.migrate(pool, schema);
+			const store = new core.JobStore(pool, { schema });
+			for (let start = 0; start < running; start += 1000)
+				await store.enqueue(keyedJobs('busy', start, Math.min(1000, running - start)));
+			if (running > 0) await store.lease({ queue: 'busy', limit: running, leaseMs: 3_600_000 });
+			for (let start = 0; start < jobs; start += 1000)
+				await store.enqueue(keyedJobs('keyed', start, Math.min(1000, jobs - start)));
+			await vacuumAnalyzeSchema(pool, schema);
+			sides.push({ name, schema, store });
+		}
+		log(`${running} keyed jobs running in another queue; leasing ${jobs} keyed jobs per side`);
+		const leaseMs = new Map<string, number[]>(sides.map((side) => [side.name, []]));
+		for (let i = 0; i < jobs; i++) {
+			for (const side of i % 2 === 0 ? sides : [...sides].reverse()) {
+				const started = now();
+				const [job] = await side.store.lease({ queue: 'keyed', limit: 1, includeMetadata: false });
+				leaseMs.get(side.name)!.push(now() - started);
+				if (!job) throw new Error(`${side.name}: no job leased at ${i}`);
+				await side.store.complete([
+					{ jobId: job.id, attemptId: job.attempt_id, outcome: 'succeeded' },
+				]);
+			}
+		}
+		const summaries = Object.fromEntries(
+			sides.map((side) => [side.name, summarize(leaseMs.get(side.name)!)]),
+		);
+		process.stdout.write(
+			`${JSON.stringify(
+				{
+					before: exported.commit,
+					after: 'working tree',
+					running,
+					jobs,
+					leaseWallMs: summaries,
+					afterOverBefore: round(summaries.after.p50 / summaries.before.p50, 3),
+				},
+				null,
+				2,
+			)}\n`,
+		);
+	} finally {
+		for (const side of sides) await dropSchema(pool, side.schema);
+		await pool.end();
+		await postgres.stop();
+	}
+}
+
+runMain(main);
