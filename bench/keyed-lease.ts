@@ -54,13 +54,27 @@ async function main(): Promise<void> {
 			await dropSchema(pool, schema);
 			await core.migrate(pool, schema);
 			const store = new core.JobStore(pool, { schema });
-			for (let start = 0; start < running; start += 1000)
-				await store.enqueue(keyedJobs('busy', start, Math.min(1000, running - start)));
-			if (running > 0) await store.lease({ queue: 'busy', limit: running, leaseMs: 3_600_000 });
-			for (let start = 0; start < jobs; start += 1000)
-				await store.enqueue(keyedJobs('keyed', start, Math.min(1000, jobs - start)));
-			await vacuumAnalyzeSchema(pool, schema);
 			sides.push({ name, schema, store });
+			const enqueue = async (queue: string, count: number) => {
+				for (let start = 0; start < count; start += 1000)
+					for (const result of await store.enqueue(
+						keyedJobs(queue, start, Math.min(1000, count - start)),
+					))
+						if (result instanceof core.DurableJobsError) throw result;
+			};
+			await enqueue('busy', running);
+			let leased = 0;
+			while (leased < running)
+				leased += (
+					await store.lease({
+						queue: 'busy',
+						limit: Math.min(10_000, running - leased),
+						leaseMs: 3_600_000,
+						includeMetadata: false,
+					})
+				).length;
+			await enqueue('keyed', jobs);
+			await vacuumAnalyzeSchema(pool, schema);
 		}
 		log(`${running} keyed jobs running in another queue; leasing ${jobs} keyed jobs per side`);
 		const leaseMs = new Map<string, number[]>(sides.map((side) => [side.name, []]));
@@ -83,6 +97,7 @@ async function main(): Promise<void> {
 				{
 					before: exported.commit,
 					after: 'working tree',
+					postgres: (await pool.query<{ version: string }>('SELECT version()')).rows[0].version,
 					running,
 					jobs,
 					leaseWallMs: summaries,

@@ -877,8 +877,8 @@ describe('lease and complete', () => {
 
 	it('ordering key: a lease checks for a running job of the key with one probe of jobs_ordering_running, never by reading every running job', async () => {
 		const other = `${schema}_keys`;
-		const keyed = await freshStore(pool, other);
 		try {
+			const keyed = await freshStore(pool, other);
 			const enqueueKeyed = async (queue: string, count: number) => {
 				for (let start = 0; start < count; start += 1000)
 					for (const result of await keyed.enqueue(
@@ -938,12 +938,12 @@ describe('lease and complete', () => {
 		}
 	});
 
-	it('a lease keeps its generic plan while another queue has thousands of running jobs', async () => {
+	it('leases, with and without a concurrency limit, keep their generic plans while another queue has thousands of running jobs', async () => {
 		const other = `${schema}_generic`;
-		const filler = await freshStore(pool, other);
 		// One connection, so pg_prepared_statements below is the connection that leased.
 		const onePool = newPool(1);
 		try {
+			const filler = await freshStore(pool, other);
 			for (let start = 0; start < 10_000; start += 1000)
 				for (const result of await filler.enqueue(
 					Array.from({ length: 1000 }, () => ({ queue: 'busy', payload: {} })),
@@ -952,32 +952,44 @@ describe('lease and complete', () => {
 			expect(await filler.lease({ queue: 'busy', limit: 10_000, leaseMs: 3_600_000 })).toHaveLength(
 				10_000,
 			);
-			for (const result of await filler.enqueue(
-				Array.from({ length: 12 }, () => ({ queue: 'quiet', payload: {} })),
-			))
-				ok(result);
+			for (const queue of ['quiet', 'limited'])
+				for (const result of await filler.enqueue(
+					Array.from({ length: 12 }, () => ({ queue, payload: {} })),
+				))
+					ok(result);
 			await pool.query(`ANALYZE "${other}".jobs`);
 			const quiet = new JobStore(onePool, { schema: other });
-			for (let n = 0; n < 12; n++) {
-				const [job] = await quiet.lease({ queue: 'quiet', limit: 1 });
-				ok(
-					(
-						await quiet.complete([
-							{ jobId: job.id, attemptId: job.attempt_id, outcome: 'succeeded' },
-						])
-					)[0],
-				);
-			}
+			for (const [queue, concurrencyLimit] of [
+				['quiet', null],
+				['limited', 5],
+			] as const)
+				for (let n = 0; n < 12; n++) {
+					const [job] = await quiet.lease({ queue, limit: 1, concurrencyLimit });
+					ok(
+						(
+							await quiet.complete([
+								{ jobId: job.id, attemptId: job.attempt_id, outcome: 'succeeded' },
+							])
+						)[0],
+					);
+				}
 			// A plan made for each execution costs more than the lease itself (about 0.8 ms here);
-			// it happened when the probe for an expired lease estimated the running jobs of an
-			// average queue, here 5,000.
-			const { rows } = await onePool.query<{ generic_plans: string; custom_plans: string }>(
-				`SELECT generic_plans, custom_plans FROM pg_prepared_statements
-				 WHERE statement LIKE '%probe AS MATERIALIZED%'`,
-			);
-			expect(rows).toHaveLength(1);
-			expect(Number(rows[0].custom_plans)).toBeLessThanOrEqual(5);
-			expect(Number(rows[0].generic_plans)).toBeGreaterThanOrEqual(7);
+			// it happened when the search for an expired lease estimated the running jobs of an
+			// average queue, here 5,000. The usual lease asks in its probe, a lease under a
+			// concurrency limit in its `expired` CTE.
+			const plans = async (marker: string) => {
+				const { rows } = await onePool.query<{ generic_plans: string; custom_plans: string }>(
+					`SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE statement LIKE $1`,
+					[`%${marker}%`],
+				);
+				expect(rows).toHaveLength(1);
+				return { generic: Number(rows[0].generic_plans), custom: Number(rows[0].custom_plans) };
+			};
+			for (const marker of ['probe AS MATERIALIZED', 'exhausted_jobs AS']) {
+				const { generic, custom } = await plans(marker);
+				expect(custom).toBeLessThanOrEqual(5);
+				expect(generic).toBeGreaterThanOrEqual(7);
+			}
 		} finally {
 			await onePool.end();
 			await dropSchema(pool, other);

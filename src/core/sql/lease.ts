@@ -129,6 +129,9 @@ const LEASED_SET = leasedSet({
  * about as costly as running it. With the limit in the text the generic plan is as good as a
  * custom one, and is kept. `$2` is the number of slots, which may be below the locking limit.
  *
+ * The `expired` branch reads the queue as a subquery's value, as probeAndQueued's probe does and
+ * for the same reason: every lease under a concurrency limit runs this statement.
+ *
  * The two UPDATEs find their jobs with `id = ANY(ARRAY(…))` besides the join: the join alone
  * let the planner read the leased jobs by scanning the whole table (a hash join, chosen for a
  * batch of 100 on a table of a few thousand rows, and kept as the prepared statement's plan as
@@ -164,7 +167,7 @@ WITH queued AS (
 	SELECT j.id, j.priority, j.run_at, j.seq, j.attempt_id AS previous_attempt_id, true AS expired,
 		j.attempts >= j.max_attempts AS exhausted, ${runningAttemptColumns('j')}
 	FROM ${s}.jobs j
-	WHERE j.queue = $1 AND j.status = 'running' AND j.lease_until < now()
+	WHERE j.queue = (SELECT $1::text) AND j.status = 'running' AND j.lease_until < now()
 	ORDER BY j.seq
 	LIMIT ${limit}
 	FOR NO KEY UPDATE SKIP LOCKED
