@@ -892,10 +892,11 @@ describe('complete and heartbeat rewrites', () => {
 	});
 
 	/**
-	 * Jobs of `queue` for comparing completion statements: `count` jobs (the first with a
-	 * callback URL), all leased, the fourth already completed.
+	 * Jobs of `queue` for comparing completion or heartbeat statements: `count` jobs (the first
+	 * with a callback URL), all leased (for `leaseMs`, else the default), the fourth already
+	 * completed.
 	 */
-	async function leasedForCompletion(queue: string, count: number) {
+	async function leasedForCompletion(queue: string, count: number, leaseMs?: number) {
 		const ids = (
 			await store.enqueue(
 				Array.from({ length: count }, (_, n) => ({
@@ -906,7 +907,7 @@ describe('complete and heartbeat rewrites', () => {
 			)
 		).map((result) => ok(result).jobId);
 		const attemptOf = new Map(
-			(await store.lease({ queue, limit: count })).map((job) => [job.id, job.attempt_id]),
+			(await store.lease({ queue, limit: count, leaseMs })).map((job) => [job.id, job.attempt_id]),
 		);
 		ok(
 			(
@@ -1335,14 +1336,7 @@ describe('complete and heartbeat rewrites', () => {
 		const unknownJob = '00000000-0000-4000-8000-000000000005';
 		const unknownAttempt = '00000000-0000-4000-8000-000000000006';
 		async function scenario(queue: string, oneByOne: boolean) {
-			const ids = await enqueue(queue, 6);
-			const attemptOf = new Map(
-				(await store.lease({ queue, limit: 6, leaseMs: 5_000 })).map((job) => [
-					job.id,
-					job.attempt_id,
-				]),
-			);
-			const attempt = (index: number) => attemptOf.get(ids[index])!;
+			const { ids, attempt } = await leasedForCompletion(queue, 6, 5_000);
 			// ids[1] has a checkpoint from an earlier heartbeat, which one without a checkpoint keeps.
 			ok(
 				(
@@ -1356,9 +1350,6 @@ describe('complete and heartbeat rewrites', () => {
 				`UPDATE "${schema}".jobs SET attempt_workflow_id = 'wf-lease', attempt_execution_id = 'ex-lease'
 				 WHERE id = $1`,
 				[ids[2]],
-			);
-			ok(
-				(await store.complete([{ jobId: ids[3], attemptId: attempt(3), outcome: 'succeeded' }]))[0],
 			);
 			const items = [
 				{

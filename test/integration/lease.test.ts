@@ -28,6 +28,7 @@ async function enqueueMany(
 	queue: string,
 	count: number,
 	extra: (n: number) => Record<string, unknown> = () => ({}),
+	target: JobStore = store,
 ): Promise<string[]> {
 	const ids: string[] = [];
 	for (let start = 0; start < count; start += 1000) {
@@ -36,7 +37,7 @@ async function enqueueMany(
 			payload: { n: start + i },
 			...extra(start + i),
 		}));
-		ids.push(...(await store.enqueue(batch)).map((result) => ok(result).jobId));
+		ids.push(...(await target.enqueue(batch)).map((result) => ok(result).jobId));
 	}
 	return ids;
 }
@@ -879,18 +880,8 @@ describe('lease and complete', () => {
 		const other = `${schema}_keys`;
 		try {
 			const keyed = await freshStore(pool, other);
-			const enqueueKeyed = async (queue: string, count: number) => {
-				for (let start = 0; start < count; start += 1000)
-					for (const result of await keyed.enqueue(
-						Array.from({ length: 1000 }, (_, n) => ({
-							queue,
-							payload: {},
-							orderingKey: `${queue}-${start + n}`,
-						})),
-					))
-						ok(result);
-			};
-			// 2,000 jobs with keys of their own run in another queue.
+			const enqueueKeyed = (queue: string, count: number) =>
+				enqueueMany(queue, count, (n) => ({ orderingKey: `${queue}-${n}` }), keyed);
 			await enqueueKeyed('busy', 2000);
 			expect(await keyed.lease({ queue: 'busy', limit: 2000, leaseMs: 3_600_000 })).toHaveLength(
 				2000,
@@ -944,19 +935,11 @@ describe('lease and complete', () => {
 		const onePool = newPool(1);
 		try {
 			const filler = await freshStore(pool, other);
-			for (let start = 0; start < 10_000; start += 1000)
-				for (const result of await filler.enqueue(
-					Array.from({ length: 1000 }, () => ({ queue: 'busy', payload: {} })),
-				))
-					ok(result);
+			await enqueueMany('busy', 10_000, undefined, filler);
 			expect(await filler.lease({ queue: 'busy', limit: 10_000, leaseMs: 3_600_000 })).toHaveLength(
 				10_000,
 			);
-			for (const queue of ['quiet', 'limited'])
-				for (const result of await filler.enqueue(
-					Array.from({ length: 12 }, () => ({ queue, payload: {} })),
-				))
-					ok(result);
+			for (const queue of ['quiet', 'limited']) await enqueueMany(queue, 12, undefined, filler);
 			await pool.query(`ANALYZE "${other}".jobs`);
 			const quiet = new JobStore(onePool, { schema: other });
 			for (const [queue, concurrencyLimit] of [

@@ -471,6 +471,24 @@ export interface ExtendRow {
 }
 
 /**
+ * What a heartbeat writes on its job, from the SQL expressions of its item (as leasedSet does for
+ * a lease): the new lease end, the n8n ids if the lease did not know them, and the checkpoint
+ * with its time when the item has one.
+ */
+function extendedSet(item: {
+	leaseMs: string;
+	checkpoint: string;
+	workflowId: string;
+	executionId: string;
+}): string {
+	return `lease_until = now() + ${item.leaseMs} * interval '1 millisecond', updated_at = now(),
+		attempt_workflow_id = coalesce(j.attempt_workflow_id, ${item.workflowId}),
+		attempt_execution_id = coalesce(j.attempt_execution_id, ${item.executionId}),
+		attempt_checkpoint = coalesce(${item.checkpoint}, j.attempt_checkpoint),
+		attempt_checkpoint_at = CASE WHEN ${item.checkpoint} IS NOT NULL THEN now() ELSE j.attempt_checkpoint_at END`;
+}
+
+/**
  * Heartbeat for a batch, fenced like complete (see completeQuery for the `id = ANY` filter,
  * the fence as a join clause on a MATERIALIZED input, and the LATERAL lookup of lost items).
  * An item with a checkpoint records it on its attempt, only when its lease was extended: an
@@ -492,11 +510,12 @@ WITH input AS MATERIALIZED (
 		workflow_id text, execution_id text)
 ), extended AS (
 	UPDATE ${s}.jobs j
-	SET lease_until = now() + x.lease_ms * interval '1 millisecond', updated_at = now(),
-		attempt_workflow_id = coalesce(j.attempt_workflow_id, x.workflow_id),
-		attempt_execution_id = coalesce(j.attempt_execution_id, x.execution_id),
-		attempt_checkpoint = coalesce(x.checkpoint, j.attempt_checkpoint),
-		attempt_checkpoint_at = CASE WHEN x.checkpoint IS NOT NULL THEN now() ELSE j.attempt_checkpoint_at END
+	SET ${extendedSet({
+		leaseMs: 'x.lease_ms',
+		checkpoint: 'x.checkpoint',
+		workflowId: 'x.workflow_id',
+		executionId: 'x.execution_id',
+	})}
 	FROM input x
 	WHERE j.id = ANY($2::uuid[]) AND j.id = x.job_id AND j.attempt_id = x.attempt_id AND j.status = x.fence
 	RETURNING x.ord, j.id, j.lease_until, ${countedMark(schema)}
@@ -544,11 +563,12 @@ function extendOneText(schema: string, s: string): string {
 	return `
 WITH extended AS (
 	UPDATE ${s}.jobs j
-	SET lease_until = now() + $3::bigint * interval '1 millisecond', updated_at = now(),
-		attempt_workflow_id = coalesce(j.attempt_workflow_id, $5::text),
-		attempt_execution_id = coalesce(j.attempt_execution_id, $6::text),
-		attempt_checkpoint = coalesce($4::text, j.attempt_checkpoint),
-		attempt_checkpoint_at = CASE WHEN $4::text IS NOT NULL THEN now() ELSE j.attempt_checkpoint_at END
+	SET ${extendedSet({
+		leaseMs: '$3::bigint',
+		checkpoint: '$4::text',
+		workflowId: '$5::text',
+		executionId: '$6::text',
+	})}
 	WHERE j.id = $1::uuid AND j.attempt_id = $2::uuid AND j.status = (SELECT 'running'::text)
 	RETURNING j.id, j.lease_until, ${countedMark(schema)}
 )
