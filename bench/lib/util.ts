@@ -101,12 +101,17 @@ export function sleep(ms: number): Promise<void> {
 
 /**
  * `--name value` / `--name=value` flags of a benchmark script, checked against the known
- * names, with a reader for whole numbers (`min` and up, else the fallback when absent).
+ * names, with readers for whole numbers (`min` and up, else the fallback when absent) and for
+ * `on` / `off`.
  */
 export function readFlags(
 	argv: string[],
 	known: readonly string[],
-): { flags: Map<string, string>; int: (name: string, fallback: number, min?: number) => number } {
+): {
+	flags: Map<string, string>;
+	int: (name: string, fallback: number, min?: number) => number;
+	onOff: (name: string, fallback: boolean) => boolean;
+} {
 	const flags = new Map<string, string>();
 	for (let i = 0; i < argv.length; i++) {
 		const arg = argv[i];
@@ -125,7 +130,13 @@ export function readFlags(
 			throw new Error(`--${name} must be a whole number ≥ ${min}`);
 		return value;
 	};
-	return { flags, int };
+	const onOff = (name: string, fallback: boolean) => {
+		const value = flags.get(name);
+		if (value === undefined) return fallback;
+		if (value !== 'on' && value !== 'off') throw new Error(`--${name} must be on or off`);
+		return value === 'on';
+	};
+	return { flags, int, onOff };
 }
 
 /** Runs a benchmark's `main`; an error is printed with its stack and the process exits with 1. */

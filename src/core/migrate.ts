@@ -114,9 +114,10 @@ const MIGRATION_ATTEMPTS = 5;
  * Migrations the package works without, for a while: 0016 adds a unique index that backs a
  * check the lease makes anyway. It cannot be built while two jobs of one ordering key run (an
  * older version could leave such a pair), and then stops with this SQLSTATE; the package must
- * keep working meanwhile, or the pair could never finish.
+ * keep working meanwhile, or the pair could never finish. Every later migration waits with it,
+ * so each must be one the package works without too: 0017 only changes an index's columns.
  */
-export const DEFERRABLE_MIGRATION_IDS: ReadonlySet<number> = new Set([16]);
+export const DEFERRABLE_MIGRATION_IDS: ReadonlySet<number> = new Set([16, 17]);
 const MIGRATION_WAITS = 'DJ016';
 
 /** Whether migrating stopped at a deferrable migration that waits for running jobs. */

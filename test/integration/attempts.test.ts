@@ -388,6 +388,7 @@ describe('attempt rows', () => {
 			'0014_unknown_outcomes_index.sql',
 			'0015_column_domains.sql',
 			'0016_ordering_key_runs_alone.sql',
+			'0017_running_by_lease_end.sql',
 		]);
 		const upgraded = new JobStore(pool, { schema: upgradeSchema });
 		expect(await attemptsOf(running, pool, upgradeSchema)).toEqual(before);

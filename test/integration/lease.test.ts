@@ -42,6 +42,51 @@ async function enqueueMany(
 	return ids;
 }
 
+/**
+ * Runs the usual lease of one slot and of eight and the full lease of eight on `queue` of the
+ * schema `target` under EXPLAIN (ANALYZE, BUFFERS), each rolled back: each plan as JSON text and
+ * the buffers it read.
+ */
+async function explainLeases(
+	target: string,
+	queue: string,
+): Promise<Array<{ explained: string; buffers: number }>> {
+	const s = `"${target}"`;
+	const slots = (count: number) =>
+		Array.from({ length: count }, (_, ord) => ({
+			ord,
+			attempt_id: randomUUID(),
+			lease_ms: 60_000,
+			workflow_id: null,
+			execution_id: null,
+		}));
+	const statements = [
+		leaseQueuedQuery(target, s, queue, slots(1), { waitForFlush: true }),
+		leaseQueuedQuery(target, s, queue, slots(8), { waitForFlush: true }),
+		leaseQuery(target, s, queue, slots(8), { waitForFlush: true, callbackQueue: 'callbacks' }),
+	];
+	const explained: Array<{ explained: string; buffers: number }> = [];
+	const client = await pool.connect();
+	try {
+		for (const query of statements) {
+			await client.query('BEGIN');
+			const { rows } = await client.query({
+				text: `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) ${query.text}`,
+				values: query.values,
+			});
+			await client.query('ROLLBACK');
+			const [{ Plan: plan }] = rows[0]['QUERY PLAN'];
+			explained.push({
+				explained: JSON.stringify(plan),
+				buffers: plan['Shared Hit Blocks'] + plan['Shared Read Blocks'],
+			});
+		}
+	} finally {
+		client.release();
+	}
+	return explained;
+}
+
 /** Forces a lease to be expired without waiting for it. */
 async function expireLease(jobId: string): Promise<void> {
 	await pool.query(
@@ -888,42 +933,15 @@ describe('lease and complete', () => {
 			);
 			await enqueueKeyed('keyed', 1000);
 			await pool.query(`ANALYZE "${other}".jobs`);
-			const s = `"${other}"`;
-			const slots = (count: number) =>
-				Array.from({ length: count }, (_, ord) => ({
-					ord,
-					attempt_id: randomUUID(),
-					lease_ms: 60_000,
-					workflow_id: null,
-					execution_id: null,
-				}));
-			const statements = [
-				leaseQueuedQuery(other, s, 'keyed', slots(1), { waitForFlush: true }),
-				leaseQueuedQuery(other, s, 'keyed', slots(8), { waitForFlush: true }),
-				leaseQuery(other, s, 'keyed', slots(8), { waitForFlush: true, callbackQueue: 'callbacks' }),
-			];
 			const buffers: number[] = [];
-			const client = await pool.connect();
-			try {
-				for (const query of statements) {
-					await client.query('BEGIN');
-					const { rows } = await client.query({
-						text: `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) ${query.text}`,
-						values: query.values,
-					});
-					await client.query('ROLLBACK');
-					const [{ Plan: plan }] = rows[0]['QUERY PLAN'];
-					const explained = JSON.stringify(plan);
-					expect(explained).not.toContain('hashed SubPlan');
-					expect(explained).toContain('jobs_ordering_running');
-					buffers.push(plan['Shared Hit Blocks'] + plan['Shared Read Blocks']);
-				}
-				// A lease of one keyed job reads a few dozen buffers; a hashed check of every running
-				// job's key read over a hundred more.
-				expect(buffers[0]).toBeLessThan(60);
-			} finally {
-				client.release();
+			for (const { explained, buffers: read } of await explainLeases(other, 'keyed')) {
+				expect(explained).not.toContain('hashed SubPlan');
+				expect(explained).toContain('jobs_ordering_running');
+				buffers.push(read);
 			}
+			// A lease of one keyed job reads a few dozen buffers; a hashed check of every running
+			// job's key read over a hundred more.
+			expect(buffers[0]).toBeLessThan(60);
 		} finally {
 			await dropSchema(pool, other);
 		}
@@ -976,6 +994,52 @@ describe('lease and complete', () => {
 		} finally {
 			await onePool.end();
 			await dropSchema(pool, other);
+		}
+	});
+
+	it('a lease of a queue with thousands of running jobs finds an expired lease, or that none expired, without reading them all', async () => {
+		const busy = `${schema}_busy`;
+		try {
+			const filler = await freshStore(pool, busy);
+			// Written as running, not leased: a lease leaves a dead entry of each job in
+			// jobs_queued_claim, which the statements below would read while a concurrent test's
+			// snapshot keeps VACUUM from removing them.
+			const { rows } = await pool.query<{ id: string; seq: string }>(
+				`INSERT INTO "${busy}".jobs (id, queue, payload, status, attempts, attempt_id, lease_until, started_at)
+				SELECT gen_random_uuid(), 'busy', '{}', 'running', 1, gen_random_uuid(), now() + interval '1 hour', now()
+				FROM generate_series(1, 5000) RETURNING id, seq`,
+			);
+			const running = rows.sort((a, b) => Number(a.seq) - Number(b.seq)).map((row) => row.id);
+			await enqueueMany('busy', 20, undefined, filler);
+			await pool.query(`ANALYZE "${busy}".jobs`);
+			// None expired. The three statements read about 20, 100 and 110 buffers (the last two
+			// lease 8 jobs); reading every running job to learn that none expired added about 110.
+			const [one, eight, full] = await explainLeases(busy, 'busy');
+			expect(one.buffers).toBeLessThan(60);
+			expect(eight.buffers).toBeLessThan(160);
+			expect(full.buffers).toBeLessThan(160);
+
+			const expired = [running[0], running[2500], running[4999]];
+			await pool.query(
+				`UPDATE "${busy}".jobs SET lease_until = now() - interval '1 second' WHERE id = ANY($1::uuid[])`,
+				[expired],
+			);
+			await pool.query(`ANALYZE "${busy}".jobs`);
+			// Three expired. The usual leases stop at the first; the full lease reads the three, not
+			// all 5,000 (about 110 buffers; 200 when it read them all).
+			const recovering = await explainLeases(busy, 'busy');
+			expect(recovering[2].buffers).toBeLessThan(160);
+
+			// What the statements do, beyond what they read: the usual leases step aside for the
+			// full one, which takes over the three expired jobs first.
+			const leased = await filler.lease({ queue: 'busy', limit: 8 });
+			expect(leased.slice(0, 3).map((job) => job.id)).toEqual(expired);
+			expect(leased.map((job) => job.recovered)).toEqual([
+				...Array<boolean>(3).fill(true),
+				...Array<boolean>(5).fill(false),
+			]);
+		} finally {
+			await dropSchema(pool, busy);
 		}
 	});
 

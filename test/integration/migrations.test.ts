@@ -11,6 +11,7 @@ import {
 	openStore,
 	resetMigrationCache,
 } from '../../src/core';
+import { DEFERRABLE_MIGRATION_IDS } from '../../src/core/migrate';
 import { migrationLockQuery } from '../../src/core/sql/migrations';
 import {
 	connectionConfig,
@@ -33,6 +34,8 @@ const { schema, pool } = useTestSchema(__filename, {
 		await dropSchema(pool, `${schema}_d`);
 		await dropSchema(pool, `${schema}_e`);
 		await dropSchema(pool, `${schema}_f`);
+		await dropSchema(pool, `${schema}_g`);
+		await dropSchema(pool, `${schema}_h`);
 		await pool.query(`DROP ROLE IF EXISTS "${domainsReader}"`);
 		await pool
 			.query(`DROP DATABASE IF EXISTS ${defaultDatabase} WITH (FORCE)`)
@@ -165,13 +168,16 @@ describe('migrations', () => {
 		expect((await migrate(pool, upgraded)).applied).toEqual([
 			'0015_column_domains.sql',
 			'0016_ordering_key_runs_alone.sql',
+			'0017_running_by_lease_end.sql',
 		]);
 
-		// 0016 only adds an index (of the running jobs with an ordering key, none here).
+		// 0016 only adds an index (of the running jobs with an ordering key, none here), and 0017
+		// builds jobs_running anew.
+		const rebuilt = new Set(['jobs_ordering_running', 'jobs_running']);
 		const after = await state();
-		expect(
-			after.files.filter((file: { relname: string }) => file.relname !== 'jobs_ordering_running'),
-		).toEqual(before.files);
+		expect(after.files.filter((file: { relname: string }) => !rebuilt.has(file.relname))).toEqual(
+			before.files.filter((file: { relname: string }) => !rebuilt.has(file.relname)),
+		);
 		expect({ ...after, files: before.files }).toEqual(before);
 		const { rows: types } = await pool.query<{ attname: string; type: string }>(
 			`SELECT a.attname, format_type(a.atttypid, a.atttypmod) AS type FROM pg_attribute a
@@ -268,13 +274,72 @@ describe('migrations', () => {
 			`UPDATE ${s}.jobs SET status = 'done', lease_until = NULL, finished_at = now()
 			WHERE id = (SELECT id FROM ${s}.jobs ORDER BY seq LIMIT 1)`,
 		);
-		expect((await migrate(pool, target)).applied).toEqual(['0016_ordering_key_runs_alone.sql']);
+		expect((await migrate(pool, target)).applied).toEqual([
+			'0016_ordering_key_runs_alone.sql',
+			'0017_running_by_lease_end.sql',
+		]);
 		await expect(
 			pool.query(
 				`INSERT INTO ${s}.jobs (id, queue, payload, status, attempts, attempt_id, lease_until, ordering_key)
 				VALUES (gen_random_uuid(), 'orders', '{}', 'running', 1, gen_random_uuid(), now(), 'customer-7')`,
 			),
 		).rejects.toMatchObject({ code: '23505', constraint: 'jobs_ordering_running' });
+		await dropSchema(pool, target);
+	});
+
+	it('every migration after one the package works without is one it works without too, since it waits with it', () => {
+		const ids = loadMigrations().map((migration) => migration.id);
+		const first = Math.min(...DEFERRABLE_MIGRATION_IDS);
+		expect(ids.filter((id) => id >= first && !DEFERRABLE_MIGRATION_IDS.has(id))).toEqual([]);
+	});
+
+	it('0017 puts the lease end into jobs_running; an index built beforehand under its name is kept, an invalid one built again', async () => {
+		const target = `${schema}_h`;
+		const s = `"${target}"`;
+		const definition = `ON ${target}.jobs USING btree (queue, lease_until) WHERE (status = 'running'::text)`;
+		const runningIndex = async () => {
+			const { rows } = await pool.query<{ oid: number; definition: string; valid: boolean }>(
+				`SELECT i.indexrelid::int AS oid, pg_get_indexdef(i.indexrelid) AS definition, i.indisvalid AS valid
+				FROM pg_index i WHERE i.indexrelid = to_regclass($1)`,
+				[`${s}.jobs_running`],
+			);
+			return rows[0];
+		};
+		for (const prepared of ['built beforehand', 'left invalid'] as const) {
+			await dropSchema(pool, target);
+			await schemaAtMigration(pool, target, 16);
+			await pool.query(
+				`INSERT INTO ${s}.jobs (id, queue, payload, status, attempts, attempt_id, lease_until)
+				SELECT gen_random_uuid(), 'q', '{}', 'running', 1, gen_random_uuid(), now() + i * interval '1 second'
+				FROM generate_series(1, 20) AS i`,
+			);
+			await pool.query(
+				`CREATE INDEX CONCURRENTLY jobs_running_lease ON ${s}.jobs (queue, lease_until) WHERE status = 'running'`,
+			);
+			const { rows: built } = await pool.query<{ oid: number }>(
+				`SELECT to_regclass($1)::oid::int AS oid`,
+				[`${s}.jobs_running_lease`],
+			);
+			if (prepared === 'left invalid')
+				await pool.query(`UPDATE pg_index SET indisvalid = false WHERE indexrelid = $1`, [
+					built[0].oid,
+				]);
+
+			expect((await migrate(pool, target)).applied).toEqual(['0017_running_by_lease_end.sql']);
+			const index = await runningIndex();
+			expect(index.definition).toContain(definition);
+			expect(index.valid).toBe(true);
+			if (prepared === 'built beforehand') expect(index.oid).toBe(built[0].oid);
+			else expect(index.oid).not.toBe(built[0].oid);
+			const { rows: leftover } = await pool.query(`SELECT to_regclass($1) AS name`, [
+				`${s}.jobs_running_lease`,
+			]);
+			expect(leftover).toEqual([{ name: null }]);
+		}
+
+		await dropSchema(pool, target);
+		await migrate(pool, target);
+		expect((await runningIndex()).definition).toContain(definition);
 		await dropSchema(pool, target);
 	});
 
@@ -307,6 +372,7 @@ describe('migrations', () => {
 			expect((await migrating).applied).toEqual([
 				'0015_column_domains.sql',
 				'0016_ordering_key_runs_alone.sql',
+				'0017_running_by_lease_end.sql',
 			]);
 			const { rows } = await pool.query(`SELECT name FROM "${target}".migrations WHERE id = 15`);
 			expect(rows).toEqual([{ name: '0015_column_domains.sql' }]);

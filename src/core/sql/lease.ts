@@ -102,7 +102,8 @@ const LEASED_SET = leasedSet({
  * Claims up to one job per slot of one queue in one statement.
  *
  * Candidates come from two branches, each matching one partial index: due queued jobs
- * (jobs_queued_claim) and running jobs whose lease has expired (jobs_running). A single
+ * (jobs_queued_claim) and running jobs whose lease has expired (jobs_running, by queue and lease
+ * end, so only the expired entries are read). A single
  * `status = 'queued' OR (status = 'running' AND lease_until < now())` predicate would match
  * neither index and fall back to scanning every live row of the queue.
  *
@@ -341,8 +342,9 @@ function commitWithoutFlush(options: LeaseOptions): string {
  * When a running job of the queue has an expired lease, it leases nothing and answers one row
  * per slot with `rerun` set instead: the caller then runs leaseQuery, which recovers that job
  * first, as a lease always has. Concurrent callers that got `rerun` make their leaseQuery calls
- * at once, so those are merged as well. The probe reads the queue's running jobs, as
- * leaseQuery's expired branch does; a job that has expired but is locked by another leaser
+ * at once, so those are merged as well. The probe reads the queue's expired entries of
+ * jobs_running, as leaseQuery's expired branch does (one index descent when none has expired,
+ * since the index holds the lease end); a job that has expired but is locked by another leaser
  * recovering it still counts, which costs its callers one more statement, never a wrong lease.
  *
  * Everything else (the locking limit in the text, the ordering-key check, the slot arrays,
@@ -495,8 +497,8 @@ function extendedSet(item: {
  * attempt that lost its lease is not the one whose progress the job's history should show.
  * The first heartbeat of an attempt whose lease did not know its n8n execution (a Job Trigger
  * leases before the execution exists) records the workflow and execution id too. Both go to
- * the job row, where the running attempt lives (see attempts.ts), so a heartbeat stays one
- * HOT update of one row. One item alone runs extendOneQuery, which writes and answers the same.
+ * the job row, where the running attempt lives (see attempts.ts), so a heartbeat stays an
+ * update of one row (not a HOT one: jobs_running holds the lease end, migration 0017). One item alone runs extendOneQuery, which writes and answers the same.
  */
 export function extendLeaseQuery(schema: string, s: string, rows: ExtendRow[]): SqlQuery {
 	if (rows.length === 1) return extendOneQuery(schema, s, rows[0]);

@@ -1,13 +1,16 @@
 /**
- * A lease of jobs with ordering keys while many jobs with keys run in other queues: the core of
- * a git ref (default HEAD) against the working tree's, each in a schema of its own on one
- * PostgreSQL (DATABASE_URL, else an embedded one). Both are filled alike: `--running` jobs with
- * keys of their own are leased in queue "busy" (an hour's lease) and `--jobs` jobs with keys
- * queued in "keyed"; then one worker leases and completes one keyed job at a time, alternating
- * between the two versions call by call. Prints, as JSON on stdout, each side's wall time per
- * lease.
+ * A lease while many jobs run: the core of a git ref (default HEAD) against the working tree's,
+ * each in a schema of its own on one PostgreSQL (DATABASE_URL, else an embedded one). Both are
+ * filled alike: `--running` jobs are leased in queue "busy" (an hour's lease) and `--jobs` jobs
+ * queued in "work"; then one worker leases and completes one job of "work" at a time,
+ * alternating between the two versions call by call. Prints, as JSON on stdout, each side's
+ * wall time per lease.
  *
- *   npx tsx bench/keyed-lease.ts [--ref HEAD] [--running 2000] [--jobs 1000]
+ * Every job has an ordering key of its own unless `--keys off`. With `--queue same`, "work" is
+ * "busy" itself: the jobs are queued behind the running ones in the queue they run in.
+ *
+ *   npx tsx bench/lease-beside-running.ts [--ref HEAD] [--running 2000] [--jobs 1000]
+ *     [--keys on|off] [--queue other|same]
  */
 import { join } from 'node:path';
 import pg from 'pg';
@@ -27,18 +30,29 @@ import {
 
 type Core = typeof import('../src/core');
 
-function keyedJobs(queue: string, start: number, count: number) {
+function jobs(queue: string, start: number, count: number, keys: boolean) {
 	return Array.from({ length: count }, (_, n) => ({
 		queue,
 		payload: { n: start + n },
-		orderingKey: `${queue}-${start + n}`,
+		...(keys ? { orderingKey: `${queue}-${start + n}` } : {}),
 	}));
 }
 
 async function main(): Promise<void> {
-	const { flags, int } = readFlags(process.argv.slice(2), ['ref', 'running', 'jobs']);
+	const { flags, int, onOff } = readFlags(process.argv.slice(2), [
+		'ref',
+		'running',
+		'jobs',
+		'keys',
+		'queue',
+	]);
 	const running = int('running', 2000);
-	const jobs = int('jobs', 1000, 1);
+	const jobCount = int('jobs', 1000, 1);
+	const keys = onOff('keys', true);
+	const sameQueue = flags.get('queue') ?? 'other';
+	if (sameQueue !== 'other' && sameQueue !== 'same')
+		throw new Error(`--queue must be other or same, not ${sameQueue}`);
+	const workQueue = sameQueue === 'same' ? 'busy' : 'work';
 	const exported = exportRef(flags.get('ref') ?? 'HEAD');
 	log(`before: ${exported.commit}; after: the working tree`);
 	const postgres = await startPostgres();
@@ -50,7 +64,7 @@ async function main(): Promise<void> {
 			['after', (await import('../src/core')) as Core],
 		];
 		for (const [name, core] of cores) {
-			const schema = `bench_keyed_${name}`;
+			const schema = `bench_beside_running_${name}`;
 			await dropSchema(pool, schema);
 			await core.migrate(pool, schema);
 			const store = new core.JobStore(pool, { schema });
@@ -58,7 +72,7 @@ async function main(): Promise<void> {
 			const enqueue = async (queue: string, count: number) => {
 				for (let start = 0; start < count; start += 1000)
 					for (const result of await store.enqueue(
-						keyedJobs(queue, start, Math.min(1000, count - start)),
+						jobs(queue, start, Math.min(1000, count - start), keys),
 					))
 						if (result instanceof core.DurableJobsError) throw result;
 			};
@@ -73,15 +87,21 @@ async function main(): Promise<void> {
 						includeMetadata: false,
 					})
 				).length;
-			await enqueue('keyed', jobs);
+			await enqueue(workQueue, jobCount);
 			await vacuumAnalyzeSchema(pool, schema);
 		}
-		log(`${running} keyed jobs running in another queue; leasing ${jobs} keyed jobs per side`);
+		log(
+			`${running} jobs running in ${sameQueue === 'same' ? 'the same' : 'another'} queue; leasing ${jobCount} per side (ordering keys ${keys ? 'on' : 'off'})`,
+		);
 		const leaseMs = new Map<string, number[]>(sides.map((side) => [side.name, []]));
-		for (let i = 0; i < jobs; i++) {
+		for (let i = 0; i < jobCount; i++) {
 			for (const side of i % 2 === 0 ? sides : [...sides].reverse()) {
 				const started = now();
-				const [job] = await side.store.lease({ queue: 'keyed', limit: 1, includeMetadata: false });
+				const [job] = await side.store.lease({
+					queue: workQueue,
+					limit: 1,
+					includeMetadata: false,
+				});
 				leaseMs.get(side.name)!.push(now() - started);
 				if (!job) throw new Error(`${side.name}: no job leased at ${i}`);
 				await side.store.complete([
@@ -99,7 +119,9 @@ async function main(): Promise<void> {
 					after: 'working tree',
 					postgres: (await pool.query<{ version: string }>('SELECT version()')).rows[0].version,
 					running,
-					jobs,
+					jobs: jobCount,
+					orderingKeys: keys,
+					queue: sameQueue,
 					leaseWallMs: summaries,
 					afterOverBefore: round(summaries.after.p50 / summaries.before.p50, 3),
 				},
