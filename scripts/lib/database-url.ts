@@ -8,6 +8,8 @@
  */
 import pg from 'pg';
 
+import { isMissingPasswordError } from '../../src/core/errors';
+
 export interface DatabaseUrlParts {
 	host: string;
 	port: number;
@@ -144,6 +146,10 @@ export function describeDatabaseUrlError(
 			cause = `${where} has no free connection slots (${message})`;
 			break;
 		default:
+			if (isMissingPasswordError(error)) {
+				cause = `${where} asks for a password for user "${parts.user}", and the URL has none`;
+				break;
+			}
 			cause = /timeout/i.test(message)
 				? `${where} did not answer in time (${message})`
 				: `connecting to ${where} failed: ${message}`;

@@ -129,6 +129,19 @@ function unreachable(code: string, message: string): boolean {
 }
 
 /**
+ * Whether connecting failed because the server asks for a password and none was given. `pg`
+ * says so itself, before the server answers, in words about SCRAM
+ * ("SASL: SCRAM-SERVER-FIRST-MESSAGE: client password must be a string", or "a non-empty
+ * string" for an empty one), and without an SQLSTATE.
+ */
+export function isMissingPasswordError(error: unknown): boolean {
+	const message = (error as PgLikeError | null)?.message;
+	return (
+		typeof message === 'string' && /client password must be a (non-empty )?string/.test(message)
+	);
+}
+
+/**
  * Whether an error (a driver error, or the DurableJobsError made from one) means that the
  * database cannot be reached right now, which is worth waiting out, as opposed to a database
  * that answers and refuses (wrong password, unknown database, missing privileges).
@@ -149,6 +162,13 @@ export function classifyDatabaseError(error: unknown): DurableJobsError {
 	const pgError = (typeof error === 'object' && error !== null ? error : {}) as PgLikeError;
 	const code = pgError.code ?? '';
 	const message = pgError.message ?? String(error);
+	if (isMissingPasswordError(error)) {
+		return new DatabaseUnavailableError(
+			'PostgreSQL asks for a password, and the credential has none',
+			'Fill in Password in the Durable Jobs Postgres credential',
+			error,
+		);
+	}
 	if (code === '28P01' || code === '28000') {
 		return new DatabaseUnavailableError(
 			'PostgreSQL rejected the user name or password',

@@ -46,13 +46,15 @@ describe('a DATABASE_URL that does not work', () => {
 			/nothing accepts connections at 127\.0\.0\.1:\d+ \(connection refused/,
 		],
 		[
+			// A server that checks passwords does not tell a client whether the role exists.
 			'an unknown role',
-			async () =>
-				withUrl(
-					process.env.DATABASE_URL!,
-					(url) => ((url.username = 'dj_nobody'), (url.password = '')),
-				),
-			/the user \(role\) "dj_nobody" does not exist/,
+			async () => withUrl(process.env.DATABASE_URL!, (url) => (url.username = 'dj_nobody')),
+			/the user \(role\) "dj_nobody" does not exist|the password for user "dj_nobody" was rejected/,
+		],
+		[
+			'no password where the server asks for one',
+			async () => withUrl(server.url, (url) => (url.password = '')),
+			/asks for a password for user "postgres", and the URL has none/,
 		],
 		[
 			'an unknown database',

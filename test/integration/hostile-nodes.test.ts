@@ -568,6 +568,19 @@ describe('the credential: schema names, passwords, databases, migrations', () =>
 				).output('main'),
 			).toEqual([]);
 		});
+
+		it('a credential without a password: every node says the server asks for one, not a driver message', async () => {
+			const credential = credentialFor(embedded.url, 'djt_no_pw', { password: '' });
+			for (const [nodeType, options] of everyNode()) {
+				const error = (await nodes
+					.create(nodeType, { ...options, credential })
+					.run()
+					.catch((caught: unknown) => caught)) as NodeOperationError;
+				expect(error, nodeName(nodeType)).toBeInstanceOf(NodeOperationError);
+				expect(error.message).toBe('PostgreSQL asks for a password, and the credential has none');
+				expect(error.description).toMatch(/Fill in Password/);
+			}
+		});
 	});
 });
 

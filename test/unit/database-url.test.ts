@@ -101,6 +101,11 @@ describe('describeDatabaseUrlError', () => {
 			/the password for user "nobody" was rejected/,
 		],
 		[
+			'no password where the server asks for one',
+			new Error('SASL: SCRAM-SERVER-FIRST-MESSAGE: client password must be a string'),
+			/127\.0\.0\.1:5999 asks for a password for user "nobody", and the URL has none/,
+		],
+		[
 			'unknown database',
 			pgError('3D000', 'database "jobs" does not exist'),
 			/the database "jobs" does not exist on 127\.0\.0\.1:5999/,
