@@ -347,14 +347,26 @@ describe('migrations', () => {
 		const target = `${schema}_f`;
 		await dropSchema(pool, target);
 		await schemaAtMigration(pool, target, 14);
-		const reader = await pool.connect();
+		// PostgreSQL looks for a deadlock once per wait, deadlock_timeout after it began, and
+		// aborts the side that looks while the cycle exists. With 1 s each, a reader that asked
+		// more than a second after the migration began to wait (a loaded machine) was the one
+		// aborted; the migration's 5 s and the reader's 60 s make the migration the one.
+		const connection = (deadlockTimeout: string, max: number) =>
+			new pg.Pool({
+				connectionString: databaseUrl(),
+				max,
+				options: `-c deadlock_timeout=${deadlockTimeout}`,
+			});
+		const migrator = connection('5s', 2);
+		const readers = connection('60s', 1);
+		const reader = await readers.connect();
 		try {
 			// A reader of job_attempts, as Job Status is, holds the view; 0015 waits for it while
 			// holding the schema's migration lock, which the reader then asks for. PostgreSQL
-			// aborts the side that waited first: the migration.
+			// aborts the migration, which runs again.
 			await reader.query('BEGIN');
 			await reader.query(`SELECT count(*) FROM "${target}".job_attempts`);
-			const migrating = migrate(pool, target);
+			const migrating = migrate(migrator, target);
 			await waitFor(
 				async () =>
 					(
@@ -379,6 +391,8 @@ describe('migrations', () => {
 		} finally {
 			await reader.query('ROLLBACK').catch(() => undefined);
 			reader.release();
+			await readers.end();
+			await migrator.end();
 			await dropSchema(pool, target);
 		}
 	}, 30_000);
