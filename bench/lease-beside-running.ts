@@ -69,10 +69,11 @@ async function main(): Promise<void> {
 			await core.migrate(pool, schema);
 			const store = new core.JobStore(pool, { schema });
 			sides.push({ name, schema, store });
-			const enqueue = async (queue: string, count: number) => {
+			// `first`: the number of the first job, so keys never repeat within a queue.
+			const enqueue = async (queue: string, count: number, first = 0) => {
 				for (let start = 0; start < count; start += 1000)
 					for (const result of await store.enqueue(
-						jobs(queue, start, Math.min(1000, count - start), keys),
+						jobs(queue, first + start, Math.min(1000, count - start), keys),
 					))
 						if (result instanceof core.DurableJobsError) throw result;
 			};
@@ -87,7 +88,7 @@ async function main(): Promise<void> {
 						includeMetadata: false,
 					})
 				).length;
-			await enqueue(workQueue, jobCount);
+			await enqueue(workQueue, jobCount, running);
 			await vacuumAnalyzeSchema(pool, schema);
 		}
 		log(

@@ -132,7 +132,10 @@ export function describeDatabaseUrlError(
 			cause = `${where} closed the connection at once (${err.code}: not a PostgreSQL server)`;
 			break;
 		case '28P01':
-			cause = `the password for user "${parts.user}" was rejected`;
+			// A server that checks md5 or plain passwords answers an empty one so.
+			cause = parts.password
+				? `the password for user "${parts.user}" was rejected`
+				: `${where} asks for a password for user "${parts.user}", and the URL has none`;
 			break;
 		case '28000':
 			cause = /role .* does not exist/.test(message)

@@ -115,7 +115,8 @@ const MIGRATION_ATTEMPTS = 5;
  * check the lease makes anyway. It cannot be built while two jobs of one ordering key run (an
  * older version could leave such a pair), and then stops with this SQLSTATE; the package must
  * keep working meanwhile, or the pair could never finish. Every later migration waits with it,
- * so each must be one the package works without too: 0017 only changes an index's columns.
+ * so each must be one the package works without too. 0017 only changes an index's columns, and
+ * waits the same way (DJ016) when another transaction keeps the jobs table for over 3 s.
  */
 export const DEFERRABLE_MIGRATION_IDS: ReadonlySet<number> = new Set([16, 17]);
 const MIGRATION_WAITS = 'DJ016';

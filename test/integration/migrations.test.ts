@@ -11,7 +11,7 @@ import {
 	openStore,
 	resetMigrationCache,
 } from '../../src/core';
-import { DEFERRABLE_MIGRATION_IDS } from '../../src/core/migrate';
+import { DEFERRABLE_MIGRATION_IDS, migrationWaits } from '../../src/core/migrate';
 import { migrationLockQuery } from '../../src/core/sql/migrations';
 import {
 	connectionConfig,
@@ -36,12 +36,24 @@ const { schema, pool } = useTestSchema(__filename, {
 		await dropSchema(pool, `${schema}_f`);
 		await dropSchema(pool, `${schema}_g`);
 		await dropSchema(pool, `${schema}_h`);
+		await dropSchema(pool, `${schema}_i`);
 		await pool.query(`DROP ROLE IF EXISTS "${domainsReader}"`);
 		await pool
 			.query(`DROP DATABASE IF EXISTS ${defaultDatabase} WITH (FORCE)`)
 			.catch(() => undefined);
 	},
 });
+
+/** A pool of its own whose connections start with these settings. */
+function poolWith(settings: Record<string, string>, max: number): pg.Pool {
+	return new pg.Pool({
+		connectionString: databaseUrl(),
+		max,
+		options: Object.entries(settings)
+			.map(([name, value]) => `-c ${name}=${value}`)
+			.join(' '),
+	});
+}
 
 describe('migrations', () => {
 	it('are numbered without gaps and each one names its file', () => {
@@ -293,10 +305,16 @@ describe('migrations', () => {
 		expect(ids.filter((id) => id >= first && !DEFERRABLE_MIGRATION_IDS.has(id))).toEqual([]);
 	});
 
-	it('0017 puts the lease end into jobs_running; an index built beforehand under its name is kept, an invalid one built again', async () => {
+	it('0017 puts the lease end into jobs_running; an index built beforehand is kept, one left invalid or of another definition built again, and a swap done by hand left as it is', async () => {
 		const target = `${schema}_h`;
 		const s = `"${target}"`;
 		const definition = `ON ${target}.jobs USING btree (queue, lease_until) WHERE (status = 'running'::text)`;
+		const indexOid = async (name: string) =>
+			(
+				await pool.query<{ oid: number | null }>(`SELECT to_regclass($1)::oid::int AS oid`, [
+					`${s}.${name}`,
+				])
+			).rows[0].oid;
 		const runningIndex = async () => {
 			const { rows } = await pool.query<{ oid: number; definition: string; valid: boolean }>(
 				`SELECT i.indexrelid::int AS oid, pg_get_indexdef(i.indexrelid) AS definition, i.indisvalid AS valid
@@ -305,7 +323,34 @@ describe('migrations', () => {
 			);
 			return rows[0];
 		};
-		for (const prepared of ['built beforehand', 'left invalid'] as const) {
+		const leaseEnd = `ON ${s}.jobs (queue, lease_until) WHERE status = 'running'`;
+		// What an operator may have done before upgrading, and whether 0017 keeps that index.
+		const preparations: Array<[string, string[], 'kept' | 'built again']> = [
+			['built beforehand', [`CREATE INDEX jobs_running_lease ${leaseEnd}`], 'kept'],
+			[
+				'left invalid',
+				[
+					`CREATE INDEX jobs_running_lease ${leaseEnd}`,
+					`UPDATE pg_index SET indisvalid = false WHERE indexrelid = '${s}.jobs_running_lease'::regclass`,
+				],
+				'built again',
+			],
+			[
+				'of another definition',
+				[`CREATE INDEX jobs_running_lease ON ${s}.jobs (queue) WHERE status = 'running'`],
+				'built again',
+			],
+			[
+				'swapped by hand',
+				[
+					`CREATE INDEX jobs_running_lease ${leaseEnd}`,
+					`DROP INDEX ${s}.jobs_running`,
+					`ALTER INDEX ${s}.jobs_running_lease RENAME TO jobs_running`,
+				],
+				'kept',
+			],
+		];
+		for (const [name, statements, outcome] of preparations) {
 			await dropSchema(pool, target);
 			await schemaAtMigration(pool, target, 16);
 			await pool.query(
@@ -313,28 +358,17 @@ describe('migrations', () => {
 				SELECT gen_random_uuid(), 'q', '{}', 'running', 1, gen_random_uuid(), now() + i * interval '1 second'
 				FROM generate_series(1, 20) AS i`,
 			);
-			await pool.query(
-				`CREATE INDEX CONCURRENTLY jobs_running_lease ON ${s}.jobs (queue, lease_until) WHERE status = 'running'`,
-			);
-			const { rows: built } = await pool.query<{ oid: number }>(
-				`SELECT to_regclass($1)::oid::int AS oid`,
-				[`${s}.jobs_running_lease`],
-			);
-			if (prepared === 'left invalid')
-				await pool.query(`UPDATE pg_index SET indisvalid = false WHERE indexrelid = $1`, [
-					built[0].oid,
-				]);
+			for (const statement of statements) await pool.query(statement);
+			const prepared = (await indexOid('jobs_running_lease')) ?? (await indexOid('jobs_running'));
 
-			expect((await migrate(pool, target)).applied).toEqual(['0017_running_by_lease_end.sql']);
-			const index = await runningIndex();
-			expect(index.definition).toContain(definition);
-			expect(index.valid).toBe(true);
-			if (prepared === 'built beforehand') expect(index.oid).toBe(built[0].oid);
-			else expect(index.oid).not.toBe(built[0].oid);
-			const { rows: leftover } = await pool.query(`SELECT to_regclass($1) AS name`, [
-				`${s}.jobs_running_lease`,
+			expect((await migrate(pool, target)).applied, name).toEqual([
+				'0017_running_by_lease_end.sql',
 			]);
-			expect(leftover).toEqual([{ name: null }]);
+			const index = await runningIndex();
+			expect(index.definition, name).toContain(definition);
+			expect(index.valid, name).toBe(true);
+			expect(index.oid === prepared ? 'kept' : 'built again', name).toBe(outcome);
+			expect(await indexOid('jobs_running_lease'), name).toBeNull();
 		}
 
 		await dropSchema(pool, target);
@@ -342,6 +376,75 @@ describe('migrations', () => {
 		expect((await runningIndex()).definition).toContain(definition);
 		await dropSchema(pool, target);
 	});
+
+	it('0017 locks jobs before it builds, so a lease that read jobs first is never its deadlock, and a transaction that keeps jobs for over 3 s makes it wait for a later use', async () => {
+		const target = `${schema}_i`;
+		const s = `"${target}"`;
+		await dropSchema(pool, target);
+		await schemaAtMigration(pool, target, 16);
+		await pool.query(
+			`INSERT INTO ${s}.jobs (id, queue, payload, status) VALUES ('00000000-0000-7000-8000-00000000e001', 'q', '{}', 'queued')`,
+		);
+		// The reader looks for a deadlock after 100 ms of waiting, the migration after a minute:
+		// had the migration built before it locked, the reader's write would wait for the
+		// migration's build lock while the migration's drop waited for the reader, and the
+		// reader would be the side that finds the deadlock and is aborted.
+		const migrator = poolWith({ deadlock_timeout: '60s' }, 2);
+		const readers = poolWith({ deadlock_timeout: '100ms' }, 1);
+		const reader = await readers.connect();
+		const migrationWaitsForJobs = () =>
+			waitFor(
+				async () =>
+					(
+						await pool.query<{ n: number }>(
+							`SELECT count(*)::int AS n FROM pg_locks l
+							WHERE NOT l.granted AND l.relation = $1::regclass AND l.mode = 'AccessExclusiveLock'`,
+							[`${s}.jobs`],
+						)
+					).rows[0].n === 1,
+				'the migration to wait for jobs',
+			);
+		const applied = async () =>
+			(await pool.query(`SELECT max(id)::int AS id FROM ${s}.migrations`)).rows[0].id;
+		try {
+			await reader.query('BEGIN');
+			await reader.query(`SELECT count(*) FROM ${s}.jobs`);
+			const first = migrate(migrator, target).catch((error: unknown) => error);
+			await migrationWaitsForJobs();
+			await reader.query(
+				`UPDATE ${s}.jobs SET priority = 1 WHERE id = '00000000-0000-7000-8000-00000000e001'`,
+			);
+			await reader.query('COMMIT');
+			const outcome = await first;
+			// Applied, unless the reader's commit came over 3 s after the migration asked (a
+			// loaded machine): then it waits, as below.
+			if (!migrationWaits(outcome))
+				expect((outcome as { applied: string[] }).applied).toEqual([
+					'0017_running_by_lease_end.sql',
+				]);
+
+			await dropSchema(pool, target);
+			await schemaAtMigration(pool, target, 16);
+			await reader.query('BEGIN');
+			await reader.query(`SELECT count(*) FROM ${s}.jobs`);
+			const started = Date.now();
+			const waiting = await migrate(migrator, target).catch((error: unknown) => error);
+			expect(migrationWaits(waiting)).toBe(true);
+			expect(String((waiting as Error).message)).toMatch(
+				/Migration 0017 waits: another transaction kept the jobs table for more than 3 s/,
+			);
+			expect(Date.now() - started).toBeGreaterThanOrEqual(2900);
+			expect(await applied()).toBe(16);
+			await reader.query('COMMIT');
+			expect((await migrate(migrator, target)).applied).toEqual(['0017_running_by_lease_end.sql']);
+		} finally {
+			await reader.query('ROLLBACK').catch(() => undefined);
+			reader.release();
+			await readers.end();
+			await migrator.end();
+			await dropSchema(pool, target);
+		}
+	}, 30_000);
 
 	it('a migration that deadlocks with a query runs again and is applied once', async () => {
 		const target = `${schema}_f`;
@@ -351,14 +454,8 @@ describe('migrations', () => {
 		// aborts the side that looks while the cycle exists. With 1 s each, a reader that asked
 		// more than a second after the migration began to wait (a loaded machine) was the one
 		// aborted; the migration's 5 s and the reader's 60 s make the migration the one.
-		const connection = (deadlockTimeout: string, max: number) =>
-			new pg.Pool({
-				connectionString: databaseUrl(),
-				max,
-				options: `-c deadlock_timeout=${deadlockTimeout}`,
-			});
-		const migrator = connection('5s', 2);
-		const readers = connection('60s', 1);
+		const migrator = poolWith({ deadlock_timeout: '5s' }, 2);
+		const readers = poolWith({ deadlock_timeout: '60s' }, 1);
 		const reader = await readers.connect();
 		try {
 			// A reader of job_attempts, as Job Status is, holds the view; 0015 waits for it while

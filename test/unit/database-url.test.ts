@@ -135,6 +135,17 @@ describe('describeDatabaseUrlError', () => {
 		});
 	}
 
+	it('a URL without a password that an md5 or plain-password server rejects: the server asks for one', () => {
+		expect(
+			describeDatabaseUrlError(
+				pgError('28P01', 'password authentication failed for user "nobody"'),
+				'postgres://nobody@127.0.0.1:5999/jobs',
+			),
+		).toBe(
+			`DATABASE_URL (postgres://nobody@127.0.0.1:5999/jobs): 127.0.0.1:5999 asks for a password for user "nobody", and the URL has none. ${FIX}`,
+		);
+	});
+
 	it('an unparseable URL: the parser message and the fix', () => {
 		expect(describeDatabaseUrlError(new TypeError('Invalid URL'), 'nope')).toBe(
 			`DATABASE_URL is not a valid URL ("nope"); expected postgres://user:password@127.0.0.1:5432/database. ${FIX}`,

@@ -243,6 +243,17 @@ describe('error mapping', () => {
 		);
 		expect(auth.message).toBe('PostgreSQL rejected the user name or password');
 		expect(auth.description).toMatch(/Check User and Password/);
+		// pg's own words when a SCRAM server asks for a password and none (or an empty one) is set.
+		for (const missing of ['a string', 'a non-empty string']) {
+			const noPassword = toNodeError(
+				node,
+				new Error(`SASL: SCRAM-SERVER-FIRST-MESSAGE: client password must be ${missing}`),
+			);
+			expect(noPassword.message).toBe(
+				'PostgreSQL asks for a password, and the credential has none',
+			);
+			expect(noPassword.description).toMatch(/Fill in Password/);
+		}
 		const missingDb = toNodeError(
 			node,
 			Object.assign(new Error('database "nope" does not exist'), { code: '3D000' }),

@@ -498,7 +498,8 @@ function extendedSet(item: {
  * The first heartbeat of an attempt whose lease did not know its n8n execution (a Job Trigger
  * leases before the execution exists) records the workflow and execution id too. Both go to
  * the job row, where the running attempt lives (see attempts.ts), so a heartbeat stays an
- * update of one row (not a HOT one: jobs_running holds the lease end, migration 0017). One item alone runs extendOneQuery, which writes and answers the same.
+ * update of one row (not a HOT one: jobs_running holds the lease end, migration 0017). One
+ * item alone runs extendOneQuery, which writes and answers the same.
  */
 export function extendLeaseQuery(schema: string, s: string, rows: ExtendRow[]): SqlQuery {
 	if (rows.length === 1) return extendOneQuery(schema, s, rows[0]);
