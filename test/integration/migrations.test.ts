@@ -55,6 +55,57 @@ function poolWith(settings: Record<string, string>, max: number): pg.Pool {
 	});
 }
 
+/**
+ * A new schema `<test schema>_<suffix>` at the migration before `migrationId`: its name, and the
+ * name quoted for SQL.
+ */
+async function schemaBefore(
+	suffix: string,
+	migrationId: number,
+): Promise<{ target: string; s: string }> {
+	const target = `${schema}_${suffix}`;
+	await dropSchema(pool, target);
+	await schemaAtMigration(pool, target, migrationId - 1);
+	return { target, s: `"${target}"` };
+}
+
+/**
+ * Runs `work` with a reader (one connection) and a migrator (a pool) whose deadlock_timeouts
+ * are given, then rolls the reader back, closes both and drops `target`.
+ */
+async function withReaderAndMigrator(
+	target: string,
+	deadlockTimeouts: { reader: string; migrator: string },
+	work: (reader: pg.PoolClient, migrator: pg.Pool) => Promise<void>,
+): Promise<void> {
+	const migrator = poolWith({ deadlock_timeout: deadlockTimeouts.migrator }, 2);
+	const readers = poolWith({ deadlock_timeout: deadlockTimeouts.reader }, 1);
+	const reader = await readers.connect();
+	try {
+		await work(reader, migrator);
+	} finally {
+		await reader.query('ROLLBACK').catch(() => undefined);
+		reader.release();
+		await readers.end();
+		await migrator.end();
+		await dropSchema(pool, target);
+	}
+}
+
+/** Waits until one lock on `relation` (a qualified name) has been asked for and not granted. */
+async function someoneWaitsFor(relation: string, what: string): Promise<void> {
+	await waitFor(
+		async () =>
+			(
+				await pool.query<{ n: number }>(
+					`SELECT count(*)::int AS n FROM pg_locks WHERE NOT granted AND relation = $1::regclass`,
+					[relation],
+				)
+			).rows[0].n === 1,
+		what,
+	);
+}
+
 describe('migrations', () => {
 	it('are numbered without gaps and each one names its file', () => {
 		const migrations = loadMigrations();
@@ -267,10 +318,7 @@ describe('migrations', () => {
 	});
 
 	it('0016 stops, naming them, while two jobs of one ordering key run (an older version could leave them), and is applied once one has ended', async () => {
-		const target = `${schema}_g`;
-		const s = `"${target}"`;
-		await dropSchema(pool, target);
-		await schemaAtMigration(pool, target, 15);
+		const { target, s } = await schemaBefore('g', 16);
 		await pool.query(
 			`INSERT INTO ${s}.jobs (id, queue, payload, status, attempts, attempt_id, lease_until, ordering_key)
 			SELECT gen_random_uuid(), 'orders', '{}', 'running', 1, gen_random_uuid(), now() + interval '1 minute', 'customer-7'
@@ -378,10 +426,7 @@ describe('migrations', () => {
 	});
 
 	it('0017 locks jobs before it builds, so a lease that read jobs first is never its deadlock, and a transaction that keeps jobs for over 3 s makes it wait for a later use', async () => {
-		const target = `${schema}_i`;
-		const s = `"${target}"`;
-		await dropSchema(pool, target);
-		await schemaAtMigration(pool, target, 16);
+		const { target, s } = await schemaBefore('i', 17);
 		await pool.query(
 			`INSERT INTO ${s}.jobs (id, queue, payload, status) VALUES ('00000000-0000-7000-8000-00000000e001', 'q', '{}', 'queued')`,
 		);
@@ -389,61 +434,46 @@ describe('migrations', () => {
 		// had the migration built before it locked, the reader's write would wait for the
 		// migration's build lock while the migration's drop waited for the reader, and the
 		// reader would be the side that finds the deadlock and is aborted.
-		const migrator = poolWith({ deadlock_timeout: '60s' }, 2);
-		const readers = poolWith({ deadlock_timeout: '100ms' }, 1);
-		const reader = await readers.connect();
-		const migrationWaitsForJobs = () =>
-			waitFor(
-				async () =>
-					(
-						await pool.query<{ n: number }>(
-							`SELECT count(*)::int AS n FROM pg_locks l
-							WHERE NOT l.granted AND l.relation = $1::regclass AND l.mode = 'AccessExclusiveLock'`,
-							[`${s}.jobs`],
-						)
-					).rows[0].n === 1,
-				'the migration to wait for jobs',
-			);
 		const applied = async () =>
 			(await pool.query(`SELECT max(id)::int AS id FROM ${s}.migrations`)).rows[0].id;
-		try {
-			await reader.query('BEGIN');
-			await reader.query(`SELECT count(*) FROM ${s}.jobs`);
-			const first = migrate(migrator, target).catch((error: unknown) => error);
-			await migrationWaitsForJobs();
-			await reader.query(
-				`UPDATE ${s}.jobs SET priority = 1 WHERE id = '00000000-0000-7000-8000-00000000e001'`,
-			);
-			await reader.query('COMMIT');
-			const outcome = await first;
-			// Applied, unless the reader's commit came over 3 s after the migration asked (a
-			// loaded machine): then it waits, as below.
-			if (!migrationWaits(outcome))
-				expect((outcome as { applied: string[] }).applied).toEqual([
+		await withReaderAndMigrator(
+			target,
+			{ reader: '100ms', migrator: '60s' },
+			async (reader, migrator) => {
+				await reader.query('BEGIN');
+				await reader.query(`SELECT count(*) FROM ${s}.jobs`);
+				const first = migrate(migrator, target).catch((error: unknown) => error);
+				await someoneWaitsFor(`${s}.jobs`, 'the migration to wait for jobs');
+				await reader.query(
+					`UPDATE ${s}.jobs SET priority = 1 WHERE id = '00000000-0000-7000-8000-00000000e001'`,
+				);
+				await reader.query('COMMIT');
+				const outcome = await first;
+				// Applied, unless the reader's commit came over 3 s after the migration asked (a
+				// loaded machine): then it waits, as below.
+				if (!migrationWaits(outcome))
+					expect((outcome as { applied: string[] }).applied).toEqual([
+						'0017_running_by_lease_end.sql',
+					]);
+
+				await dropSchema(pool, target);
+				await schemaAtMigration(pool, target, 16);
+				await reader.query('BEGIN');
+				await reader.query(`SELECT count(*) FROM ${s}.jobs`);
+				const started = Date.now();
+				const waiting = await migrate(migrator, target).catch((error: unknown) => error);
+				expect(migrationWaits(waiting)).toBe(true);
+				expect(String((waiting as Error).message)).toMatch(
+					/Migration 0017 waits: another transaction kept the jobs table for more than 3 s/,
+				);
+				expect(Date.now() - started).toBeGreaterThanOrEqual(2900);
+				expect(await applied()).toBe(16);
+				await reader.query('COMMIT');
+				expect((await migrate(migrator, target)).applied).toEqual([
 					'0017_running_by_lease_end.sql',
 				]);
-
-			await dropSchema(pool, target);
-			await schemaAtMigration(pool, target, 16);
-			await reader.query('BEGIN');
-			await reader.query(`SELECT count(*) FROM ${s}.jobs`);
-			const started = Date.now();
-			const waiting = await migrate(migrator, target).catch((error: unknown) => error);
-			expect(migrationWaits(waiting)).toBe(true);
-			expect(String((waiting as Error).message)).toMatch(
-				/Migration 0017 waits: another transaction kept the jobs table for more than 3 s/,
-			);
-			expect(Date.now() - started).toBeGreaterThanOrEqual(2900);
-			expect(await applied()).toBe(16);
-			await reader.query('COMMIT');
-			expect((await migrate(migrator, target)).applied).toEqual(['0017_running_by_lease_end.sql']);
-		} finally {
-			await reader.query('ROLLBACK').catch(() => undefined);
-			reader.release();
-			await readers.end();
-			await migrator.end();
-			await dropSchema(pool, target);
-		}
+			},
+		);
 	}, 30_000);
 
 	it('a migration that deadlocks with a query runs again and is applied once', async () => {
@@ -454,43 +484,28 @@ describe('migrations', () => {
 		// aborts the side that looks while the cycle exists. With 1 s each, a reader that asked
 		// more than a second after the migration began to wait (a loaded machine) was the one
 		// aborted; the migration's 5 s and the reader's 60 s make the migration the one.
-		const migrator = poolWith({ deadlock_timeout: '5s' }, 2);
-		const readers = poolWith({ deadlock_timeout: '60s' }, 1);
-		const reader = await readers.connect();
-		try {
-			// A reader of job_attempts, as Job Status is, holds the view; 0015 waits for it while
-			// holding the schema's migration lock, which the reader then asks for. PostgreSQL
-			// aborts the migration, which runs again.
-			await reader.query('BEGIN');
-			await reader.query(`SELECT count(*) FROM "${target}".job_attempts`);
-			const migrating = migrate(migrator, target);
-			await waitFor(
-				async () =>
-					(
-						await pool.query<{ n: number }>(
-							`SELECT count(*)::int AS n FROM pg_locks l JOIN pg_class c ON c.oid = l.relation
-							WHERE NOT l.granted AND c.relname = 'job_attempts' AND c.relnamespace = $1::regnamespace`,
-							[target],
-						)
-					).rows[0].n === 1,
-				'the migration to wait for the view',
-			);
-			const lock = migrationLockQuery(target);
-			await reader.query(lock.text, lock.values);
-			await reader.query('COMMIT');
-			expect((await migrating).applied).toEqual([
-				'0015_column_domains.sql',
-				'0016_ordering_key_runs_alone.sql',
-				'0017_running_by_lease_end.sql',
-			]);
-			const { rows } = await pool.query(`SELECT name FROM "${target}".migrations WHERE id = 15`);
-			expect(rows).toEqual([{ name: '0015_column_domains.sql' }]);
-		} finally {
-			await reader.query('ROLLBACK').catch(() => undefined);
-			reader.release();
-			await readers.end();
-			await migrator.end();
-			await dropSchema(pool, target);
-		}
+		await withReaderAndMigrator(
+			target,
+			{ reader: '60s', migrator: '5s' },
+			async (reader, migrator) => {
+				// A reader of job_attempts, as Job Status is, holds the view; 0015 waits for it while
+				// holding the schema's migration lock, which the reader then asks for. PostgreSQL
+				// aborts the migration, which runs again.
+				await reader.query('BEGIN');
+				await reader.query(`SELECT count(*) FROM "${target}".job_attempts`);
+				const migrating = migrate(migrator, target);
+				await someoneWaitsFor(`"${target}".job_attempts`, 'the migration to wait for the view');
+				const lock = migrationLockQuery(target);
+				await reader.query(lock.text, lock.values);
+				await reader.query('COMMIT');
+				expect((await migrating).applied).toEqual([
+					'0015_column_domains.sql',
+					'0016_ordering_key_runs_alone.sql',
+					'0017_running_by_lease_end.sql',
+				]);
+				const { rows } = await pool.query(`SELECT name FROM "${target}".migrations WHERE id = 15`);
+				expect(rows).toEqual([{ name: '0015_column_domains.sql' }]);
+			},
+		);
 	}, 30_000);
 });
