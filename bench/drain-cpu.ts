@@ -103,7 +103,7 @@ function functionTimes(
 }
 
 async function main(): Promise<void> {
-	const { flags, int } = readFlags(process.argv.slice(2), [
+	const { flags, int, onOff } = readFlags(process.argv.slice(2), [
 		'engine',
 		'batch',
 		'workers',
@@ -119,13 +119,8 @@ async function main(): Promise<void> {
 	const workers = int('workers', 2, 1);
 	const jobs = int('jobs', 40_000, 1);
 	const rounds = int('rounds', 3, 1);
-	const profileFlag = flags.get('profile') ?? 'on';
-	if (profileFlag !== 'on' && profileFlag !== 'off') throw new Error('--profile must be on or off');
-	const profiling = profileFlag === 'on';
-	const metadataFlag = flags.get('metadata') ?? 'off';
-	if (metadataFlag !== 'on' && metadataFlag !== 'off')
-		throw new Error('--metadata must be on or off');
-	const metadata = metadataFlag === 'on';
+	const profiling = onOff('profile', true);
+	const metadata = onOff('metadata', false);
 	const url = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 	const admin = new pg.Pool({ connectionString: url, max: 1 });
 	admin.on('error', () => undefined);

@@ -49,10 +49,10 @@ async function main(): Promise<void> {
 	const running = int('running', 2000);
 	const jobCount = int('jobs', 1000, 1);
 	const keys = onOff('keys', true);
-	const sameQueue = flags.get('queue') ?? 'other';
-	if (sameQueue !== 'other' && sameQueue !== 'same')
-		throw new Error(`--queue must be other or same, not ${sameQueue}`);
-	const workQueue = sameQueue === 'same' ? 'busy' : 'work';
+	const queueChoice = flags.get('queue') ?? 'other';
+	if (queueChoice !== 'other' && queueChoice !== 'same')
+		throw new Error(`--queue must be other or same, not ${queueChoice}`);
+	const workQueue = queueChoice === 'same' ? 'busy' : 'work';
 	const exported = exportRef(flags.get('ref') ?? 'HEAD');
 	log(`before: ${exported.commit}; after: the working tree`);
 	const postgres = await startPostgres();
@@ -92,7 +92,7 @@ async function main(): Promise<void> {
 			await vacuumAnalyzeSchema(pool, schema);
 		}
 		log(
-			`${running} jobs running in ${sameQueue === 'same' ? 'the same' : 'another'} queue; leasing ${jobCount} per side (ordering keys ${keys ? 'on' : 'off'})`,
+			`${running} jobs running in ${queueChoice === 'same' ? 'the same' : 'another'} queue; leasing ${jobCount} per side (ordering keys ${keys ? 'on' : 'off'})`,
 		);
 		const leaseMs = new Map<string, number[]>(sides.map((side) => [side.name, []]));
 		for (let i = 0; i < jobCount; i++) {
@@ -122,7 +122,7 @@ async function main(): Promise<void> {
 					running,
 					jobs: jobCount,
 					orderingKeys: keys,
-					queue: sameQueue,
+					queue: queueChoice,
 					leaseWallMs: summaries,
 					afterOverBefore: round(summaries.after.p50 / summaries.before.p50, 3),
 				},

@@ -79,7 +79,7 @@ function spread(values: number[]) {
 }
 
 async function main(): Promise<void> {
-	const { flags, int } = readFlags(process.argv.slice(2), [
+	const { int, onOff } = readFlags(process.argv.slice(2), [
 		'requests',
 		'dispatcher',
 		'triggers',
@@ -87,10 +87,8 @@ async function main(): Promise<void> {
 	]);
 	const requests = int('requests', 100, 1);
 	const pauseMs = int('pause-ms', 0, 0);
-	const dispatcher = flags.get('dispatcher') ?? 'off';
-	const triggers = flags.get('triggers') ?? 'on';
-	if (!['on', 'off'].includes(dispatcher)) throw new Error('--dispatcher takes on or off');
-	if (!['on', 'off'].includes(triggers)) throw new Error('--triggers takes on or off');
+	const dispatcher = onOff('dispatcher', false);
+	const triggers = onOff('triggers', true);
 	const postgres = await startPostgres();
 	try {
 		const env = await startEnvironment({
@@ -109,8 +107,8 @@ async function main(): Promise<void> {
 			],
 			unpublished: [
 				POLLING_DISPATCHER_ID,
-				...(dispatcher === 'on' ? [] : [DISPATCHER_ID]),
-				...(triggers === 'on' ? [] : OTHER_TRIGGERED_IDS),
+				...(dispatcher ? [] : [DISPATCHER_ID]),
+				...(triggers ? [] : OTHER_TRIGGERED_IDS),
 			],
 		});
 		const n8nDb = new pg.Client({ connectionString: env.n8n.databaseUrl });
@@ -125,8 +123,8 @@ async function main(): Promise<void> {
 					{
 						requestsPerPath: requests,
 						pauseMs,
-						dispatcher,
-						triggers,
+						dispatcher: dispatcher ? 'on' : 'off',
+						triggers: triggers ? 'on' : 'off',
 						lateStartAboveMs: LATE_START_MS,
 						n8n: env.n8n.install.version,
 						benchNode: process.version,

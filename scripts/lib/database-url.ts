@@ -114,6 +114,7 @@ export function describeDatabaseUrlError(
 	}
 	const where = `${parts.host}:${parts.port}`;
 	const message = String(err?.message ?? error).split('\n')[0];
+	const noPassword = `${where} asks for a password for user "${parts.user}", and the URL has none`;
 	let cause: string;
 	switch (err?.code) {
 		case 'ECONNREFUSED':
@@ -133,9 +134,7 @@ export function describeDatabaseUrlError(
 			break;
 		case '28P01':
 			// A server that checks md5 or plain passwords answers an empty one so.
-			cause = parts.password
-				? `the password for user "${parts.user}" was rejected`
-				: `${where} asks for a password for user "${parts.user}", and the URL has none`;
+			cause = parts.password ? `the password for user "${parts.user}" was rejected` : noPassword;
 			break;
 		case '28000':
 			cause = /role .* does not exist/.test(message)
@@ -150,7 +149,7 @@ export function describeDatabaseUrlError(
 			break;
 		default:
 			if (isMissingPasswordError(error)) {
-				cause = `${where} asks for a password for user "${parts.user}", and the URL has none`;
+				cause = noPassword;
 				break;
 			}
 			cause = /timeout/i.test(message)
