@@ -399,8 +399,7 @@ describe('migrations', () => {
 			],
 		];
 		for (const [name, statements, outcome] of preparations) {
-			await dropSchema(pool, target);
-			await schemaAtMigration(pool, target, 16);
+			await schemaBefore('h', 17);
 			await pool.query(
 				`INSERT INTO ${s}.jobs (id, queue, payload, status, attempts, attempt_id, lease_until)
 				SELECT gen_random_uuid(), 'q', '{}', 'running', 1, gen_random_uuid(), now() + i * interval '1 second'
@@ -456,8 +455,7 @@ describe('migrations', () => {
 						'0017_running_by_lease_end.sql',
 					]);
 
-				await dropSchema(pool, target);
-				await schemaAtMigration(pool, target, 16);
+				await schemaBefore('i', 17);
 				await reader.query('BEGIN');
 				await reader.query(`SELECT count(*) FROM ${s}.jobs`);
 				const started = Date.now();
