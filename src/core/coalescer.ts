@@ -1,6 +1,7 @@
 import { DurableJobsError, classifyDatabaseError } from './errors';
 import type { RowStatement } from './executor';
 import type { SqlQuery } from './sql/types';
+import { MAX_CHARS_PER_STATEMENT, totalChars } from './statementSize';
 
 /** Runs one statement and returns its rows; driver errors are thrown as they are. */
 export type SendRows = (query: SqlQuery) => Promise<unknown[]>;
@@ -215,7 +216,8 @@ export class Coalescer {
 
 	/**
 	 * Takes the calls of one flush out of the waiting ones, in order: up to MAX_ROWS_PER_FLUSH
-	 * rows (at least one call). A call with a row key (RowStatement.sameRowKey) of a call taken
+	 * rows and MAX_CHARS_PER_STATEMENT characters of large values (RowStatement.charsOf), at
+	 * least one call. A call with a row key (RowStatement.sameRowKey) of a call taken
 	 * before it, of a flush still running (a stalled one), or of a call left waiting before it
 	 * stays waiting: it runs after the flush with its row has committed, and is answered as it
 	 * would be after that flush; the calls behind it are taken as usual. A call whose row keys
@@ -227,10 +229,16 @@ export class Coalescer {
 		const rowKeys: string[] = [];
 		const blocked = new Set(lane.rowKeysInFlight);
 		let rows = 0;
+		let chars = 0;
 		for (let index = 0; index < lane.waiting.length; index++) {
 			const call = lane.waiting[index];
 			const { statement } = call;
-			if (taken.length > 0 && rows + statement.rows.length > MAX_ROWS_PER_FLUSH) {
+			const callChars = statement.charsOf ? totalChars(statement.rows, statement.charsOf) : 0;
+			if (
+				taken.length > 0 &&
+				(rows + statement.rows.length > MAX_ROWS_PER_FLUSH ||
+					chars + callChars > MAX_CHARS_PER_STATEMENT)
+			) {
 				left.push(...lane.waiting.slice(index));
 				break;
 			}
@@ -252,6 +260,7 @@ export class Coalescer {
 			}
 			taken.push(call);
 			rows += statement.rows.length;
+			chars += callChars;
 		}
 		lane.waiting = left;
 		return { calls: taken, rowKeys };

@@ -53,6 +53,7 @@ export async function complete(
 			build: (batch) => completeQuery(ctx.schema, ctx.s, batch, ctx.callbackQueue),
 			coalesce: true,
 			sameRowKey: jobAttemptKey,
+			charsOf: (row) => (row.result?.length ?? 0) + (row.error_message?.length ?? 0),
 			toResult: (row) => ({
 				applied: row.applied,
 				status: row.applied ? row.status : row.current_status,

@@ -91,6 +91,7 @@ export async function enqueue(
 			build: (batch) => enqueueWithoutKeysQuery(ctx.schema, ctx.s, batch),
 			returns: 'shared',
 			coalesce: true,
+			charsOf: payloadChars,
 		});
 		const runAts = new Map<string, unknown>();
 		for (const row of returned) runAts.set(row.key, row.run_at);
@@ -205,9 +206,14 @@ async function resolveKeys(
 			rows,
 			build: (batch) => enqueueQuery(ctx.schema, ctx.s, batch),
 			coalesce: true,
+			charsOf: payloadChars,
 		},
 		rereadByKey(ctx.s, (row) => row.idempotency_key!),
 	);
+}
+
+function payloadChars(row: EnqueueRow): number {
+	return row.payload.length;
 }
 
 /**

@@ -12,6 +12,7 @@ import {
 	SAVEPOINT,
 } from './sql/transaction';
 import type { SqlQuery } from './sql/types';
+import { MAX_CHARS_PER_STATEMENT, inChunks, totalChars } from './statementSize';
 import { RESULT_TYPES } from './timestamps';
 
 /** One coalescer per pool: every store (and node execution) of a process over it shares it. */
@@ -87,6 +88,14 @@ export interface RowStatement<Row extends { ord: number }> {
 	 * this one has committed, as it would alone (see writeRows for rows of one call).
 	 */
 	sameRowKey?: (row: Row) => string;
+	/**
+	 * The characters of the row's large values (a payload, a result). Rows that together pass
+	 * MAX_CHARS_PER_STATEMENT go as several statements in one transaction (as part of the open
+	 * one in a transaction), in input order, so the call still commits all of its rows or none.
+	 * Only for statements whose rows are independent of each other: a later statement sees the
+	 * rows of the earlier ones as committed by another statement of the same transaction.
+	 */
+	charsOf?: (row: Row) => number;
 }
 
 /** Where the concern modules send statements: the pool, or one open transaction. */
@@ -127,7 +136,14 @@ abstract class Sender implements Session {
 	}
 
 	async runRows<R, Row extends { ord: number }>(statement: RowStatement<Row>): Promise<R[]> {
-		return await this.run<R>(statement.build(statement.rows));
+		const chunks = statement.charsOf ? inChunks(statement.rows, statement.charsOf) : null;
+		if (!chunks || chunks.length === 1) return await this.run<R>(statement.build(statement.rows));
+		return await this.atomically(async (session) => {
+			const returned: R[] = [];
+			for (const chunk of chunks)
+				for (const row of await session.run<R>(statement.build(chunk))) returned.push(row);
+			return returned;
+		});
 	}
 
 	/** Every driver error leaves as a classified DurableJobsError. */
@@ -221,7 +237,8 @@ export class Executor extends Sender {
 			this.coalescer === null ||
 			!statement.coalesce ||
 			statement.rows.length === 0 ||
-			statement.rows.length > MAX_ROWS_TO_MERGE
+			statement.rows.length > MAX_ROWS_TO_MERGE ||
+			(statement.charsOf && totalChars(statement.rows, statement.charsOf) > MAX_CHARS_PER_STATEMENT)
 		)
 			return await super.runRows<R, Row>(statement);
 		return await this.coalescer.run<R>(

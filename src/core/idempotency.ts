@@ -341,13 +341,14 @@ export async function settle(
 			claim_id: item.claimId ? validateUuid(item.claimId, 'claimId') : null,
 			result:
 				status === 'completed' && item.result !== undefined
-					? JSON.parse(serializePayload(item.result, 'result', ctx.maxPayloadBytes))
+					? serializePayload(item.result, 'result', ctx.maxPayloadBytes)
 					: null,
 			error_message: storableMessage(item.errorMessage, 'errorMessage'),
 			ttl_ms: optionalInRange(item.ttlMs, 'ttlMs', KEY_TTL),
 		}),
 		key: `settle:${ctx.s}:${status}`,
 		build: (batch) => settleClaimsQuery(ctx.s, batch, status),
+		charsOf: (row) => row.result?.length ?? 0,
 		toResult: (row) => ({
 			applied: row.applied,
 			expiresAt: row.expires_at,

@@ -94,6 +94,7 @@ export async function writeRows<
 		build: (rows: Row[]) => SqlQuery;
 		coalesce?: boolean;
 		sameRowKey?: (row: Row) => string;
+		charsOf?: (row: Row) => number;
 		toResult: (row: Returned) => Result;
 	},
 ): Promise<ItemResults<Result>> {
@@ -106,6 +107,7 @@ export async function writeRows<
 			build: spec.build,
 			coalesce: spec.coalesce,
 			sameRowKey: spec.sameRowKey,
+			charsOf: spec.charsOf,
 		});
 	const rounds = spec.sameRowKey ? inRounds(rows, spec.sameRowKey) : [rows];
 	if (rounds.length === 1) return fillResults(results, await statement(db, rows), spec.toResult);

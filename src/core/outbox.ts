@@ -131,7 +131,12 @@ async function insertEvents(
 ): Promise<InsertedEvent[]> {
 	return await runWithReread<OutboxRow, InsertedEvent>(
 		tx,
-		{ key: `outbox:${ctx.s}`, rows, build: (batch) => outboxInsertQuery(ctx.s, batch) },
+		{
+			key: `outbox:${ctx.s}`,
+			rows,
+			build: (batch) => outboxInsertQuery(ctx.s, batch),
+			charsOf: (row) => envelopePayloadChars.get(row) ?? 0,
+		},
 		rereadByKey(ctx.s, (row) => row.event_id),
 	);
 }
@@ -207,6 +212,9 @@ async function writeWithCompanion(
 	return outcome;
 }
 
+/** The serialised length of each row's payload, measured when its size was checked. */
+const envelopePayloadChars = new WeakMap<OutboxRow, number>();
+
 function outboxRow(
 	ctx: StoreContext,
 	item: OutboxEventInput,
@@ -218,7 +226,7 @@ function outboxRow(
 	const queue = validateQueueName(item.queue ?? defaultQueue ?? DEFAULT_OUTBOX_QUEUE, 'queue');
 	const occurredAt = optionalDate(item.occurredAt, 'occurredAt') ?? new Date();
 	const runAt = optionalDate(item.runAt, 'runAt');
-	serializePayload(item.payload, 'payload', ctx.maxPayloadBytes);
+	const payloadChars = serializePayload(item.payload, 'payload', ctx.maxPayloadBytes).length;
 	const envelope = {
 		event_id: eventId,
 		event_type: eventType,
@@ -234,7 +242,7 @@ function outboxRow(
 		destination: optionalText(item.destination, 'destination', 2048),
 		payload: item.payload,
 	};
-	return {
+	const row: OutboxRow = {
 		ord,
 		id: uuidv7(),
 		queue,
@@ -249,6 +257,8 @@ function outboxRow(
 		}),
 		run_at: runAt ? runAt.toISOString() : null,
 	};
+	envelopePayloadChars.set(row, payloadChars);
+	return row;
 }
 
 /** The companion SQL's own error, with its text: the database is fine, the user's SQL is not. */

@@ -147,7 +147,8 @@ export interface SettleRow {
 	scope: string;
 	key: string;
 	claim_id: string | null;
-	result: unknown;
+	/** The result, serialised as JSON. */
+	result: string | null;
 	error_message: string | null;
 	ttl_ms: number | null;
 }
@@ -187,7 +188,7 @@ LEFT JOIN LATERAL (
 	OFFSET 0
 ) cur ON true
 ORDER BY x.ord`,
-		values: [jsonRows(rows), status],
+		values: [jsonRows(rows, ['result']), status],
 		prepare: true,
 	};
 }
