@@ -33,10 +33,12 @@ export async function storeFor(
 	options: { maxPayloadBytes?: number; callbackQueue?: string } = {},
 ): Promise<JobStore> {
 	const credential = await context.getCredentials(CREDENTIAL_TYPE);
-	return await openStore(credentialToConfig(credential), options, (error) => {
-		context.logger.warn(
-			`Durable Jobs: an idle database connection failed and was discarded (${error.message})`,
-		);
+	return await openStore(credentialToConfig(credential), options, {
+		onPoolError: (error) =>
+			context.logger.warn(
+				`Durable Jobs: an idle database connection failed and was discarded (${error.message})`,
+			),
+		onMigrationsPending: (message) => context.logger.warn(message),
 	});
 }
 

@@ -23,6 +23,18 @@ const DEFERRED_MIGRATION_RETRY_MS = 30_000;
 /** Schemas known to be migrated, per pool; the check runs once per process and schema. */
 const readySchemas = new Map<string, Promise<void>>();
 
+/** What the process running the store is told about (n8n's log, in the nodes). */
+export interface StoreEvents {
+	/** An idle connection of the pool failed and was discarded. */
+	onPoolError?: (error: Error) => void;
+	/**
+	 * The schema lacks migrations the package works without (DEFERRABLE_MIGRATION_IDS), and
+	 * why: Auto-Migrate is off, or one waits for running jobs. Told when the schema is checked:
+	 * once per process, or once per retry while a migration waits.
+	 */
+	onMigrationsPending?: (message: string) => void;
+}
+
 /**
  * The store for a connection config: a cached pool, and migrations applied (or checked, with
  * auto-migrate off) once per process. A failed check is forgotten so the next call tries again.
@@ -30,10 +42,10 @@ const readySchemas = new Map<string, Promise<void>>();
 export async function openStore(
 	config: StoreConfig,
 	options: Omit<StoreOptions, 'schema'> = {},
-	onPoolError?: (error: Error) => void,
+	events: StoreEvents = {},
 ): Promise<JobStore> {
 	const schema = validateSchemaName(config.schema || DEFAULT_SCHEMA);
-	const pool = getPool(config, onPoolError);
+	const pool = getPool(config, events.onPoolError);
 	const readyKey = `${poolKey(config)}:${schema}:${config.autoMigrate === false ? 'check' : 'migrate'}`;
 	let ready = readySchemas.get(readyKey);
 	if (!ready) {
@@ -41,19 +53,29 @@ export async function openStore(
 		// privileges can use it); migrations run only when something is missing.
 		ready =
 			config.autoMigrate === false
-				? assertMigrated(pool, schema, { allowDeferrable: true })
-				: assertMigrated(pool, schema).catch(async (error: unknown) => {
-						if (!(error instanceof MigrationsMissingError)) throw error;
-						try {
-							await migrate(pool, schema);
-						} catch (migrationError) {
-							if (!migrationWaits(migrationError)) throw migrationError;
-							// A migration the package works without waits for running jobs (see
-							// DEFERRABLE_MIGRATION_IDS): the store opens, and a use after a while
-							// migrates again.
-							setTimeout(() => readySchemas.delete(readyKey), DEFERRED_MIGRATION_RETRY_MS).unref();
-						}
-					});
+				? assertMigrated(pool, schema, { allowDeferrable: true }).then((pending) => {
+						if (pending.length > 0)
+							events.onMigrationsPending?.(notMigratedWithAutoMigrateOff(schema, pending));
+					})
+				: assertMigrated(pool, schema).then(
+						() => undefined,
+						async (error: unknown) => {
+							if (!(error instanceof MigrationsMissingError)) throw error;
+							try {
+								await migrate(pool, schema);
+							} catch (migrationError) {
+								if (!migrationWaits(migrationError)) throw migrationError;
+								// A migration the package works without waits for running jobs (see
+								// DEFERRABLE_MIGRATION_IDS): the store opens, and a use after a while
+								// migrates again.
+								setTimeout(
+									() => readySchemas.delete(readyKey),
+									DEFERRED_MIGRATION_RETRY_MS,
+								).unref();
+								events.onMigrationsPending?.(migrationWaitsMessage(schema, migrationError));
+							}
+						},
+					);
 		readySchemas.set(readyKey, ready);
 		ready.catch(() => readySchemas.delete(readyKey));
 	}
@@ -64,6 +86,16 @@ export async function openStore(
 		preparedStatements: config.preparedStatements ?? options.preparedStatements,
 		durableLeases: config.durableLeases ?? options.durableLeases,
 	});
+}
+
+function notMigratedWithAutoMigrateOff(schema: string, pending: string[]): string {
+	return `Durable Jobs: schema "${schema}" lacks migrations ${pending.join(', ')}, and Auto-Migrate is off. The nodes work without them meanwhile (leases are slower beside many running jobs); apply them with: npx n8n-nodes-durable-jobs migrate --schema ${schema}`;
+}
+
+function migrationWaitsMessage(schema: string, error: unknown): string {
+	const cause = (error as { cause?: unknown } | null)?.cause ?? error;
+	const reason = String((cause as { message?: unknown } | null)?.message ?? cause);
+	return `Durable Jobs: schema "${schema}": ${reason}. The nodes work without it meanwhile; a use after ${DEFERRED_MIGRATION_RETRY_MS / 1000} s tries again`;
 }
 
 /** Forget which schemas were migrated (tests that drop schemas). */

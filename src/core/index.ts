@@ -22,7 +22,7 @@ export {
 	migrationScript,
 	appliedMigrationIds,
 } from './migrate';
-export { openStore, resetMigrationCache, type StoreConfig } from './connect';
+export { openStore, resetMigrationCache, type StoreConfig, type StoreEvents } from './connect';
 export { testConnection, type ConnectionTestResult } from './connectionTest';
 export { DEFAULT_MAX_PAYLOAD_BYTES, DURATION_LIMITS_MS } from './defaults';
 export {

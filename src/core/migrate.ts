@@ -175,20 +175,23 @@ export async function migrate(pool: pg.Pool, schemaName: string): Promise<Migrat
 
 /**
  * Throws MigrationsMissingError when the schema lacks any shipped migration (with
- * `allowDeferrable`, any but those the package works without).
+ * `allowDeferrable`, any but those the package works without). Returns the names of the
+ * deferrable ones it lacks (none without `allowDeferrable`).
  */
 export async function assertMigrated(
 	pool: pg.Pool,
 	schemaName: string,
 	options: { allowDeferrable?: boolean } = {},
-): Promise<void> {
+): Promise<string[]> {
 	const schema = validateSchemaName(schemaName);
-	const missing = (await missingMigrations(new Executor(pool, false), schema)).filter(
+	const missing = await missingMigrations(new Executor(pool, false), schema);
+	const required = missing.filter(
 		(migration) => !options.allowDeferrable || !DEFERRABLE_MIGRATION_IDS.has(migration.id),
 	);
-	if (missing.length > 0)
+	if (required.length > 0)
 		throw new MigrationsMissingError(
 			schema,
-			missing.map((m) => m.name),
+			required.map((m) => m.name),
 		);
+	return missing.map((m) => m.name);
 }

@@ -37,6 +37,7 @@ const { schema, pool } = useTestSchema(__filename, {
 		await dropSchema(pool, `${schema}_g`);
 		await dropSchema(pool, `${schema}_h`);
 		await dropSchema(pool, `${schema}_i`);
+		await dropSchema(pool, `${schema}_j`);
 		await pool.query(`DROP ROLE IF EXISTS "${domainsReader}"`);
 		await pool
 			.query(`DROP DATABASE IF EXISTS ${defaultDatabase} WITH (FORCE)`)
@@ -137,7 +138,7 @@ describe('migrations', () => {
 	it('a second run is a no-op', async () => {
 		const again = await migrate(pool, schema);
 		expect(again.applied).toEqual([]);
-		await expect(assertMigrated(pool, schema)).resolves.toBeUndefined();
+		await expect(assertMigrated(pool, schema)).resolves.toEqual([]);
 	});
 
 	it('with auto-migrate off, a missing schema is a clear error naming the command', async () => {
@@ -169,7 +170,7 @@ describe('migrations', () => {
 		const other = new pg.Pool({ connectionString: url.toString(), max: 2 });
 		try {
 			await other.query(migrationScript(DEFAULT_SCHEMA));
-			await expect(assertMigrated(other, DEFAULT_SCHEMA)).resolves.toBeUndefined();
+			await expect(assertMigrated(other, DEFAULT_SCHEMA)).resolves.toEqual([]);
 			expect((await migrate(other, DEFAULT_SCHEMA)).applied).toEqual([]);
 		} finally {
 			await other.end();
@@ -345,6 +346,45 @@ describe('migrations', () => {
 			),
 		).rejects.toMatchObject({ code: '23505', constraint: 'jobs_ordering_running' });
 		await dropSchema(pool, target);
+	});
+
+	it('a store opened without the migrations the package works without says so once: with Auto-Migrate off, or while one waits', async () => {
+		const { target, s } = await schemaBefore('j', 16);
+		const told: string[] = [];
+		const events = { onMigrationsPending: (message: string) => told.push(message) };
+		const config = { ...connectionConfig(), schema: target };
+		resetMigrationCache();
+
+		await openStore({ ...config, autoMigrate: false }, {}, events);
+		await openStore({ ...config, autoMigrate: false }, {}, events);
+		expect(told).toEqual([
+			expect.stringContaining(
+				`schema "${target}" lacks migrations 0016_ordering_key_runs_alone.sql, 0017_running_by_lease_end.sql, and Auto-Migrate is off`,
+			),
+		]);
+		expect(told[0]).toContain(`npx n8n-nodes-durable-jobs migrate --schema ${target}`);
+
+		await pool.query(
+			`INSERT INTO ${s}.jobs (id, queue, payload, status, attempts, attempt_id, lease_until, ordering_key)
+			SELECT gen_random_uuid(), 'orders', '{}', 'running', 1, gen_random_uuid(), now() + interval '1 minute', 'customer-7'
+			FROM generate_series(1, 2)`,
+		);
+		told.length = 0;
+		await openStore(config, {}, events);
+		expect(told).toEqual([
+			expect.stringMatching(
+				/Migration 0016 waits: 2 jobs of queue "orders" with ordering key "customer-7" are running at once.*a use after 30 s tries again$/,
+			),
+		]);
+
+		await pool.query(`UPDATE ${s}.jobs SET ordering_key = NULL`);
+		await migrate(pool, target);
+		resetMigrationCache();
+		told.length = 0;
+		await openStore({ ...config, autoMigrate: false }, {}, events);
+		await openStore(config, {}, events);
+		expect(told).toEqual([]);
+		resetMigrationCache();
 	});
 
 	it('every migration after one the package works without is one it works without too, since it waits with it', () => {

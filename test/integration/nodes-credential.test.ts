@@ -8,12 +8,13 @@ import { Executor } from '../../src/core/executor';
 import { JobEnqueue } from '../../nodes/JobEnqueue/JobEnqueue.node';
 import { testDurableJobsConnection } from '../../nodes/shared/credentialTest';
 import { freePort } from '../../scripts/lib/postgres';
-import { databaseUrl, serverOf, testSchema, useTestSchema } from '../helpers/db';
+import { databaseUrl, schemaAtMigration, serverOf, testSchema, useTestSchema } from '../helpers/db';
 import { credentialFor, nodeRunner, webhookItem } from '../helpers/n8n-context';
 
 const missingSchema = testSchema(__filename, 'never-migrated');
+const schemaBefore16 = testSchema(__filename, 'before-0016');
 const { schema, pool } = useTestSchema(__filename, {
-	otherSchemas: [missingSchema],
+	otherSchemas: [missingSchema, schemaBefore16],
 	closeCachedPools: true,
 });
 
@@ -130,6 +131,25 @@ describe('node executions with a broken connection', () => {
 			missingSchema,
 		]);
 		expect(rows).toEqual([]);
+	});
+
+	it("only migrations the package works without missing, Auto-Migrate off: the node runs, and n8n's log says which and how to apply them", async () => {
+		await schemaAtMigration(pool, schemaBefore16, 15);
+		const nodes = nodeRunner(schemaBefore16, {
+			credential: credentialFor(databaseUrl(), schemaBefore16, { autoMigrate: false }),
+		});
+		const run = nodes.create(new JobEnqueue(), { items: [{ a: 1 }] });
+		const result = await run.run();
+		expect(result.output('main')[0].json).toMatchObject({ status: 'queued' });
+		const warnings = run.logs.filter((entry) => entry.level === 'warn');
+		expect(warnings.map((entry) => entry.message)).toEqual([
+			expect.stringContaining(
+				`lacks migrations 0016_ordering_key_runs_alone.sql, 0017_running_by_lease_end.sql, and Auto-Migrate is off`,
+			),
+		]);
+		expect(warnings[0].message).toContain(
+			`npx n8n-nodes-durable-jobs migrate --schema ${schemaBefore16}`,
+		);
 	});
 
 	it('database unreachable: with the error output each request gets a 503 item (the receiver answers 503, never 202)', async () => {
