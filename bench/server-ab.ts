@@ -51,7 +51,7 @@ function statementKind(query: string): string {
 }
 
 async function main(): Promise<void> {
-	const { flags, int } = readFlags(process.argv.slice(2), [
+	const { flags, int, onOff } = readFlags(process.argv.slice(2), [
 		'ref',
 		'jobs',
 		'batch',
@@ -62,9 +62,9 @@ async function main(): Promise<void> {
 	const ref = flags.get('ref') ?? 'HEAD';
 	const jobs = int('jobs', 3000, 1);
 	const batch = int('batch', 1, 1);
-	const heartbeat = flags.get('heartbeat') === 'on';
-	const enqueueOnly = flags.get('enqueue') === 'on';
-	const withKeys = flags.get('keys') === 'on';
+	const heartbeat = onOff('heartbeat', false);
+	const enqueueOnly = onOff('enqueue', false);
+	const withKeys = onOff('keys', false);
 	const key = (n: number) => (withKeys ? { idempotencyKey: `key-${n}` } : {});
 	/** Wall time per side (enqueue) or per side and call (`before:lease`, …), in ms. */
 	const wallMs: Record<string, number> = {};
