@@ -1,5 +1,5 @@
 import { MigrationsMissingError } from './errors';
-import { assertMigrated, migrate, migrationWaits } from './migrate';
+import { assertMigrated, deferredMigrationsMessage, migrate, migrationWaits } from './migrate';
 import { DEFAULT_SCHEMA, validateSchemaName } from './identifiers';
 import { getPool, poolKey, type ConnectionConfig } from './pool';
 import { JobStore, type StoreOptions } from './store';
@@ -55,7 +55,7 @@ export async function openStore(
 			config.autoMigrate === false
 				? assertMigrated(pool, schema, { allowDeferrable: true }).then((pending) => {
 						if (pending.length > 0)
-							events.onMigrationsPending?.(notMigratedWithAutoMigrateOff(schema, pending));
+							tell(events.onMigrationsPending, deferredMigrationsMessage(schema, pending));
 					})
 				: assertMigrated(pool, schema).then(
 						() => undefined,
@@ -72,7 +72,7 @@ export async function openStore(
 									() => readySchemas.delete(readyKey),
 									DEFERRED_MIGRATION_RETRY_MS,
 								).unref();
-								events.onMigrationsPending?.(migrationWaitsMessage(schema, migrationError));
+								tell(events.onMigrationsPending, migrationWaitsMessage(schema, migrationError));
 							}
 						},
 					);
@@ -88,8 +88,13 @@ export async function openStore(
 	});
 }
 
-function notMigratedWithAutoMigrateOff(schema: string, pending: string[]): string {
-	return `Durable Jobs: schema "${schema}" lacks migrations ${pending.join(', ')}, and Auto-Migrate is off. The nodes work without them meanwhile (leases are slower beside many running jobs); apply them with: npx n8n-nodes-durable-jobs migrate --schema ${schema}`;
+/** Reporting must not fail the open: a listener that throws is ignored. */
+function tell(listener: ((message: string) => void) | undefined, message: string): void {
+	try {
+		listener?.(message);
+	} catch {
+		// The warning is lost; the store still opens.
+	}
 }
 
 function migrationWaitsMessage(schema: string, error: unknown): string {

@@ -348,7 +348,10 @@ export async function settle(
 		}),
 		key: `settle:${ctx.s}:${status}`,
 		build: (batch) => settleClaimsQuery(ctx.s, batch, status),
-		charsOf: (row) => row.result?.length ?? 0,
+		// Two items of one key in one call go one after the other, each answered as if sent alone
+		// after the other (the first settles the key, the second finds it settled).
+		sameRowKey: (row) => JSON.stringify([row.scope, row.key]),
+		charsOf: (row) => (row.result?.length ?? 0) + (row.error_message?.length ?? 0),
 		toResult: (row) => ({
 			applied: row.applied,
 			expiresAt: row.expires_at,

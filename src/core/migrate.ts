@@ -119,6 +119,24 @@ const MIGRATION_ATTEMPTS = 5;
  * waits the same way (DJ016) when another transaction keeps the jobs table for over 3 s.
  */
 export const DEFERRABLE_MIGRATION_IDS: ReadonlySet<number> = new Set([16, 17]);
+
+/** What the package does without each deferrable migration (the warning that it is missing). */
+const WITHOUT_MIGRATION: Readonly<Record<number, string>> = {
+	16: 'two leases whose snapshots cross can, rarely, start two jobs of one ordering key at once',
+	17: 'each lease reads every running job of its queue, slower with thousands running',
+};
+
+/**
+ * The warning for a schema that lacks deferrable migrations with Auto-Migrate off: what each
+ * one's absence means and how to apply them.
+ */
+export function deferredMigrationsMessage(schema: string, pending: readonly Migration[]): string {
+	const each = pending.map(
+		(migration) =>
+			`${migration.name} (without it, ${WITHOUT_MIGRATION[migration.id] ?? 'the package works as before it'})`,
+	);
+	return `Durable Jobs: schema "${schema}" lacks ${each.length === 1 ? 'migration' : 'migrations'} ${each.join(' and ')}, and Auto-Migrate is off. The nodes work meanwhile. Apply ${each.length === 1 ? 'it' : 'them'} with: npx n8n-nodes-durable-jobs migrate --schema ${schema} (needs DATABASE_URL), or turn on "Auto-Migrate" in the credential`;
+}
 const MIGRATION_WAITS = 'DJ016';
 
 /** Whether migrating stopped at a deferrable migration that waits for running jobs. */
@@ -175,14 +193,14 @@ export async function migrate(pool: pg.Pool, schemaName: string): Promise<Migrat
 
 /**
  * Throws MigrationsMissingError when the schema lacks any shipped migration (with
- * `allowDeferrable`, any but those the package works without). Returns the names of the
- * deferrable ones it lacks (none without `allowDeferrable`).
+ * `allowDeferrable`, any but those the package works without). Returns the deferrable ones it
+ * lacks (none without `allowDeferrable`).
  */
 export async function assertMigrated(
 	pool: pg.Pool,
 	schemaName: string,
 	options: { allowDeferrable?: boolean } = {},
-): Promise<string[]> {
+): Promise<Migration[]> {
 	const schema = validateSchemaName(schemaName);
 	const missing = await missingMigrations(new Executor(pool, false), schema);
 	const required = missing.filter(
@@ -193,5 +211,5 @@ export async function assertMigrated(
 			schema,
 			required.map((m) => m.name),
 		);
-	return missing.map((m) => m.name);
+	return missing;
 }

@@ -135,7 +135,7 @@ async function insertEvents(
 			key: `outbox:${ctx.s}`,
 			rows,
 			build: (batch) => outboxInsertQuery(ctx.s, batch),
-			charsOf: (row) => envelopePayloadChars.get(row) ?? 0,
+			charsOf: (row) => (row as SizedOutboxRow)[PAYLOAD_CHARS] ?? 0,
 		},
 		rereadByKey(ctx.s, (row) => row.event_id),
 	);
@@ -212,8 +212,12 @@ async function writeWithCompanion(
 	return outcome;
 }
 
-/** The serialised length of each row's payload, measured when its size was checked. */
-const envelopePayloadChars = new WeakMap<OutboxRow, number>();
+/**
+ * The serialised length of a row's payload, measured when its size was checked. A symbol key
+ * travels with copies of the row (`{ ...row }`) and is left out of the statement's JSON.
+ */
+const PAYLOAD_CHARS = Symbol('payloadChars');
+type SizedOutboxRow = OutboxRow & { [PAYLOAD_CHARS]?: number };
 
 function outboxRow(
 	ctx: StoreContext,
@@ -242,7 +246,8 @@ function outboxRow(
 		destination: optionalText(item.destination, 'destination', 2048),
 		payload: item.payload,
 	};
-	const row: OutboxRow = {
+	const row: SizedOutboxRow = {
+		[PAYLOAD_CHARS]: payloadChars,
 		ord,
 		id: uuidv7(),
 		queue,
@@ -257,7 +262,6 @@ function outboxRow(
 		}),
 		run_at: runAt ? runAt.toISOString() : null,
 	};
-	envelopePayloadChars.set(row, payloadChars);
 	return row;
 }
 

@@ -146,6 +146,22 @@ describe('idempotency claims', () => {
 		expect(results.map((result) => result.route)).toEqual(['new', 'in_progress', 'new']);
 	});
 
+	it('a key settled twice in one call: the first settles it, the second finds it settled, as if sent after it', async () => {
+		const [claimed] = (await store.claim([{ scope: 'b', key: 'settled-twice' }])).map(ok);
+		const settled = (
+			await store.completeClaims([
+				{ scope: 'b', key: 'settled-twice', claimId: claimed.claimId, result: { first: true } },
+				{ scope: 'b', key: 'settled-twice', claimId: claimed.claimId, result: { second: true } },
+			])
+		).map(ok);
+		expect(settled.map((result) => [result.applied, result.currentStatus])).toEqual([
+			[true, 'completed'],
+			[false, 'completed'],
+		]);
+		const [again] = (await store.claim([{ scope: 'b', key: 'settled-twice' }])).map(ok);
+		expect(again.storedResult).toEqual({ first: true });
+	});
+
 	it('late-event guard: an older version → Stale, its claim given back, state not rolled back', async () => {
 		const guard = (version: number, state: string) => ({
 			entityKey: 'order-1',

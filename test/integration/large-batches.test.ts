@@ -82,6 +82,25 @@ describe('a batch larger than one statement', () => {
 		}
 	});
 
+	it('a call of few rows (20 of 1 MB) is not merged with others but split: two INSERTs in one transaction', async () => {
+		const items: EnqueueInput[] = Array.from({ length: 20 }, (_, index) => ({
+			queue: 'large-few-rows',
+			payload: bulky(index),
+		}));
+		const before = store.coalescingStats()!;
+		const { value: results, statements } = await statementsOf(() => store.enqueue(items));
+		expect(store.coalescingStats()!.calls).toBe(before.calls);
+		const firstInsert = statements.findIndex((text) => inserts([text]).length === 1);
+		expect(statements.slice(firstInsert - 1, firstInsert + 3)).toEqual([
+			BEGIN,
+			expect.stringContaining('INSERT INTO'),
+			expect.stringContaining('INSERT INTO'),
+			COMMIT,
+		]);
+		results.forEach((result) => ok(result));
+		expect(await countIn('large-few-rows')).toBe(20);
+	});
+
 	it('payloads past what one string can hold (600 of 1 MB) are stored; it was "RangeError: Invalid string length"', async () => {
 		const payload = { text: 'x'.repeat(1_000_000) };
 		const results = await store.enqueue(
@@ -132,7 +151,8 @@ describe('a batch larger than one statement', () => {
 				idempotencyKey: index === conflicting ? 'taken' : `key-${index}`,
 			}),
 		);
-		const results = await store.enqueue(items);
+		const { value: results, statements } = await statementsOf(() => store.enqueue(items));
+		expect(inserts(statements)).toHaveLength(3);
 		const conflict = results[conflicting];
 		expect(conflict).toBeInstanceOf(IdempotencyConflictError);
 		expect((conflict as IdempotencyConflictError).existingJobId).toBe(existing.jobId);
@@ -153,7 +173,11 @@ describe('a batch larger than one statement', () => {
 				idempotencyKey: index === last ? 'key-0' : `key-${index}`,
 			}),
 		);
-		const results = (await store.enqueue(items, { allOrNothing: true })).map(ok);
+		const { value, statements } = await statementsOf(() =>
+			store.enqueue(items, { allOrNothing: true }),
+		);
+		expect(inserts(statements)).toHaveLength(3);
+		const results = value.map(ok);
 		expect(results[last].jobId).toBe(results[0].jobId);
 		expect(results[last].deduplicated).toBe(true);
 		expect(results[0].deduplicated).toBe(false);
