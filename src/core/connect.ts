@@ -20,6 +20,15 @@ export interface StoreConfig extends ConnectionConfig {
 /** How long a store opens without a migration that waits for running jobs before it tries again. */
 const DEFERRED_MIGRATION_RETRY_MS = 30_000;
 
+/**
+ * A migration can wait for hours (a long job of the pair 0016 waits for): it is reported when it
+ * starts to wait, then at most this often, not on every try.
+ */
+const WAIT_REPORT_INTERVAL_MS = 5 * 60_000;
+
+/** When a migration that waits was last reported, per pool and schema. */
+const waitReportedAt = new Map<string, number>();
+
 /** Schemas known to be migrated, per pool; the check runs once per process and schema. */
 const readySchemas = new Map<string, Promise<void>>();
 
@@ -58,11 +67,14 @@ export async function openStore(
 							tell(events.onMigrationsPending, deferredMigrationsMessage(schema, pending));
 					})
 				: assertMigrated(pool, schema).then(
-						() => undefined,
+						() => {
+							waitReportedAt.delete(readyKey);
+						},
 						async (error: unknown) => {
 							if (!(error instanceof MigrationsMissingError)) throw error;
 							try {
 								await migrate(pool, schema);
+								waitReportedAt.delete(readyKey);
 							} catch (migrationError) {
 								if (!migrationWaits(migrationError)) throw migrationError;
 								// A migration the package works without waits for running jobs (see
@@ -72,7 +84,14 @@ export async function openStore(
 									() => readySchemas.delete(readyKey),
 									DEFERRED_MIGRATION_RETRY_MS,
 								).unref();
-								tell(events.onMigrationsPending, migrationWaitsMessage(schema, migrationError));
+								const reportedAt = waitReportedAt.get(readyKey);
+								if (
+									reportedAt === undefined ||
+									Date.now() - reportedAt >= WAIT_REPORT_INTERVAL_MS
+								) {
+									waitReportedAt.set(readyKey, Date.now());
+									tell(events.onMigrationsPending, migrationWaitsMessage(schema, migrationError));
+								}
 							}
 						},
 					);
@@ -100,7 +119,7 @@ function tell(listener: ((message: string) => void) | undefined, message: string
 function migrationWaitsMessage(schema: string, error: unknown): string {
 	const cause = (error as { cause?: unknown } | null)?.cause ?? error;
 	const reason = String((cause as { message?: unknown } | null)?.message ?? cause);
-	return `Durable Jobs: schema "${schema}": ${reason}. The nodes work without it meanwhile; a use after ${DEFERRED_MIGRATION_RETRY_MS / 1000} s tries again`;
+	return `Durable Jobs: schema "${schema}": ${reason}. The nodes work without it meanwhile; a use after ${DEFERRED_MIGRATION_RETRY_MS / 1000} s tries again (this warning repeats every ${WAIT_REPORT_INTERVAL_MS / 60_000} minutes while it waits)`;
 }
 
 /** Forget which schemas were migrated (tests that drop schemas). */
