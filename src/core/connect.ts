@@ -26,8 +26,11 @@ const DEFERRED_MIGRATION_RETRY_MS = 30_000;
  */
 const WAIT_REPORT_INTERVAL_MS = 5 * 60_000;
 
-/** When a migration that waits was last reported, per pool and schema. */
-const waitReportedAt = new Map<string, number>();
+/**
+ * The last report of a migration that waits, per pool and schema: when, and what it said. Kept
+ * by resetMigrationCache: a migration still waiting for the same reason is not reported again.
+ */
+const waitReports = new Map<string, { at: number; message: string }>();
 
 /** Schemas known to be migrated, per pool; the check runs once per process and schema. */
 const readySchemas = new Map<string, Promise<void>>();
@@ -38,8 +41,9 @@ export interface StoreEvents {
 	onPoolError?: (error: Error) => void;
 	/**
 	 * The schema lacks migrations the package works without (DEFERRABLE_MIGRATION_IDS), and
-	 * why: Auto-Migrate is off, or one waits for running jobs. Told when the schema is checked:
-	 * once per process, or once per retry while a migration waits.
+	 * why: Auto-Migrate is off (told once per process), or one waits (told when it starts to
+	 * wait or waits for another reason, then at most every WAIT_REPORT_INTERVAL_MS while the
+	 * store is opened).
 	 */
 	onMigrationsPending?: (message: string) => void;
 }
@@ -68,13 +72,13 @@ export async function openStore(
 					})
 				: assertMigrated(pool, schema).then(
 						() => {
-							waitReportedAt.delete(readyKey);
+							waitReports.delete(readyKey);
 						},
 						async (error: unknown) => {
 							if (!(error instanceof MigrationsMissingError)) throw error;
 							try {
 								await migrate(pool, schema);
-								waitReportedAt.delete(readyKey);
+								waitReports.delete(readyKey);
 							} catch (migrationError) {
 								if (!migrationWaits(migrationError)) throw migrationError;
 								// A migration the package works without waits for running jobs (see
@@ -84,13 +88,15 @@ export async function openStore(
 									() => readySchemas.delete(readyKey),
 									DEFERRED_MIGRATION_RETRY_MS,
 								).unref();
-								const reportedAt = waitReportedAt.get(readyKey);
+								const message = migrationWaitsMessage(schema, migrationError);
+								const last = waitReports.get(readyKey);
 								if (
-									reportedAt === undefined ||
-									Date.now() - reportedAt >= WAIT_REPORT_INTERVAL_MS
+									last === undefined ||
+									last.message !== message ||
+									performance.now() - last.at >= WAIT_REPORT_INTERVAL_MS
 								) {
-									waitReportedAt.set(readyKey, Date.now());
-									tell(events.onMigrationsPending, migrationWaitsMessage(schema, migrationError));
+									waitReports.set(readyKey, { at: performance.now(), message });
+									tell(events.onMigrationsPending, message);
 								}
 							}
 						},
@@ -117,9 +123,14 @@ function tell(listener: ((message: string) => void) | undefined, message: string
 }
 
 function migrationWaitsMessage(schema: string, error: unknown): string {
-	const cause = (error as { cause?: unknown } | null)?.cause ?? error;
-	const reason = String((cause as { message?: unknown } | null)?.message ?? cause);
-	return `Durable Jobs: schema "${schema}": ${reason}. The nodes work without it meanwhile; a use after ${DEFERRED_MIGRATION_RETRY_MS / 1000} s tries again (this warning repeats every ${WAIT_REPORT_INTERVAL_MS / 60_000} minutes while it waits)`;
+	const cause = ((error as { cause?: unknown } | null)?.cause ?? error) as {
+		message?: unknown;
+		hint?: unknown;
+	} | null;
+	const reason = String(cause?.message ?? cause).replace(/\.$/, '');
+	const hint =
+		typeof cause?.hint === 'string' && cause.hint ? ` ${cause.hint.replace(/\.?$/, '.')}` : '';
+	return `Durable Jobs: ${reason} (schema "${schema}").${hint} The nodes work without it meanwhile; a use after ${DEFERRED_MIGRATION_RETRY_MS / 1000} s tries again (this warning repeats at most every ${WAIT_REPORT_INTERVAL_MS / 60_000} minutes while it waits)`;
 }
 
 /** Forget which schemas were migrated (tests that drop schemas). */

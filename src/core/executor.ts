@@ -82,7 +82,8 @@ export interface RowStatement<Row extends { ord: number }> {
 	 */
 	coalesce?: boolean;
 	/**
-	 * Rows with equal keys write the same row of the table (the same job and attempt). One
+	 * Rows with equal keys write the same row of the table (the same job and attempt, the same
+	 * idempotency key). One
 	 * statement writes a row once, so such rows must not share one: a flush does not merge a
 	 * call with a row whose key is already in it, and the call runs in the next flush, after
 	 * this one has committed, as it would alone (see writeRows for rows of one call).

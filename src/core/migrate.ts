@@ -122,21 +122,30 @@ export const DEFERRABLE_MIGRATION_IDS: ReadonlySet<number> = new Set([16, 17]);
 
 /** What the package does without each deferrable migration (the warning that it is missing). */
 const WITHOUT_MIGRATION: Readonly<Record<number, string>> = {
-	16: 'two leases whose snapshots cross can, rarely, start two jobs of one ordering key at once',
+	16: 'two leases at the same moment can, rarely, start two jobs of one ordering key together',
 	17: 'each lease reads every running job of its queue, slower with thousands running',
 };
+
+/** "a", "a and b", "a, b and c". */
+function listed(parts: readonly string[]): string {
+	return parts.length <= 1
+		? parts.join('')
+		: `${parts.slice(0, -1).join(', ')} and ${parts[parts.length - 1]}`;
+}
 
 /**
  * The warning for a schema that lacks deferrable migrations with Auto-Migrate off: what each
  * one's absence means and how to apply them.
  */
 export function deferredMigrationsMessage(schema: string, pending: readonly Migration[]): string {
-	const each = pending.map(
-		(migration) =>
-			`${migration.name} (without it, ${WITHOUT_MIGRATION[migration.id] ?? 'the package works as before it'})`,
-	);
-	return `Durable Jobs: schema "${schema}" lacks ${each.length === 1 ? 'migration' : 'migrations'} ${each.join(' and ')}, and Auto-Migrate is off. The nodes work meanwhile. Apply ${each.length === 1 ? 'it' : 'them'} with: npx n8n-nodes-durable-jobs migrate --schema ${schema} (needs DATABASE_URL), or turn on "Auto-Migrate" in the credential`;
+	const each = pending.map((migration) => {
+		const without = WITHOUT_MIGRATION[migration.id];
+		return without ? `${migration.name} (without it, ${without})` : migration.name;
+	});
+	const one = each.length === 1;
+	return `Durable Jobs: schema "${schema}" lacks ${one ? 'migration' : 'migrations'} ${listed(each)}, and Auto-Migrate is off. The nodes work meanwhile, with ${one ? 'that limit' : 'those limits'}. Apply ${one ? 'it' : 'them'} with: npx n8n-nodes-durable-jobs migrate --schema ${schema} (needs DATABASE_URL), or turn on "Auto-Migrate" in the credential`;
 }
+
 const MIGRATION_WAITS = 'DJ016';
 
 /** Whether migrating stopped at a deferrable migration that waits for running jobs. */

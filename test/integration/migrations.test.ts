@@ -357,12 +357,15 @@ describe('migrations', () => {
 
 		await openStore({ ...config, autoMigrate: false }, {}, events);
 		await openStore({ ...config, autoMigrate: false }, {}, events);
-		expect(told).toEqual([
-			expect.stringMatching(
-				/lacks migrations 0016_ordering_key_runs_alone\.sql \(without it, two leases .* ordering key at once\) and 0017_running_by_lease_end\.sql \(without it, each lease reads every running job of its queue.*\), and Auto-Migrate is off/,
-			),
-		]);
-		expect(told[0]).toContain(`npx n8n-nodes-durable-jobs migrate --schema ${target}`);
+		expect(told).toHaveLength(1);
+		for (const part of [
+			`schema "${target}" lacks migrations`,
+			'0016_ordering_key_runs_alone.sql (without it,',
+			'0017_running_by_lease_end.sql (without it,',
+			'Auto-Migrate is off',
+			`npx n8n-nodes-durable-jobs migrate --schema ${target}`,
+		])
+			expect(told[0]).toContain(part);
 		// A listener that throws does not fail the open.
 		resetMigrationCache();
 		const store = await openStore(
@@ -383,15 +386,24 @@ describe('migrations', () => {
 		);
 		told.length = 0;
 		await openStore(config, {}, events);
-		expect(told).toEqual([
-			expect.stringMatching(
-				/Migration 0016 waits: 2 jobs of queue "orders" with ordering key "customer-7" are running at once.*a use after 30 s tries again \(this warning repeats every 5 minutes while it waits\)$/,
-			),
-		]);
-		// The next try (here at once, as a use 30 s later would) waits again, unreported.
+		expect(told).toHaveLength(1);
+		for (const part of [
+			'Migration 0016 waits: 2 jobs of queue "orders" with ordering key "customer-7" are running at once',
+			`schema "${target}"`,
+			'tries again',
+			'5 minutes',
+		])
+			expect(told[0]).toContain(part);
+		// The next try (here at once, as a use 30 s later would) waits for the same reason: not
+		// reported again. A wait for another reason is.
 		resetMigrationCache();
 		await openStore(config, {}, events);
 		expect(told).toHaveLength(1);
+		await pool.query(`UPDATE ${s}.jobs SET ordering_key = 'customer-8'`);
+		resetMigrationCache();
+		await openStore(config, {}, events);
+		expect(told).toHaveLength(2);
+		expect(told[1]).toContain('ordering key "customer-8"');
 
 		await pool.query(`UPDATE ${s}.jobs SET ordering_key = NULL`);
 		await migrate(pool, target);

@@ -142,14 +142,14 @@ describe('node executions with a broken connection', () => {
 		const result = await run.run();
 		expect(result.output('main')[0].json).toMatchObject({ status: 'queued' });
 		const warnings = run.logs.filter((entry) => entry.level === 'warn');
-		expect(warnings.map((entry) => entry.message)).toEqual([
-			expect.stringMatching(
-				/lacks migrations 0016_ordering_key_runs_alone\.sql \(.*\) and 0017_running_by_lease_end\.sql \(.*\), and Auto-Migrate is off\. The nodes work meanwhile/,
-			),
-		]);
-		expect(warnings[0].message).toContain(
+		expect(warnings).toHaveLength(1);
+		for (const part of [
+			'0016_ordering_key_runs_alone.sql',
+			'0017_running_by_lease_end.sql',
+			'Auto-Migrate is off',
 			`npx n8n-nodes-durable-jobs migrate --schema ${schemaBefore16}`,
-		);
+		])
+			expect(warnings[0].message).toContain(part);
 	});
 
 	it('database unreachable: with the error output each request gets a 503 item (the receiver answers 503, never 202)', async () => {

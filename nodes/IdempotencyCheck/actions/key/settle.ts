@@ -61,8 +61,9 @@ export function settleOptions(
 
 /**
  * Complete (the result is stored; later items with the key are duplicates that carry it) or
- * Fail / Release (a retry of the event is processed again) for every item, in one statement.
- * Settled, or Claim Lost when the claim is no longer this claimer's.
+ * Fail / Release (a retry of the event is processed again) for every item, in one statement
+ * (one per round when items repeat a key). Settled, or Claim Lost when the claim is no longer
+ * this claimer's.
  */
 export async function settle(
 	context: IExecuteFunctions,
