@@ -1,7 +1,7 @@
 import { DurableJobsError, classifyDatabaseError } from './errors';
 import type { RowStatement } from './executor';
 import type { SqlQuery } from './sql/types';
-import { MAX_CHARS_PER_STATEMENT, totalChars } from './statementSize';
+import { MAX_CHARS_PER_STATEMENT } from './statementSize';
 
 /** Runs one statement and returns its rows; driver errors are thrown as they are. */
 export type SendRows = (query: SqlQuery) => Promise<unknown[]>;
@@ -71,6 +71,8 @@ const STALLED_FLUSH_MS = 100;
 interface Call {
 	statement: RowStatement<{ ord: number }>;
 	send: SendRows;
+	/** The characters of its rows, as statementSize's totalChars counts them. */
+	chars: number;
 	resolve: (rows: unknown[]) => void;
 	reject: (error: unknown) => void;
 }
@@ -118,7 +120,15 @@ export class Coalescer {
 		stalledFlushes: 0,
 	};
 
-	async run<R>(statement: RowStatement<{ ord: number }>, send: SendRows): Promise<R[]> {
+	/**
+	 * `chars`: the characters of the call's rows as statementSize's totalChars counts them (0
+	 * for a statement without charsOf); the caller has counted them to decide the call may merge.
+	 */
+	async run<R>(
+		statement: RowStatement<{ ord: number }>,
+		send: SendRows,
+		chars: number,
+	): Promise<R[]> {
 		return await new Promise<R[]>((resolve, reject) => {
 			let lane = this.lanes.get(statement.key);
 			if (!lane) {
@@ -134,6 +144,7 @@ export class Coalescer {
 			lane.waiting.push({
 				statement,
 				send,
+				chars,
 				resolve: resolve as (rows: unknown[]) => void,
 				reject,
 			});
@@ -233,11 +244,10 @@ export class Coalescer {
 		for (let index = 0; index < lane.waiting.length; index++) {
 			const call = lane.waiting[index];
 			const { statement } = call;
-			const callChars = statement.charsOf ? totalChars(statement.rows, statement.charsOf) : 0;
 			if (
 				taken.length > 0 &&
 				(rows + statement.rows.length > MAX_ROWS_PER_FLUSH ||
-					chars + callChars > MAX_CHARS_PER_STATEMENT)
+					chars + call.chars > MAX_CHARS_PER_STATEMENT)
 			) {
 				left.push(...lane.waiting.slice(index));
 				break;
@@ -260,7 +270,7 @@ export class Coalescer {
 			}
 			taken.push(call);
 			rows += statement.rows.length;
-			chars += callChars;
+			chars += call.chars;
 		}
 		lane.waiting = left;
 		return { calls: taken, rowKeys };

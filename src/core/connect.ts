@@ -1,3 +1,5 @@
+import type pg from 'pg';
+
 import { MigrationsMissingError } from './errors';
 import { assertMigrated, deferredMigrationsMessage, migrate, migrationWaits } from './migrate';
 import { DEFAULT_SCHEMA, validateSchemaName } from './identifiers';
@@ -62,45 +64,10 @@ export async function openStore(
 	const readyKey = `${poolKey(config)}:${schema}:${config.autoMigrate === false ? 'check' : 'migrate'}`;
 	let ready = readySchemas.get(readyKey);
 	if (!ready) {
-		// With auto-migrate on, an up-to-date schema is only read (a runtime role without DDL
-		// privileges can use it); migrations run only when something is missing.
 		ready =
 			config.autoMigrate === false
-				? assertMigrated(pool, schema, { allowDeferrable: true }).then((pending) => {
-						if (pending.length > 0)
-							tell(events.onMigrationsPending, deferredMigrationsMessage(schema, pending));
-					})
-				: assertMigrated(pool, schema).then(
-						() => {
-							waitReports.delete(readyKey);
-						},
-						async (error: unknown) => {
-							if (!(error instanceof MigrationsMissingError)) throw error;
-							try {
-								await migrate(pool, schema);
-								waitReports.delete(readyKey);
-							} catch (migrationError) {
-								if (!migrationWaits(migrationError)) throw migrationError;
-								// A migration the package works without waits for running jobs (see
-								// DEFERRABLE_MIGRATION_IDS): the store opens, and a use after a while
-								// migrates again.
-								setTimeout(
-									() => readySchemas.delete(readyKey),
-									DEFERRED_MIGRATION_RETRY_MS,
-								).unref();
-								const message = migrationWaitsMessage(schema, migrationError);
-								const last = waitReports.get(readyKey);
-								if (
-									last === undefined ||
-									last.message !== message ||
-									performance.now() - last.at >= WAIT_REPORT_INTERVAL_MS
-								) {
-									waitReports.set(readyKey, { at: performance.now(), message });
-									tell(events.onMigrationsPending, message);
-								}
-							}
-						},
-					);
+				? checkMigrated(pool, schema, events)
+				: migrateIfMissing(pool, schema, readyKey, events);
 		readySchemas.set(readyKey, ready);
 		ready.catch(() => readySchemas.delete(readyKey));
 	}
@@ -111,6 +78,54 @@ export async function openStore(
 		preparedStatements: config.preparedStatements ?? options.preparedStatements,
 		durableLeases: config.durableLeases ?? options.durableLeases,
 	});
+}
+
+/** Auto-Migrate off: every migration must be there, except those the package works without. */
+async function checkMigrated(pool: pg.Pool, schema: string, events: StoreEvents): Promise<void> {
+	const pending = await assertMigrated(pool, schema, { allowDeferrable: true });
+	if (pending.length > 0)
+		tell(events.onMigrationsPending, deferredMigrationsMessage(schema, pending));
+}
+
+/**
+ * Auto-Migrate on: an up-to-date schema is only read (a runtime role without DDL privileges can
+ * use it); migrations run only when something is missing. A migration the package works
+ * without that waits for running jobs (see DEFERRABLE_MIGRATION_IDS) lets the store open, and a
+ * use after DEFERRED_MIGRATION_RETRY_MS migrates again.
+ */
+async function migrateIfMissing(
+	pool: pg.Pool,
+	schema: string,
+	readyKey: string,
+	events: StoreEvents,
+): Promise<void> {
+	try {
+		await assertMigrated(pool, schema);
+	} catch (error) {
+		if (!(error instanceof MigrationsMissingError)) throw error;
+		try {
+			await migrate(pool, schema);
+		} catch (migrationError) {
+			if (!migrationWaits(migrationError)) throw migrationError;
+			setTimeout(() => readySchemas.delete(readyKey), DEFERRED_MIGRATION_RETRY_MS).unref();
+			reportWait(readyKey, migrationWaitsMessage(schema, migrationError), events);
+			return;
+		}
+	}
+	waitReports.delete(readyKey);
+}
+
+/**
+ * Reports a migration that waits when it starts to wait, when it waits for another reason, and
+ * otherwise at most every WAIT_REPORT_INTERVAL_MS.
+ */
+function reportWait(readyKey: string, message: string, events: StoreEvents): void {
+	const last = waitReports.get(readyKey);
+	const now = performance.now();
+	if (last !== undefined && last.message === message && now - last.at < WAIT_REPORT_INTERVAL_MS)
+		return;
+	waitReports.set(readyKey, { at: now, message });
+	tell(events.onMigrationsPending, message);
 }
 
 /** Reporting must not fail the open: a listener that throws is ignored. */

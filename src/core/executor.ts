@@ -238,10 +238,11 @@ export class Executor extends Sender {
 			this.coalescer === null ||
 			!statement.coalesce ||
 			statement.rows.length === 0 ||
-			statement.rows.length > MAX_ROWS_TO_MERGE ||
-			(statement.charsOf && totalChars(statement.rows, statement.charsOf) > MAX_CHARS_PER_STATEMENT)
+			statement.rows.length > MAX_ROWS_TO_MERGE
 		)
 			return await super.runRows<R, Row>(statement);
+		const chars = statement.charsOf ? totalChars(statement.rows, statement.charsOf) : 0;
+		if (chars > MAX_CHARS_PER_STATEMENT) return await super.runRows<R, Row>(statement);
 		return await this.coalescer.run<R>(
 			{
 				...(statement as unknown as RowStatement<{ ord: number }>),
@@ -249,6 +250,7 @@ export class Executor extends Sender {
 				key: `${this.preparedStatements ? 'p' : 'u'}:${statement.key}`,
 			},
 			async (query) => (await this.send(query)).rows,
+			chars,
 		);
 	}
 

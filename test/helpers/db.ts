@@ -232,6 +232,23 @@ export async function crossedWritersDeadlock<T>(
 	}
 }
 
+/**
+ * Runs `work` and returns its value and the SQL text of every statement any pg client sent
+ * meanwhile (transaction control included), in order, trimmed (see sentTexts). The spy on
+ * `pg.Client.prototype.query` is removed when `work` ends, whether or not it throws.
+ */
+export async function statementsSentDuring<T>(
+	work: () => Promise<T>,
+): Promise<{ value: T; statements: string[] }> {
+	const spy = jest.spyOn(pg.Client.prototype, 'query');
+	try {
+		const value = await work();
+		return { value, statements: sentTexts(spy) };
+	} finally {
+		spy.mockRestore();
+	}
+}
+
 /** The SQL text of every query a spy on `pg.Client.prototype.query` saw, in order, trimmed. */
 export function sentTexts(spy: jest.SpyInstance): string[] {
 	return (spy.mock.calls as unknown[][]).map(([query]) =>

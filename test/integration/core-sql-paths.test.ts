@@ -28,7 +28,7 @@ import {
 	newPool,
 	ok,
 	planNodes,
-	sentTexts,
+	statementsSentDuring,
 	succeedAll,
 	useTestSchema,
 	waitFor,
@@ -965,18 +965,13 @@ describe('complete and heartbeat rewrites', () => {
 		call: (batch: Item[]) => Promise<Array<Result | DurableJobsError>>,
 		marker: string,
 	): Promise<{ results: Result[]; texts: string[] }> {
-		const querySpy = jest.spyOn(pg.Client.prototype, 'query');
-		const results: Result[] = [];
-		try {
-			if (oneByOne) {
-				for (const item of items) results.push(...(await call([item])).map(ok));
-			} else {
-				results.push(...(await call(items)).map(ok));
-			}
-			return { results, texts: sentTexts(querySpy).filter((text) => text.includes(marker)) };
-		} finally {
-			querySpy.mockRestore();
-		}
+		const { value: results, statements } = await statementsSentDuring(async () => {
+			if (!oneByOne) return (await call(items)).map(ok);
+			const answered: Result[] = [];
+			for (const item of items) answered.push(...(await call([item])).map(ok));
+			return answered;
+		});
+		return { results, texts: statements.filter((text) => text.includes(marker)) };
 	}
 
 	/** Two completions answered and wrote alike, and wrote the first job's callback event only. */
@@ -997,9 +992,8 @@ describe('complete and heartbeat rewrites', () => {
 		/** The same completions; `extra` adds items that make the batch one of mixed outcomes. */
 		async function scenario(queue: string, extra: CompleteInput[]) {
 			const { ids, attempt } = await leasedForCompletion(queue, 4);
-			spy = jest.spyOn(pg.Client.prototype, 'query');
-			const results = (
-				await store.complete([
+			const { value: answers, statements } = await statementsSentDuring(async () =>
+				store.complete([
 					{
 						jobId: ids[0],
 						attemptId: attempt(0),
@@ -1013,11 +1007,10 @@ describe('complete and heartbeat rewrites', () => {
 					{ jobId: unknownJob, attemptId: unknownAttempt, outcome: 'succeeded' },
 					{ jobId: ids[3], attemptId: attempt(3), outcome: 'succeeded' },
 					...extra,
-				])
-			).map(ok);
-			const texts = sentTexts(spy).filter((text) => text.includes('jsonb_to_recordset'));
-			spy.mockRestore();
-			spy = undefined;
+				]),
+			);
+			const results = answers.map(ok);
+			const texts = statements.filter((text) => text.includes('jsonb_to_recordset'));
 			return { texts, ...(await completionAftermath(queue, ids, results.slice(0, 5))) };
 		}
 		const succeededOnly = await scenario('all-succeeded', []);
@@ -1461,17 +1454,16 @@ describe('complete and heartbeat rewrites', () => {
 	});
 
 	it('a JSON null payload is stored as JSON null; a key-less batch is one INSERT without a transaction', async () => {
-		spy = jest.spyOn(pg.Client.prototype, 'query');
-		const results = (
-			await store.enqueue(
+		const { value: answers, statements: texts } = await statementsSentDuring(async () =>
+			store.enqueue(
 				[
 					{ queue: 'nulls', payload: null },
 					{ queue: 'nulls', payload: [1, null] },
 				],
 				{ allOrNothing: true },
-			)
-		).map(ok);
-		const texts = sentTexts(spy);
+			),
+		);
+		const results = answers.map(ok);
 		expect(texts.filter((text) => /^(BEGIN|COMMIT)/.test(text))).toEqual([]);
 		expect(texts.filter((text) => /INSERT INTO/.test(text))).toHaveLength(1);
 		const { rows } = await pool.query(

@@ -3,12 +3,10 @@
  * several statements in one transaction (MAX_CHARS_PER_STATEMENT): they commit all or nothing,
  * and every item is answered as it would be by one statement.
  */
-import pg from 'pg';
-
 import { IdempotencyConflictError, type EnqueueInput } from '../../src/core';
 import { MAX_CHARS_PER_STATEMENT } from '../../src/core/statementSize';
 import { BEGIN, COMMIT, ROLLBACK } from '../../src/core/sql/transaction';
-import { ok, sentTexts, useTestSchema } from '../helpers/db';
+import { ok, statementsSentDuring, useTestSchema } from '../helpers/db';
 
 const { schema, pool, store } = useTestSchema(__filename, { migrate: true });
 
@@ -20,29 +18,10 @@ function bulky(index: number, chars = 1_000_000): { index: number; text: string 
 /** Enough items of about 1 MB for three statements. */
 const ITEMS_FOR_THREE_STATEMENTS = Math.ceil((2.5 * MAX_CHARS_PER_STATEMENT) / 1_000_000);
 
-let spy: jest.SpyInstance | undefined;
-
 beforeAll(async () => {
 	// The status-token secret is read once per process; it is not part of the batches below.
 	ok((await store.enqueue([{ queue: 'warm-up', payload: {} }]))[0]);
 });
-
-afterEach(() => {
-	spy?.mockRestore();
-	spy = undefined;
-});
-
-/** The statements every pg client sent while `work` ran (transaction control included). */
-async function statementsOf<T>(
-	work: () => Promise<T>,
-): Promise<{ value: T; statements: string[] }> {
-	spy = jest.spyOn(pg.Client.prototype, 'query');
-	const value = await work();
-	const statements = sentTexts(spy);
-	spy.mockRestore();
-	spy = undefined;
-	return { value, statements };
-}
 
 async function countIn(queue: string): Promise<number> {
 	const { rows } = await pool.query<{ n: number }>(
@@ -65,7 +44,7 @@ describe('a batch larger than one statement', () => {
 				payload: bulky(index),
 			}),
 		);
-		const { value: results, statements } = await statementsOf(() => store.enqueue(items));
+		const { value: results, statements } = await statementsSentDuring(() => store.enqueue(items));
 		expect(inserts(statements)).toHaveLength(3);
 		expect(statements[0]).toBe(BEGIN);
 		expect(statements.at(-1)).toBe(COMMIT);
@@ -88,7 +67,7 @@ describe('a batch larger than one statement', () => {
 			payload: bulky(index),
 		}));
 		const before = store.coalescingStats()!;
-		const { value: results, statements } = await statementsOf(() => store.enqueue(items));
+		const { value: results, statements } = await statementsSentDuring(() => store.enqueue(items));
 		expect(store.coalescingStats()!.calls).toBe(before.calls);
 		const firstInsert = statements.findIndex((text) => inserts([text]).length === 1);
 		expect(statements.slice(firstInsert - 1, firstInsert + 3)).toEqual([
@@ -123,7 +102,7 @@ describe('a batch larger than one statement', () => {
 			}),
 		);
 		let thrown: unknown;
-		const { statements } = await statementsOf(async () => {
+		const { statements } = await statementsSentDuring(async () => {
 			try {
 				await store.enqueue(items, { allOrNothing: true });
 			} catch (error) {
@@ -151,7 +130,7 @@ describe('a batch larger than one statement', () => {
 				idempotencyKey: index === conflicting ? 'taken' : `key-${index}`,
 			}),
 		);
-		const { value: results, statements } = await statementsOf(() => store.enqueue(items));
+		const { value: results, statements } = await statementsSentDuring(() => store.enqueue(items));
 		expect(inserts(statements)).toHaveLength(3);
 		const conflict = results[conflicting];
 		expect(conflict).toBeInstanceOf(IdempotencyConflictError);
@@ -173,7 +152,7 @@ describe('a batch larger than one statement', () => {
 				idempotencyKey: index === last ? 'key-0' : `key-${index}`,
 			}),
 		);
-		const { value, statements } = await statementsOf(() =>
+		const { value, statements } = await statementsSentDuring(() =>
 			store.enqueue(items, { allOrNothing: true }),
 		);
 		expect(inserts(statements)).toHaveLength(3);
@@ -192,7 +171,7 @@ describe('a batch larger than one statement', () => {
 		);
 		const leased = await store.lease({ queue, limit: count, leaseMs: 60_000 });
 		expect(leased).toHaveLength(count);
-		const { value: results, statements } = await statementsOf(() =>
+		const { value: results, statements } = await statementsSentDuring(() =>
 			store.complete(
 				leased.map((job, index) => ({
 					jobId: job.id,
@@ -222,7 +201,9 @@ describe('a batch larger than one statement', () => {
 			queue: 'large-outbox',
 			payload: index === count - 1 ? bulky(0) : bulky(index),
 		}));
-		const { value: results, statements } = await statementsOf(() => store.writeOutbox(events));
+		const { value: results, statements } = await statementsSentDuring(() =>
+			store.writeOutbox(events),
+		);
 		const written = results.map(ok);
 		expect(written[count - 1].deduplicated).toBe(true);
 		expect(written[count - 1].jobId).toBe(written[0].jobId);
@@ -237,7 +218,7 @@ describe('a batch larger than one statement', () => {
 				Array.from({ length: count }, (_, index) => ({ scope: 'large', key: `k-${index}` })),
 			)
 		).map(ok);
-		const { value: settled, statements } = await statementsOf(() =>
+		const { value: settled, statements } = await statementsSentDuring(() =>
 			store.completeClaims(
 				claims.map((claim, index) => ({
 					scope: 'large',

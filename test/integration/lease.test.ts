@@ -16,6 +16,7 @@ import {
 	newPool,
 	ok,
 	sentTexts,
+	statementsSentDuring,
 	sleep,
 	succeedAll,
 	useTestSchema,
@@ -173,18 +174,17 @@ describe('lease and complete', () => {
 			orderingKey: 'customer-1',
 			idempotencyKey: 'k-1',
 		}));
-		const spy = jest.spyOn(pg.Client.prototype, 'query');
-		let job: LeasedJobEssentials;
-		try {
-			[job] = await store.lease({ queue: 'essentials', leaseMs: 30_000, includeMetadata: false });
-			// The statement itself leaves the metadata out of its answer, not only the mapping.
-			const [text] = sentTexts(spy).filter((sent) => sent.includes('WITH probe AS'));
-			const answer = text.slice(text.lastIndexOf('RETURNING'));
-			expect(answer).toMatch(/j\.payload/);
-			expect(answer).not.toMatch(/created_at|lease_until|correlation_id|priority/);
-		} finally {
-			spy.mockRestore();
-		}
+		const {
+			value: [job],
+			statements,
+		} = await statementsSentDuring(async () =>
+			store.lease({ queue: 'essentials', leaseMs: 30_000, includeMetadata: false }),
+		);
+		// The statement itself leaves the metadata out of its answer, not only the mapping.
+		const [text] = statements.filter((sent) => sent.includes('WITH probe AS'));
+		const answer = text.slice(text.lastIndexOf('RETURNING'));
+		expect(answer).toMatch(/j\.payload/);
+		expect(answer).not.toMatch(/created_at|lease_until|correlation_id|priority/);
 		expect(job).toEqual({
 			id: jobId,
 			queue: 'essentials',
@@ -410,10 +410,8 @@ describe('lease and complete', () => {
 				correlationId: `c-${n}`,
 				...(n === 6 ? { delayMs: 60_000 } : {}),
 			}));
-			const spy = jest.spyOn(pg.Client.prototype, 'query');
 			const leased: Array<LeasedJob | LeasedJobEssentials> = [];
-			let texts: string[];
-			try {
+			const { statements } = await statementsSentDuring(async () => {
 				for (;;) {
 					const jobs = await store.lease({
 						queue,
@@ -426,10 +424,8 @@ describe('lease and complete', () => {
 					leased.push(...jobs);
 					if (jobs.length < limit) break;
 				}
-			} finally {
-				texts = sentTexts(spy).filter((text) => text.includes('WITH probe AS'));
-				spy.mockRestore();
-			}
+			});
+			const texts = statements.filter((text) => text.includes('WITH probe AS'));
 			const { rows } = await pool.query(
 				`SELECT payload->>'n' AS n, status, attempts, attempt_id, attempt_workflow_id,
 					attempt_execution_id, attempt_checkpoint,
@@ -486,15 +482,10 @@ describe('lease and complete', () => {
 		// A due job that nothing holds back: the one-slot statement must not take it either.
 		const [due] = await enqueueMany(queue, 1);
 		await expireLease(rows[0].id);
-		const spy = jest.spyOn(pg.Client.prototype, 'query');
-		let recovered: LeasedJob[];
-		let texts: string[];
-		try {
-			recovered = await store.lease({ queue, limit: 1 });
-		} finally {
-			texts = sentTexts(spy).filter((text) => /WITH (probe|queued) AS/.test(text));
-			spy.mockRestore();
-		}
+		const { value: recovered, statements } = await statementsSentDuring(async () =>
+			store.lease({ queue, limit: 1 }),
+		);
+		const texts = statements.filter((text) => /WITH (probe|queued) AS/.test(text));
 		expect(recovered).toEqual([
 			expect.objectContaining({ id: rows[0].id, recovered: true, attempts: 2 }),
 		]);
@@ -610,22 +601,15 @@ describe('lease and complete', () => {
 	it('items of one attempt in one heartbeat are each extended, one statement after another in one transaction', async () => {
 		await enqueueMany('fan-out', 2);
 		const [job, other] = await store.lease({ queue: 'fan-out', limit: 2, leaseMs: 60_000 });
-		const spy = jest.spyOn(pg.Client.prototype, 'query');
-		let results;
-		let texts: string[];
-		try {
-			results = (
-				await store.extendLease([
-					{ jobId: job.id, attemptId: job.attempt_id, leaseMs: 30_000, checkpoint: 'first' },
-					{ jobId: other.id, attemptId: other.attempt_id, leaseMs: 30_000 },
-					{ jobId: job.id, attemptId: job.attempt_id, leaseMs: 90_000 },
-					{ jobId: job.id, attemptId: job.attempt_id, leaseMs: 120_000, checkpoint: 'third' },
-				])
-			).map(ok);
-		} finally {
-			texts = sentTexts(spy);
-			spy.mockRestore();
-		}
+		const { value: answers, statements: texts } = await statementsSentDuring(async () =>
+			store.extendLease([
+				{ jobId: job.id, attemptId: job.attempt_id, leaseMs: 30_000, checkpoint: 'first' },
+				{ jobId: other.id, attemptId: other.attempt_id, leaseMs: 30_000 },
+				{ jobId: job.id, attemptId: job.attempt_id, leaseMs: 90_000 },
+				{ jobId: job.id, attemptId: job.attempt_id, leaseMs: 120_000, checkpoint: 'third' },
+			]),
+		);
+		const results = answers.map(ok);
 		// One statement writes a row once: in one statement, items 3 and 4 would have lost.
 		expect(results.map((result) => result.extended)).toEqual([true, true, true, true]);
 		expect(texts.filter((text) => text.includes('extended AS'))).toHaveLength(3);

@@ -4,7 +4,6 @@
  * number of items.
  */
 import type { IDataObject, INodeExecutionData, INodeType } from 'n8n-workflow';
-import pg from 'pg';
 
 import { IdempotencyCheck } from '../../nodes/IdempotencyCheck/IdempotencyCheck.node';
 import { JobComplete } from '../../nodes/JobComplete/JobComplete.node';
@@ -13,22 +12,16 @@ import { JobLease } from '../../nodes/JobLease/JobLease.node';
 import { BEGIN } from '../../src/core/sql/transaction';
 import { JobStatus } from '../../nodes/JobStatus/JobStatus.node';
 import { OutboxWrite } from '../../nodes/OutboxWrite/OutboxWrite.node';
-import { sentTexts, useTestSchema } from '../helpers/db';
+import { statementsSentDuring, useTestSchema } from '../helpers/db';
 import { nodeRunner, type NodeContextOptions, type RunResult } from '../helpers/n8n-context';
 
 const { schema, pool } = useTestSchema(__filename, { closeCachedPools: true });
 const nodes = nodeRunner(schema);
-let spy: jest.SpyInstance | undefined;
 
 beforeAll(async () => {
 	// Warm-up: migrations, the status-token secret and the pool are set up once per process;
 	// they are not part of a node execution's statements.
 	await nodes.run(new JobEnqueue(), { items: [{ warm: 'up' }], parameters: { queue: 'warm-up' } });
-});
-
-afterEach(() => {
-	spy?.mockRestore();
-	spy = undefined;
 });
 
 const TRANSACTION_CONTROL = /^\s*(BEGIN|COMMIT|ROLLBACK|SAVEPOINT|RELEASE)\b/i;
@@ -39,11 +32,7 @@ async function counted(
 	options: NodeContextOptions,
 ): Promise<{ result: RunResult; statements: string[] }> {
 	const ctx = nodes.create(nodeType, options);
-	spy = jest.spyOn(pg.Client.prototype, 'query');
-	const result = await ctx.run();
-	const statements = sentTexts(spy);
-	spy.mockRestore();
-	spy = undefined;
+	const { value: result, statements } = await statementsSentDuring(async () => await ctx.run());
 	return { result, statements };
 }
 

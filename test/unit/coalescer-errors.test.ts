@@ -53,10 +53,10 @@ describe('coalescer errors', () => {
 		};
 		const byJob = (row: Row) => row.job;
 		const results = await Promise.all([
-			settled(coalescer.run<Row>(statement(['a'], byJob), send)),
-			settled(coalescer.run<Row>(statement(['b'], byJob), send)),
-			settled(coalescer.run<Row>(statement(['c'], throwing), send)),
-			settled(coalescer.run<Row>(statement(['d'], byJob), send)),
+			settled(coalescer.run<Row>(statement(['a'], byJob), send, 0)),
+			settled(coalescer.run<Row>(statement(['b'], byJob), send, 0)),
+			settled(coalescer.run<Row>(statement(['c'], throwing), send, 0)),
+			settled(coalescer.run<Row>(statement(['d'], byJob), send, 0)),
 		]);
 
 		expect(results[0].value).toEqual([{ ord: 0, job: 'a' }]);
@@ -82,11 +82,11 @@ describe('coalescer errors', () => {
 			return rows.map((row) => ({ ...row }));
 		};
 		const byJob = (row: Row) => row.job.slice(0, 1);
-		const first = coalescer.run<Row>(statement(['a1'], byJob), send);
+		const first = coalescer.run<Row>(statement(['a1'], byJob), send, 0);
 		// Waits behind the first flush, which stalls after 100 ms.
 		await new Promise((resolve) => setImmediate(resolve));
-		const repeat = coalescer.run<Row>(statement(['a2'], byJob), send);
-		const other = coalescer.run<Row>(statement(['b'], byJob), send);
+		const repeat = coalescer.run<Row>(statement(['a2'], byJob), send, 0);
+		const other = coalescer.run<Row>(statement(['b'], byJob), send, 0);
 		await other;
 		expect(order).toEqual(['start a1', 'start b', 'end b']);
 		expect(coalescer.stats.stalledFlushes).toBe(1);
@@ -105,9 +105,9 @@ describe('coalescer errors', () => {
 				throw new Error('cannot build');
 			},
 		};
-		const first = settled(coalescer.run<Row>(broken, send));
+		const first = settled(coalescer.run<Row>(broken, send, 0));
 		expect((await first).error).toBeInstanceOf(DurableJobsError);
-		expect(await coalescer.run<Row>(statement(['y']), send)).toEqual([{ ord: 0, job: 'y' }]);
+		expect(await coalescer.run<Row>(statement(['y']), send, 0)).toEqual([{ ord: 0, job: 'y' }]);
 		expect(sent.map((rows) => rows.map((row) => row.job))).toEqual([['y']]);
 	});
 });
