@@ -1,6 +1,5 @@
 import {
 	NodeConnectionTypes,
-	tryToParseDateTime,
 	type IDataObject,
 	type IExecuteFunctions,
 	type INodeExecutionData,
@@ -15,6 +14,7 @@ import {
 	type EnqueueResult,
 } from '../../src/core';
 import { lazyStore } from '../shared/connection';
+import { isoInstant } from '../shared/dates';
 import { invalidInput, toNodeError } from '../shared/errors';
 import {
 	headerValue,
@@ -285,14 +285,4 @@ function runAtValue(value: unknown, timeZone: string): string | Date | null {
 			"Pick a date and time, or give an ISO 8601 value such as 2030-01-31T12:00:00Z (without an offset it is in the workflow's time zone)",
 		);
 	return instant;
-}
-
-/** The UTC ISO instant n8n reads `value` as in `timeZone`, or null when it is not a date. */
-function isoInstant(value: unknown, timeZone: string): string | null {
-	try {
-		const parsed = tryToParseDateTime(value, timeZone);
-		return parsed.isValid ? parsed.toUTC().toISO() : null;
-	} catch {
-		return null;
-	}
 }

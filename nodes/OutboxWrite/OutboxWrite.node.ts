@@ -10,6 +10,7 @@ import {
 import { fingerprint, type OutboxEventInput, type OutboxResult } from '../../src/core';
 import { itemPayload, parseJsonParameter, runBatch } from '../shared/batch';
 import { lazyStore } from '../shared/connection';
+import { dateParameter } from '../shared/dates';
 import { invalidInput } from '../shared/errors';
 import { commonDescription, credentialTestMethods } from '../shared/descriptions';
 
@@ -172,7 +173,8 @@ export class OutboxWrite implements INodeType {
 						name: 'occurredAt',
 						type: 'string',
 						default: '',
-						description: 'When it happened (ISO 8601); default now',
+						description:
+							"When it happened (ISO 8601); default now. A time without an offset is in the workflow's time zone.",
 					},
 					{
 						displayName: 'Ordering Key',
@@ -219,7 +221,7 @@ export class OutboxWrite implements INodeType {
 					payload,
 					queue: this.getNodeParameter('queue', itemIndex, 'outbox') as string,
 					eventVersion: envelope.eventVersion as number | undefined,
-					occurredAt: (envelope.occurredAt as string) || null,
+					occurredAt: dateParameter(envelope.occurredAt, this.getTimezone()),
 					source: (envelope.source as string) || null,
 					tenantId: (envelope.tenantId as string) || null,
 					correlationId: (envelope.correlationId as string) || null,

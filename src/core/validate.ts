@@ -188,6 +188,27 @@ export function optionalBoolean(value: unknown, field: string, fallback: boolean
 
 const ISO_DATE = /^(\d{4})-(\d{2})-(\d{2})(?:$|[T ])/;
 
+/** A date alone (ISO 8601, JavaScript reads it as UTC midnight), or a year and month. */
+const ISO_DATE_ONLY = /^[+-]?\d{4,6}-\d{2}(?:-\d{2})?$/;
+
+/**
+ * Text that names its time zone at the end: Z, an offset (+01:00, -0500, +01), GMT or UTC
+ * (with an offset or a name in parentheses after it, as Date.prototype.toString writes), or
+ * one of the North American zones JavaScript knows by name.
+ */
+const NAMES_ITS_ZONE =
+	/(?:z|[+-]\d{2}(?::?\d{2})?|\b(?:gmt|utc?)(?:\s*[+-]\d{2}:?\d{2})?(?:\s*\([^)]*\))?|\b[ecmp][sd]t)$/i;
+
+/**
+ * Whether JavaScript reads `text` in the time zone of the process that parses it: a time of
+ * day, or a date in a form other than ISO 8601, without a zone. The same text would then be
+ * another instant on a server in another zone.
+ */
+function readInProcessZone(text: string): boolean {
+	const trimmed = text.trim();
+	return !ISO_DATE_ONLY.test(trimmed) && !NAMES_ITS_ZONE.test(trimmed);
+}
+
 export function optionalDate(value: unknown, field: string): Date | null {
 	if (value === undefined || value === null || value === '') return null;
 	const date =
@@ -220,6 +241,13 @@ export function optionalDate(value: unknown, field: string): Date | null {
 			field,
 			`"${String(value).slice(0, 60)}" is in the year ${year}; dates run from the year 1 to 9999`,
 			`Pass ${field} as an ISO 8601 timestamp, e.g. 2030-01-31T12:00:00Z`,
+		);
+	}
+	if (typeof value === 'string' && readInProcessZone(value)) {
+		throw new ValidationError(
+			field,
+			`"${value.slice(0, 60)}" has no time zone, so it would be read in the time zone of the process that runs it`,
+			`Add Z for UTC or an offset, e.g. 2030-01-31T12:00:00Z or 2030-01-31T13:00:00+01:00`,
 		);
 	}
 	return date;

@@ -254,6 +254,54 @@ describe('Idempotency Check: late-event guard', () => {
 		expect(Number(rows[0].version)).toBe(3);
 	});
 
+	it("Occurred At without an offset is in the workflow's time zone; with an offset it keeps its instant; a value that is no date is refused by name", async () => {
+		const byTime = {
+			scope: 'orders-by-time',
+			key: '={{ $json.event_id }}',
+			lateEventGuard: true,
+			entityKey: '={{ $json.order_id }}',
+			occurredAt: '={{ $json.at }}',
+		};
+		const routeOf = async (at: string, eventId: string) => {
+			const result = await nodes.run(new IdempotencyCheck(), {
+				items: [{ event_id: eventId, order_id: 'o-tz', at }],
+				parameters: byTime,
+				timezone: 'America/New_York',
+			});
+			const [route] = Object.entries(result.routing()).find(([, items]) => items.length > 0)!;
+			return route;
+		};
+		const appliedAt = async () =>
+			(
+				await pool.query<{ at: Date }>(
+					`SELECT occurred_at AS at FROM "${schema}".entity_versions WHERE scope = 'orders-by-time' AND entity_key = 'o-tz'`,
+				)
+			).rows[0].at.toISOString();
+		expect(await routeOf('2030-12-05T12:00:00Z', 'e1')).toBe('New');
+		// 10:00 in New York (UTC-5 in December) is 15:00 UTC: newer than 12:00 UTC. Read in the
+		// process's time zone (UTC here) it would be 10:00 UTC, and Stale.
+		expect(await routeOf('2030-12-05T10:00:00', 'e2')).toBe('New');
+		expect(await appliedAt()).toBe('2030-12-05T15:00:00.000Z');
+		// 06:00 in New York is 11:00 UTC.
+		expect(await routeOf('2030-12-05 06:00:00', 'e3')).toBe('Stale');
+		expect(await routeOf('2030-12-05T15:30:00+01:00', 'e4')).toBe('Stale');
+		expect(await routeOf('2030-12-05T17:00:00+01:00', 'e5')).toBe('New');
+		expect(await appliedAt()).toBe('2030-12-05T16:00:00.000Z');
+
+		const before = await tableSnapshot(pool, schema);
+		const refused = await nodes
+			.run(new IdempotencyCheck(), {
+				items: [{ event_id: 'e6', order_id: 'o-tz', at: 'teatime' }],
+				parameters: byTime,
+			})
+			.then(
+				() => null,
+				(error: unknown) => error as Error,
+			);
+		expect(refused?.message).toMatch(/occurredAt: "teatime" is not a date/);
+		expect(await tableSnapshot(pool, schema)).toEqual(before);
+	});
+
 	it('a state order keeps "paid" from going back to "pending"', async () => {
 		const states = {
 			scope: 'orders',

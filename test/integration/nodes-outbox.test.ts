@@ -65,6 +65,32 @@ describe('Outbox Write with SQL in the same transaction', () => {
 		expect(await tableSnapshot(pool, schema)).toEqual(before);
 	});
 
+	it("Occurred At without an offset is in the workflow's time zone; with an offset it keeps its instant", async () => {
+		const occurredAtOf = async (occurredAt: string, timezone: string) => {
+			const result = await nodes.run(new OutboxWrite(), {
+				items: [{ order_id: 7, at: occurredAt }],
+				parameters: { eventType: 'order.dated', envelope: { occurredAt: '={{ $json.at }}' } },
+				timezone,
+			});
+			const jobId = (result.output('main')[0].json.outbox as IDataObject).job_id;
+			const { rows } = await pool.query(
+				`SELECT payload->>'occurred_at' AS at FROM "${schema}".jobs WHERE id = $1`,
+				[jobId],
+			);
+			return rows[0].at as string;
+		};
+		// Berlin is UTC+1 in December, New York UTC-5.
+		expect(await occurredAtOf('2030-12-05T10:00:00', 'Europe/Berlin')).toBe(
+			'2030-12-05T09:00:00.000Z',
+		);
+		expect(await occurredAtOf('2030-12-05 10:00:00', 'America/New_York')).toBe(
+			'2030-12-05T15:00:00.000Z',
+		);
+		expect(await occurredAtOf('2030-12-05T10:00:00+02:00', 'America/New_York')).toBe(
+			'2030-12-05T08:00:00.000Z',
+		);
+	});
+
 	it('a succeeding business write commits together with its event', async () => {
 		const result = await nodes.run(new OutboxWrite(), {
 			items: [{ order_id: 1, status: 'paid', amount: 10 }],

@@ -61,6 +61,29 @@ describe('what PostgreSQL jsonb cannot store is refused before it is sent, namin
 		expect(optionalDate('0001-01-01T00:00:00Z', 'runAt')?.getUTCFullYear()).toBe(1);
 	});
 
+	it('text with a time of day but no time zone is refused by name; a date alone, Z, an offset and a named zone are read as such', () => {
+		for (const value of [
+			'2030-01-31T10:00:00',
+			'2030-01-31 10:00',
+			'2030-01-31T10:00:00.123',
+			'Jan 31 2030 10:00',
+			'01/31/2030',
+		]) {
+			const error = refusal(() => optionalDate(value, 'runAt'));
+			expect(error.field).toBe('runAt');
+			expect(error.message).toMatch(/^runAt: .* has no time zone/);
+		}
+		const read = (value: string) => optionalDate(value, 'runAt')?.toISOString();
+		expect(read('2030-01-31')).toBe('2030-01-31T00:00:00.000Z');
+		expect(read('2030-01-31T10:00:00Z')).toBe('2030-01-31T10:00:00.000Z');
+		expect(read('2030-01-31T10:00:00+01:00')).toBe('2030-01-31T09:00:00.000Z');
+		expect(read('2030-01-31T10:00:00-0500')).toBe('2030-01-31T15:00:00.000Z');
+		expect(read('2030-01-31 10:00:00.5 +00:00')).toBe('2030-01-31T10:00:00.500Z');
+		expect(read('Thu, 31 Jan 2030 10:00:00 GMT')).toBe('2030-01-31T10:00:00.000Z');
+		expect(read('Jan 31 2030 10:00 EST')).toBe('2030-01-31T15:00:00.000Z');
+		expect(read(new Date(Date.UTC(2030, 0, 31, 10)).toString())).toBe('2030-01-31T10:00:00.000Z');
+	});
+
 	it('a day its month does not have is refused, not moved into the next month', () => {
 		for (const value of ['2024-02-30', '2023-02-29T10:00:00Z', '2030-04-31 12:00']) {
 			expect(refusal(() => optionalDate(value, 'from')).message).toMatch(/^from: .* names day/);

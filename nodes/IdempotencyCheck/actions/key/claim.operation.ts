@@ -16,6 +16,7 @@ import {
 } from '../../../../src/core';
 import { itemPayload, runBatch, secondsToMs } from '../../../shared/batch';
 import { lazyStore } from '../../../shared/connection';
+import { dateParameter } from '../../../shared/dates';
 import { invalidInput } from '../../../shared/errors';
 import { withDisplayOptions } from '../../../shared/operations';
 import { settleOptions } from './settle';
@@ -104,7 +105,8 @@ const properties: INodeProperties[] = [
 			type: 'string',
 			default: '',
 			placeholder: '={{ $json.body.occurred_at }}',
-			description: 'When the event happened at the source (ISO 8601)',
+			description:
+				"When the event happened at the source (ISO 8601). A time without an offset is in the workflow's time zone.",
 		},
 		{
 			displayName: 'State',
@@ -201,7 +203,10 @@ function lateEventGuard(context: IExecuteFunctions, itemIndex: number): ClaimInp
 	return {
 		entityKey: String(context.getNodeParameter('entityKey', itemIndex, '') ?? ''),
 		version: (context.getNodeParameter('version', itemIndex, '') as string | number) ?? null,
-		occurredAt: (context.getNodeParameter('occurredAt', itemIndex, '') as string) || null,
+		occurredAt: dateParameter(
+			context.getNodeParameter('occurredAt', itemIndex, ''),
+			context.getTimezone(),
+		),
 		state: (context.getNodeParameter('state', itemIndex, '') as string) || null,
 		stateOrder: stateOrder.length > 0 ? stateOrder : null,
 	};
