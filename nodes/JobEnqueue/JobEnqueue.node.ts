@@ -14,7 +14,7 @@ import {
 	type EnqueueResult,
 } from '../../src/core';
 import { lazyStore } from '../shared/connection';
-import { isoInstant } from '../shared/dates';
+import { dateParameter } from '../shared/dates';
 import { invalidInput, toNodeError } from '../shared/errors';
 import {
 	headerValue,
@@ -269,19 +269,15 @@ function payloadLimitKb(value: unknown): number {
 }
 
 /**
- * *Run At* as an instant. The editor's date picker stores a wall time without an offset
- * ("2026-12-05T10:00:00"), which n8n's own nodes (Wait, for one) read in the workflow's time
- * zone; so does this, instead of the n8n process's. A value with an offset, a Date, a Luxon
- * DateTime or epoch milliseconds keeps its instant.
+ * *Run At* as an instant (see dateParameter): the editor's date picker stores a wall time
+ * without an offset ("2026-12-05T10:00:00"), which is in the workflow's time zone.
  */
 function runAtValue(value: unknown, timeZone: string): string | Date | null {
-	if (value === undefined || value === null || value === '') return null;
-	if (typeof value === 'number') return new Date(value);
-	const instant = isoInstant(value, timeZone);
-	if (instant === null)
+	const instant = dateParameter(value, timeZone);
+	if (typeof instant === 'string' && Number.isNaN(Date.parse(instant)))
 		throw invalidInput(
 			'Run At',
-			`"${String(value).slice(0, 60)}" is not a date and time`,
+			`"${instant.slice(0, 60)}" is not a date and time`,
 			"Pick a date and time, or give an ISO 8601 value such as 2030-01-31T12:00:00Z (without an offset it is in the workflow's time zone)",
 		);
 	return instant;

@@ -1,14 +1,41 @@
 import { tryToParseDateTime } from 'n8n-workflow';
 
 /**
- * The UTC ISO instant n8n reads `value` as, with text without an offset read in `timeZone`
- * (the workflow's), as n8n's own nodes (Wait, for one) read it, instead of in the n8n
- * process's time zone; null when it is not a date. A value with an offset, a Date or a Luxon
- * DateTime keeps its instant.
+ * A date, or a date and time, as ISO 8601 or SQL write it without a zone ("2026-12-05",
+ * "2026-12-05T10:00:00", "2026-12-05 10:00:00.5"): a wall time, as the editor's date picker
+ * stores it and as sources often send it.
  */
-export function isoInstant(value: unknown, timeZone: string): string | null {
+const WALL_TIME = /^(\d{4})-(\d{2})-(\d{2})(?:[T ](\d{2}):(\d{2})(?::(\d{2})(?:\.\d{1,9})?)?)?$/;
+
+/** Whether the parts of a WALL_TIME match name a day its month has and a time its day has. */
+function isRealWallTime(parts: RegExpExecArray): boolean {
+	const [year, month, day, hour = 0, minute = 0, second = 0] = parts
+		.slice(1)
+		.map((part) => (part === undefined ? undefined : Number(part))) as number[];
+	const lastDay = new Date(0);
+	lastDay.setUTCFullYear(year, month, 0);
+	return (
+		month >= 1 &&
+		month <= 12 &&
+		day >= 1 &&
+		day <= lastDay.getUTCDate() &&
+		hour <= 23 &&
+		minute <= 59 &&
+		second <= 59
+	);
+}
+
+/**
+ * A wall time (WALL_TIME) in `timeZone` as a UTC ISO instant, read by n8n's own parser as
+ * n8n's nodes (Wait, for one) read it; null for anything else. Only well-formed wall times are
+ * handed to the parser: for other text it falls back to JavaScript's, which reads it in the
+ * n8n process's time zone and moves 30 February into March.
+ */
+function wallTimeInZone(text: string, timeZone: string): string | null {
+	const parts = WALL_TIME.exec(text);
+	if (!parts || !isRealWallTime(parts)) return null;
 	try {
-		const parsed = tryToParseDateTime(value, timeZone);
+		const parsed = tryToParseDateTime(text, timeZone);
 		return parsed.isValid ? parsed.toUTC().toISO() : null;
 	} catch {
 		return null;
@@ -16,12 +43,25 @@ export function isoInstant(value: unknown, timeZone: string): string | null {
 }
 
 /**
- * A date parameter for the core: nothing given is null, epoch milliseconds a Date, a date n8n
- * can read its instant (see isoInstant). Anything else is passed on as given, for the core to
- * refuse by the field's name.
+ * A date parameter for the core. Nothing given is null; epoch milliseconds, a Date or a Luxon
+ * DateTime (an expression such as {{ $now }}) keep their instant; a wall time without a zone
+ * ("2026-12-05T10:00:00", a date alone at midnight) is in `timeZone`, the workflow's. Any other
+ * text goes to the core as given: it reads text that names its zone, and refuses the rest by
+ * the field's name.
  */
 export function dateParameter(value: unknown, timeZone: string): Date | string | null {
 	if (value === undefined || value === null || value === '') return null;
 	if (typeof value === 'number') return new Date(value);
-	return isoInstant(value, timeZone) ?? String(value);
+	if (value instanceof Date) return value;
+	if (typeof value === 'string') return wallTimeInZone(value.trim(), timeZone) ?? value;
+	const instant = instantOfObject(value);
+	return instant ?? String(value);
+}
+
+/** The instant of a Luxon DateTime (n8n's $now and date expressions), without importing Luxon. */
+function instantOfObject(value: unknown): Date | null {
+	const toMillis = (value as { toMillis?: unknown } | null)?.toMillis;
+	if (typeof toMillis !== 'function') return null;
+	const millis = toMillis.call(value) as unknown;
+	return typeof millis === 'number' && Number.isFinite(millis) ? new Date(millis) : null;
 }

@@ -188,16 +188,19 @@ export function optionalBoolean(value: unknown, field: string, fallback: boolean
 
 const ISO_DATE = /^(\d{4})-(\d{2})-(\d{2})(?:$|[T ])/;
 
-/** A date alone (ISO 8601, JavaScript reads it as UTC midnight), or a year and month. */
-const ISO_DATE_ONLY = /^[+-]?\d{4,6}-\d{2}(?:-\d{2})?$/;
+/**
+ * A year, a year and month, or a date, in the forms JavaScript reads as UTC (four digits, or a
+ * sign and six).
+ */
+const ISO_DATE_ONLY = /^(?:\d{4}|[+-]\d{6})(?:-\d{2}(?:-\d{2})?)?$/;
 
 /**
- * Text that names its time zone at the end: Z, an offset (+01:00, -0500, +01), GMT or UTC
- * (with an offset or a name in parentheses after it, as Date.prototype.toString writes), or
- * one of the North American zones JavaScript knows by name.
+ * A time of day followed by its zone: Z, an offset (+01:00, -0500, +01), GMT, UTC or UT (with
+ * an offset after it or not), or one of the North American zones JavaScript knows by name;
+ * then, as RFC 2822 and Date.prototype.toString write it, an optional name in parentheses.
  */
-const NAMES_ITS_ZONE =
-	/(?:z|[+-]\d{2}(?::?\d{2})?|\b(?:gmt|utc?)(?:\s*[+-]\d{2}:?\d{2})?(?:\s*\([^)]*\))?|\b[ecmp][sd]t)$/i;
+const TIME_WITH_ZONE =
+	/\d{1,2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?\s*(?:z|(?:(?:gmt|utc?)\s*)?[+-]\d{1,2}(?::?\d{2})?|gmt|utc?|[ecmp][sd]t)(?:\s*\([^)]*\))?$/i;
 
 /**
  * Whether JavaScript reads `text` in the time zone of the process that parses it: a time of
@@ -206,7 +209,7 @@ const NAMES_ITS_ZONE =
  */
 function readInProcessZone(text: string): boolean {
 	const trimmed = text.trim();
-	return !ISO_DATE_ONLY.test(trimmed) && !NAMES_ITS_ZONE.test(trimmed);
+	return !ISO_DATE_ONLY.test(trimmed) && !TIME_WITH_ZONE.test(trimmed);
 }
 
 export function optionalDate(value: unknown, field: string): Date | null {

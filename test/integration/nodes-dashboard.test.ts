@@ -128,6 +128,29 @@ describe('Job Status dashboard operations', () => {
 		expect(unknown).toEqual({ found: false, job_id: '0190d1a2-0000-7000-8000-000000000000' });
 	});
 
+	it("List Jobs' time range without an offset is in the workflow's time zone; a time the core cannot place is refused by name", async () => {
+		const filterOf = async (from: string, to: string) => {
+			const result = await nodes.run(new JobStatus(), {
+				parameters: { operation: 'listJobs' },
+				items: [webhookItem({}, {}, { query: { queue: 'node-dash', from, to } })],
+				onError: 'continueErrorOutput',
+				timezone: 'Asia/Kathmandu',
+			});
+			return result;
+		};
+		// Kathmandu is UTC+5:45.
+		const ranged = (await filterOf('2030-12-05T10:00:00', '2030-12-06')).output('Success')[0].json;
+		expect(ranged.filter).toMatchObject({
+			from: '2030-12-05T04:15:00.000Z',
+			to: '2030-12-05T18:15:00.000Z',
+		});
+		const zoned = (await filterOf('2030-12-05T10:00:00Z', '')).output('Success')[0].json;
+		expect(zoned.filter).toMatchObject({ from: '2030-12-05T10:00:00.000Z', to: null });
+		const refused = (await filterOf('Dec 5 2030 10:00', '')).output('Error')[0].json;
+		expect(refused).toMatchObject({ details: { field: 'from', http_status: 400 } });
+		expect(String(refused.error)).toMatch(/has no time zone/);
+	});
+
 	it('Dashboard Action needs the action header with the same action, and writes nothing without it', async () => {
 		const seen = await store.listJobs({ queue: 'node-dash', status: 'failed' });
 		const body = { action: 'requeue', job_ids: [failedId], as_of: seen.as_of };

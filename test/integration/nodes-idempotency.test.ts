@@ -266,7 +266,7 @@ describe('Idempotency Check: late-event guard', () => {
 			const result = await nodes.run(new IdempotencyCheck(), {
 				items: [{ event_id: eventId, order_id: 'o-tz', at }],
 				parameters: byTime,
-				timezone: 'America/New_York',
+				timezone: 'Asia/Kathmandu',
 			});
 			const [route] = Object.entries(result.routing()).find(([, items]) => items.length > 0)!;
 			return route;
@@ -278,15 +278,14 @@ describe('Idempotency Check: late-event guard', () => {
 				)
 			).rows[0].at.toISOString();
 		expect(await routeOf('2030-12-05T12:00:00Z', 'e1')).toBe('New');
-		// 10:00 in New York (UTC-5 in December) is 15:00 UTC: newer than 12:00 UTC. Read in the
-		// process's time zone (UTC here) it would be 10:00 UTC, and Stale.
-		expect(await routeOf('2030-12-05T10:00:00', 'e2')).toBe('New');
-		expect(await appliedAt()).toBe('2030-12-05T15:00:00.000Z');
-		// 06:00 in New York is 11:00 UTC.
-		expect(await routeOf('2030-12-05 06:00:00', 'e3')).toBe('Stale');
-		expect(await routeOf('2030-12-05T15:30:00+01:00', 'e4')).toBe('Stale');
-		expect(await routeOf('2030-12-05T17:00:00+01:00', 'e5')).toBe('New');
-		expect(await appliedAt()).toBe('2030-12-05T16:00:00.000Z');
+		// Kathmandu is UTC+5:45: 17:00 there is 11:15 UTC, older than 12:00 UTC. Read in the
+		// process's time zone (UTC, New York or most others) it would be newer.
+		expect(await routeOf('2030-12-05T17:00:00', 'e2')).toBe('Stale');
+		expect(await routeOf('2030-12-05 18:00:00', 'e3')).toBe('New');
+		expect(await appliedAt()).toBe('2030-12-05T12:15:00.000Z');
+		expect(await routeOf('2030-12-05T13:00:00+01:00', 'e4')).toBe('Stale');
+		expect(await routeOf('2030-12-05T13:30:00+01:00', 'e5')).toBe('New');
+		expect(await appliedAt()).toBe('2030-12-05T12:30:00.000Z');
 
 		const before = await tableSnapshot(pool, schema);
 		const refused = await nodes

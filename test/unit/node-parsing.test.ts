@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 
 import { DurableJobsError, canonicalJson, classifyHttpStatus, fingerprint } from '../../src/core';
+import { optionalDate } from '../../src/core/validate';
 import { keyFromFields } from '../../nodes/IdempotencyCheck/IdempotencyCheck.node';
 import { deriveEventId, parseQueryParameters } from '../../nodes/OutboxWrite/OutboxWrite.node';
 import {
@@ -11,6 +12,7 @@ import {
 	parseJsonParameter,
 	secondsToMs,
 } from '../../nodes/shared/batch';
+import { dateParameter } from '../../nodes/shared/dates';
 import { webhookItem } from '../helpers/n8n-items';
 
 function thrown(work: () => unknown): DurableJobsError {
@@ -235,5 +237,51 @@ describe('core helpers the nodes rely on', () => {
 		// toJSON is called once: what it returns is written as it is.
 		const selfish = { toJSON: () => ({ b: 2, a: 1 }) };
 		expect(canonicalJson({ x: selfish })).toBe('{"x":{"a":1,"b":2}}');
+	});
+});
+
+describe('date parameters', () => {
+	const asIso = (value: unknown, timeZone: string) => {
+		const instant = dateParameter(value, timeZone);
+		return instant instanceof Date ? instant.toISOString() : instant;
+	};
+
+	it("a wall time without a zone is in the workflow's time zone, a date alone at its midnight", () => {
+		// Kathmandu is UTC+5:45 all year, New York UTC-5 in December: neither is a process's
+		// usual zone, and a reading in the process's zone gives another instant.
+		expect(asIso('2030-12-05T10:00:00', 'Asia/Kathmandu')).toBe('2030-12-05T04:15:00.000Z');
+		expect(asIso('2030-12-05 10:00:00.5', 'America/New_York')).toBe('2030-12-05T15:00:00.500Z');
+		expect(asIso(' 2030-12-05T10:00 ', 'America/New_York')).toBe('2030-12-05T15:00:00.000Z');
+		expect(asIso('2030-12-05', 'Asia/Kathmandu')).toBe('2030-12-04T18:15:00.000Z');
+	});
+
+	it('an instant stays the instant it is; nothing given is null', () => {
+		const instant = new Date(Date.UTC(2030, 11, 5, 10));
+		expect(asIso(instant, 'Asia/Kathmandu')).toBe('2030-12-05T10:00:00.000Z');
+		expect(asIso(instant.getTime(), 'Asia/Kathmandu')).toBe('2030-12-05T10:00:00.000Z');
+		const luxonLike = { toMillis: () => instant.getTime(), toString: () => 'not read' };
+		expect(asIso(luxonLike, 'Asia/Kathmandu')).toBe('2030-12-05T10:00:00.000Z');
+		for (const nothing of [undefined, null, '']) expect(dateParameter(nothing, 'UTC')).toBeNull();
+	});
+
+	it("other text goes to the core as given, for it to read (a zone named) or refuse by the field's name", () => {
+		for (const text of [
+			'2030-12-05T10:00:00+02:00',
+			'2030-12-05T10:00:00Z',
+			'Thu, 05 Dec 2030 10:00:00 GMT',
+			// n8n's parser would read these in the process's zone, or move the day into March.
+			'Dec 5 2030 10:00',
+			'12/05/2030',
+			'2024-02-30',
+			'2030-12-05T24:30:00',
+			'soon',
+		])
+			expect(dateParameter(text, 'Asia/Kathmandu')).toBe(text);
+		expect(() => optionalDate(dateParameter('Dec 5 2030 10:00', 'UTC'), 'occurredAt')).toThrow(
+			/^occurredAt: .* has no time zone/,
+		);
+		expect(() => optionalDate(dateParameter('2024-02-30', 'UTC'), 'occurredAt')).toThrow(
+			/^occurredAt: .* names day 30 of a month with 29 days/,
+		);
 	});
 });

@@ -68,6 +68,14 @@ describe('what PostgreSQL jsonb cannot store is refused before it is sent, namin
 			'2030-01-31T10:00:00.123',
 			'Jan 31 2030 10:00',
 			'01/31/2030',
+			// Each of these ends like an offset or an ISO date, and JavaScript reads it in the
+			// process's zone all the same.
+			'01-31-2030',
+			'31-Jan-2030',
+			'2030-1-31',
+			'+2030-01-31',
+			'02030-01-31',
+			'10:00 2030-01-31',
 		]) {
 			const error = refusal(() => optionalDate(value, 'runAt'));
 			expect(error.field).toBe('runAt');
@@ -81,6 +89,11 @@ describe('what PostgreSQL jsonb cannot store is refused before it is sent, namin
 		expect(read('2030-01-31 10:00:00.5 +00:00')).toBe('2030-01-31T10:00:00.500Z');
 		expect(read('Thu, 31 Jan 2030 10:00:00 GMT')).toBe('2030-01-31T10:00:00.000Z');
 		expect(read('Jan 31 2030 10:00 EST')).toBe('2030-01-31T15:00:00.000Z');
+		expect(read('2030-01-31 10:00:00+05:30')).toBe('2030-01-31T04:30:00.000Z');
+		expect(read('2030-01-31 10:00 UTC+1')).toBe('2030-01-31T09:00:00.000Z');
+		expect(read('Thu, 31 Jan 2030 10:00:00 +0200 (CEST)')).toBe('2030-01-31T08:00:00.000Z');
+		expect(read('2030')).toBe('2030-01-01T00:00:00.000Z');
+		expect(read('+002030-01-31')).toBe('2030-01-31T00:00:00.000Z');
 		expect(read(new Date(Date.UTC(2030, 0, 31, 10)).toString())).toBe('2030-01-31T10:00:00.000Z');
 	});
 

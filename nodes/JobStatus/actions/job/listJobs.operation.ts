@@ -2,6 +2,7 @@ import type { IExecuteFunctions, INodeExecutionData, INodeProperties } from 'n8n
 
 import type { ListJobsInput } from '../../../../src/core';
 import { runEach } from '../../../shared/batch';
+import { dateParameter } from '../../../shared/dates';
 import { withDisplayOptions } from '../../../shared/operations';
 
 const properties: INodeProperties[] = [
@@ -25,14 +26,16 @@ const properties: INodeProperties[] = [
 		name: 'listFrom',
 		type: 'string',
 		default: "={{ $json.query?.from ?? '' }}",
-		description: 'Jobs received at or after this time (ISO 8601)',
+		description:
+			"Jobs received at or after this time (ISO 8601; without an offset, in the workflow's time zone)",
 	},
 	{
 		displayName: 'Received Before',
 		name: 'listTo',
 		type: 'string',
 		default: "={{ $json.query?.to ?? '' }}",
-		description: 'Jobs received before this time (ISO 8601)',
+		description:
+			"Jobs received before this time (ISO 8601; without an offset, in the workflow's time zone)",
 	},
 	{
 		displayName: 'Search Text',
@@ -67,8 +70,8 @@ export async function execute(this: IExecuteFunctions): Promise<INodeExecutionDa
 			return {
 				queue: parameter('listQueue'),
 				status: parameter('listStatus'),
-				from: parameter('listFrom'),
-				to: parameter('listTo'),
+				from: dateParameter(parameter('listFrom'), this.getTimezone()),
+				to: dateParameter(parameter('listTo'), this.getTimezone()),
 				text: parameter('listText'),
 				cursor: parameter('listCursor'),
 				limit: parameter('listLimit'),

@@ -1,6 +1,7 @@
 import type { IExecuteFunctions, INodeExecutionData, INodeProperties } from 'n8n-workflow';
 
 import { runEach } from '../../../shared/batch';
+import { dateParameter } from '../../../shared/dates';
 import { withDisplayOptions } from '../../../shared/operations';
 
 const properties: INodeProperties[] = [
@@ -10,7 +11,7 @@ const properties: INodeProperties[] = [
 		type: 'string',
 		default: "={{ $json.query?.chart_since ?? '' }}",
 		description:
-			'Only chart the minutes from this time on (ISO 8601); empty: the last 60 minutes. A refreshing page asks for the last minutes only.',
+			"Only chart the minutes from this time on (ISO 8601; without an offset, in the workflow's time zone); empty: the last 60 minutes. A refreshing page asks for the last minutes only.",
 	},
 ];
 
@@ -23,7 +24,10 @@ export const description = withDisplayOptions(
 export async function execute(this: IExecuteFunctions): Promise<INodeExecutionData[][]> {
 	return await runEach(this, {
 		read: (itemIndex) => ({
-			chartSince: this.getNodeParameter('chartSince', itemIndex, '') as string,
+			chartSince: dateParameter(
+				this.getNodeParameter('chartSince', itemIndex, ''),
+				this.getTimezone(),
+			),
 		}),
 		call: async (input, store) => await (await store()).queueOverview(input),
 	});
