@@ -29,7 +29,7 @@ import pg from 'pg';
 import { DurableJobsError, type EnqueueInput, type LeasedJob } from '../src/core';
 import { startPostgres } from '../scripts/lib/postgres';
 import { QUEUE } from './lib/engine';
-import { OursEngine } from './lib/ours';
+import { OursEngine, drainQueue } from './lib/ours';
 import { loadOurs, measureOursStats } from './lib/stats';
 import {
 	checkpoint,
@@ -109,46 +109,28 @@ interface DrainFigures {
 	completeMs: Summary;
 }
 
-/** Drains the queue: each worker leases `limit`, completes them as succeeded, until nothing is left. */
+/** Drains the queue (drainQueue), timing each lease and each completion. */
 async function drain(
 	engine: OursEngine,
 	workers: number,
 	limit: number,
 	expected: number,
 ): Promise<DrainFigures> {
-	const store = engine.store;
-	const leaseMs: number[] = [];
-	const completeMs: number[] = [];
-	let processed = 0;
+	const timings = { leaseMs: [] as number[], completeMs: [] as number[] };
 	const started = now();
-	const worker = async () => {
-		for (;;) {
-			const t = now();
-			const jobs = await store.lease({ queue: QUEUE, limit, leaseMs: 60_000 });
-			leaseMs.push(now() - t);
-			if (jobs.length === 0) return;
-			const c = now();
-			const results = ok(
-				await store.complete(
-					jobs.map((job) => ({
-						jobId: job.id,
-						attemptId: job.attempt_id,
-						outcome: 'succeeded' as const,
-					})),
-				),
-			);
-			completeMs.push(now() - c);
-			if (results.some((result) => !result.applied)) throw new Error('a complete was not applied');
-			processed += jobs.length;
-		}
-	};
-	await Promise.all(Array.from({ length: workers }, () => worker()));
+	const { processed } = await drainQueue(engine.store, {
+		queue: QUEUE,
+		workers,
+		limit,
+		leaseMs: 60_000,
+		timings,
+	});
 	const seconds = (now() - started) / 1000;
 	if (processed !== expected) throw new Error(`drained ${processed} jobs, expected ${expected}`);
 	return {
 		jobsPerSecond: round(processed / seconds, 0),
-		leaseMs: summarize(leaseMs),
-		completeMs: summarize(completeMs),
+		leaseMs: summarize(timings.leaseMs),
+		completeMs: summarize(timings.completeMs),
 	};
 }
 

@@ -8,7 +8,7 @@ import {
 	type LeasedJobEssentials,
 } from '../../src/core';
 import { QUEUE, type DrainOutcome, type Engine } from './engine';
-import { dropSchema, sleep } from './util';
+import { dropSchema, now, sleep } from './util';
 
 function check<T>(results: Array<T | DurableJobsError>): T[] {
 	for (const result of results) {
@@ -117,8 +117,10 @@ export class OursEngine implements Engine {
 
 /**
  * Leases and completes a queue's jobs until a lease finds none, or until `maxJobs` are leased:
- * `workers` loops at once, each leasing up to `limit` jobs, waiting `workMs`, and completing
- * them as succeeded (every completion must apply). The benchmarks' one drain loop of the core.
+ * `workers` loops at once, each leasing up to `limit` jobs for `leaseMs` (the store's default
+ * when not given), waiting `workMs`, and completing them as succeeded (every completion must
+ * apply). With `timings`, the milliseconds of each lease and each completion call are pushed
+ * to its arrays. The benchmarks' one drain loop of the core.
  */
 export async function drainQueue(
 	store: JobStore,
@@ -129,9 +131,11 @@ export async function drainQueue(
 		workMs?: number;
 		includeMetadata?: boolean;
 		maxJobs?: number;
+		leaseMs?: number;
+		timings?: { leaseMs: number[]; completeMs: number[] };
 	},
 ): Promise<DrainOutcome> {
-	const { queue, workers, limit, workMs = 0, includeMetadata = false } = options;
+	const { queue, workers, limit, workMs = 0, includeMetadata = false, timings } = options;
 	const maxJobs = options.maxJobs ?? Number.POSITIVE_INFINITY;
 	let processed = 0;
 	let fetchCalls = 0;
@@ -145,14 +149,22 @@ export async function drainQueue(
 			reserved += wanted;
 			fetchCalls++;
 			let jobs: LeasedJobEssentials[];
+			const leaseStarted = timings ? now() : 0;
 			try {
-				jobs = await store.lease({ queue, limit: wanted, includeMetadata });
+				jobs = await store.lease({
+					queue,
+					limit: wanted,
+					includeMetadata,
+					...(options.leaseMs === undefined ? {} : { leaseMs: options.leaseMs }),
+				});
 			} finally {
 				reserved -= wanted;
 			}
+			timings?.leaseMs.push(now() - leaseStarted);
 			leased += jobs.length;
 			if (jobs.length === 0) return;
 			if (workMs > 0) await sleep(workMs);
+			const completeStarted = timings ? now() : 0;
 			const results = check(
 				await store.complete(
 					jobs.map((job) => ({
@@ -162,6 +174,7 @@ export async function drainQueue(
 					})),
 				),
 			);
+			timings?.completeMs.push(now() - completeStarted);
 			for (const result of results)
 				if (!result.applied) throw new Error(`complete not applied: ${result.leaseLostReason}`);
 			processed += jobs.length;

@@ -1,11 +1,12 @@
 import { tryToParseDateTime } from 'n8n-workflow';
 
 /**
- * A date, or a date and time, as ISO 8601 or SQL write it without a zone ("2026-12-05",
- * "2026-12-05T10:00:00", "2026-12-05 10:00:00.5"): a wall time, as the editor's date picker
- * stores it and as sources often send it.
+ * A date, or a date and time, in ISO 8601's extended form or as SQL writes it, without a zone
+ * ("2026-12-05", "2026-12-05T10", "2026-12-05T10:00:00", "2026-12-05 10:00:00.5"): a wall
+ * time, as the editor's date picker stores it and as sources often send it.
  */
-const WALL_TIME = /^(\d{4})-(\d{2})-(\d{2})(?:[T ](\d{2}):(\d{2})(?::(\d{2})(?:\.\d{1,9})?)?)?$/;
+const WALL_TIME =
+	/^(\d{4})-(\d{2})-(\d{2})(?:[Tt ](\d{2})(?::(\d{2})(?::(\d{2})(?:[.,]\d+)?)?)?)?$/;
 
 /** Whether the parts of a WALL_TIME match name a day its month has and a time its day has. */
 function isRealWallTime(parts: RegExpExecArray): boolean {

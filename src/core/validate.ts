@@ -195,12 +195,12 @@ const ISO_DATE = /^(\d{4})-(\d{2})-(\d{2})(?:$|[T ])/;
 const ISO_DATE_ONLY = /^(?:\d{4}|[+-]\d{6})(?:-\d{2}(?:-\d{2})?)?$/;
 
 /**
- * A time of day followed by its zone: Z, an offset (+01:00, -0500, +01), GMT, UTC or UT (with
+ * A time of day (with AM or PM or not) followed by its zone: Z, an offset (+01:00, -0500, +01), GMT, UTC or UT (with
  * an offset after it or not), or one of the North American zones JavaScript knows by name;
  * then, as RFC 2822 and Date.prototype.toString write it, an optional name in parentheses.
  */
 const TIME_WITH_ZONE =
-	/\d{1,2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?\s*(?:z|(?:(?:gmt|utc?)\s*)?[+-]\d{1,2}(?::?\d{2})?|gmt|utc?|[ecmp][sd]t)(?:\s*\([^)]*\))?$/i;
+	/\d{1,2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?\s*(?:[ap]m\s+)?(?:z|(?:(?:gmt|utc?)\s*)?[+-]\d{1,2}(?::?\d{2})?|gmt|utc?|[ecmp][sd]t)(?:\s*\([^)]*\))?$/i;
 
 /**
  * Whether JavaScript reads `text` in the time zone of the process that parses it: a time of

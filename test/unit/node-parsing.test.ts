@@ -253,6 +253,14 @@ describe('date parameters', () => {
 		expect(asIso('2030-12-05 10:00:00.5', 'America/New_York')).toBe('2030-12-05T15:00:00.500Z');
 		expect(asIso(' 2030-12-05T10:00 ', 'America/New_York')).toBe('2030-12-05T15:00:00.000Z');
 		expect(asIso('2030-12-05', 'Asia/Kathmandu')).toBe('2030-12-04T18:15:00.000Z');
+		// ISO 8601's other spellings of the extended form: a lower-case t, the hour alone, a
+		// decimal comma, more than nine decimals.
+		expect(asIso('2030-12-05t10:00', 'Asia/Kathmandu')).toBe('2030-12-05T04:15:00.000Z');
+		expect(asIso('2030-12-05T10', 'Asia/Kathmandu')).toBe('2030-12-05T04:15:00.000Z');
+		expect(asIso('2030-12-05T10:00:00,5', 'Asia/Kathmandu')).toBe('2030-12-05T04:15:00.500Z');
+		expect(asIso('2030-12-05 10:00:00.1234567891', 'Asia/Kathmandu')).toBe(
+			'2030-12-05T04:15:00.123Z',
+		);
 	});
 
 	it('an instant stays the instant it is; nothing given is null', () => {

@@ -76,6 +76,7 @@ describe('what PostgreSQL jsonb cannot store is refused before it is sent, namin
 			'+2030-01-31',
 			'02030-01-31',
 			'10:00 2030-01-31',
+			'Jan 31 2030 10:00 PM',
 		]) {
 			const error = refusal(() => optionalDate(value, 'runAt'));
 			expect(error.field).toBe('runAt');
@@ -93,6 +94,7 @@ describe('what PostgreSQL jsonb cannot store is refused before it is sent, namin
 		expect(read('2030-01-31 10:00 UTC+1')).toBe('2030-01-31T09:00:00.000Z');
 		expect(read('Thu, 31 Jan 2030 10:00:00 +0200 (CEST)')).toBe('2030-01-31T08:00:00.000Z');
 		expect(read('2030')).toBe('2030-01-01T00:00:00.000Z');
+		expect(read('Jan 31 2030 10:00 PM EST')).toBe('2030-02-01T03:00:00.000Z');
 		expect(read('+002030-01-31')).toBe('2030-01-31T00:00:00.000Z');
 		expect(read(new Date(Date.UTC(2030, 0, 31, 10)).toString())).toBe('2030-01-31T10:00:00.000Z');
 	});
