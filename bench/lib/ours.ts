@@ -155,7 +155,7 @@ export async function drainQueue(
 					queue,
 					limit: wanted,
 					includeMetadata,
-					...(options.leaseMs === undefined ? {} : { leaseMs: options.leaseMs }),
+					leaseMs: options.leaseMs,
 				});
 			} finally {
 				reserved -= wanted;

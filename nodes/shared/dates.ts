@@ -1,5 +1,7 @@
 import { tryToParseDateTime } from 'n8n-workflow';
 
+import { daysInMonth } from '../../src/core';
+
 /**
  * A date, or a date and time, in ISO 8601's extended form or as SQL writes it, without a zone
  * ("2026-12-05", "2026-12-05T10", "2026-12-05T10:00:00", "2026-12-05 10:00:00.5"): a wall
@@ -13,13 +15,11 @@ function isRealWallTime(parts: RegExpExecArray): boolean {
 	const [year, month, day, hour = 0, minute = 0, second = 0] = parts
 		.slice(1)
 		.map((part) => (part === undefined ? undefined : Number(part))) as number[];
-	const lastDay = new Date(0);
-	lastDay.setUTCFullYear(year, month, 0);
 	return (
 		month >= 1 &&
 		month <= 12 &&
 		day >= 1 &&
-		day <= lastDay.getUTCDate() &&
+		day <= daysInMonth(year, month) &&
 		hour <= 23 &&
 		minute <= 59 &&
 		second <= 59

@@ -27,6 +27,7 @@ export { testConnection, type ConnectionTestResult } from './connectionTest';
 export { DEFAULT_MAX_PAYLOAD_BYTES, DURATION_LIMITS_MS } from './defaults';
 export {
 	canonicalJson,
+	daysInMonth,
 	fingerprint,
 	integerInRange,
 	MAX_KEY_LENGTH,

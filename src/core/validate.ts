@@ -188,6 +188,13 @@ export function optionalBoolean(value: unknown, field: string, fallback: boolean
 
 const ISO_DATE = /^(\d{4})-(\d{2})-(\d{2})(?:$|[T ])/;
 
+/** The days of `month` (1–12) of `year`, leap years counted. */
+export function daysInMonth(year: number, month: number): number {
+	const lastDay = new Date(0);
+	lastDay.setUTCFullYear(year, month, 0);
+	return lastDay.getUTCDate();
+}
+
 /**
  * A year, a year and month, or a date, in the forms JavaScript reads as UTC (four digits, or a
  * sign and six).
@@ -226,14 +233,12 @@ export function optionalDate(value: unknown, field: string): Date | null {
 	// JavaScript reads 2024-02-30 as 1 March; a day its month does not have is a typo.
 	const written = typeof value === 'string' ? ISO_DATE.exec(value.trim()) : null;
 	if (written) {
-		const [month, day] = [Number(written[2]), Number(written[3])];
-		const lastDay = new Date(0);
-		lastDay.setUTCFullYear(Number(written[1]), month, 0);
-		const daysInMonth = lastDay.getUTCDate();
-		if (day < 1 || day > daysInMonth) {
+		const day = Number(written[3]);
+		const days = daysInMonth(Number(written[1]), Number(written[2]));
+		if (day < 1 || day > days) {
 			throw new ValidationError(
 				field,
-				`"${String(value).slice(0, 60)}" names day ${day} of a month with ${daysInMonth} days`,
+				`"${String(value).slice(0, 60)}" names day ${day} of a month with ${days} days`,
 				`Pass ${field} as an ISO 8601 timestamp, e.g. 2030-01-31T12:00:00Z`,
 			);
 		}
