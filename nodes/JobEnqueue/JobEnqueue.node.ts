@@ -15,7 +15,7 @@ import {
 } from '../../src/core';
 import { lazyStore } from '../shared/connection';
 import { dateParameter } from '../shared/dates';
-import { invalidInput, toNodeError } from '../shared/errors';
+import { toNodeError } from '../shared/errors';
 import {
 	headerValue,
 	itemPayload,
@@ -223,7 +223,7 @@ export class JobEnqueue implements INodeType {
 						explicitKey !== '' ? explicitKey : (headerValue(item.json, 'idempotency-key') ?? null),
 					priority: options.priority as number | undefined,
 					delayMs: secondsToMs(options.delaySeconds, 'Delay Seconds', DURATION_LIMITS_MS.delay),
-					runAt: runAtValue(options.runAt, this.getTimezone()),
+					runAt: dateParameter(options.runAt, this.getTimezone(), 'Run At'),
 					maxAttempts: options.maxAttempts as number | undefined,
 					orderingKey: (options.orderingKey as string) || null,
 					callbackUrl: (options.callbackUrl as string) || null,
@@ -266,19 +266,4 @@ function payloadLimitKb(value: unknown): number {
 			fix: `Set Max Payload Size (KB) to 1 or more, or remove it for the default ${DEFAULT_MAX_PAYLOAD_KB}`,
 		}) ?? DEFAULT_MAX_PAYLOAD_KB
 	);
-}
-
-/**
- * *Run At* as an instant (see dateParameter): the editor's date picker stores a wall time
- * without an offset ("2026-12-05T10:00:00"), which is in the workflow's time zone.
- */
-function runAtValue(value: unknown, timeZone: string): string | Date | null {
-	const instant = dateParameter(value, timeZone);
-	if (typeof instant === 'string' && Number.isNaN(Date.parse(instant)))
-		throw invalidInput(
-			'Run At',
-			`"${instant.slice(0, 60)}" is not a date and time`,
-			"Pick a date and time, or give an ISO 8601 value such as 2030-01-31T12:00:00Z (without an offset it is in the workflow's time zone)",
-		);
-	return instant;
 }

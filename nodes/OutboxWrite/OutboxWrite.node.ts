@@ -221,7 +221,7 @@ export class OutboxWrite implements INodeType {
 					payload,
 					queue: this.getNodeParameter('queue', itemIndex, 'outbox') as string,
 					eventVersion: envelope.eventVersion as number | undefined,
-					occurredAt: dateParameter(envelope.occurredAt, this.getTimezone()),
+					occurredAt: dateParameter(envelope.occurredAt, this.getTimezone(), 'Occurred At'),
 					source: (envelope.source as string) || null,
 					tenantId: (envelope.tenantId as string) || null,
 					correlationId: (envelope.correlationId as string) || null,

@@ -1,6 +1,6 @@
 import { tryToParseDateTime } from 'n8n-workflow';
 
-import { daysInMonth } from '../../src/core';
+import { daysInMonth, optionalDate } from '../../src/core';
 
 /**
  * A date, or a date and time, in ISO 8601's extended form or as SQL writes it, without a zone
@@ -43,20 +43,26 @@ function wallTimeInZone(text: string, timeZone: string): string | null {
 	}
 }
 
+/** What a node's error says to do about a date parameter it refuses. */
+const DATE_FIX =
+	"Pick a date and time, or give an ISO 8601 value such as 2030-01-31T12:00:00Z (without an offset it is in the workflow's time zone)";
+
 /**
- * A date parameter for the core. Nothing given is null; epoch milliseconds, a Date or a Luxon
- * DateTime (an expression such as {{ $now }}) keep their instant; a wall time without a zone
- * ("2026-12-05T10:00:00", a date alone at midnight) is in `timeZone`, the workflow's. Any other
- * text goes to the core as given: it reads text that names its zone, and refuses the rest by
- * the field's name.
+ * A date parameter as an instant, or null when nothing is given. Epoch milliseconds, a Date or
+ * a Luxon DateTime (an expression such as {{ $now }}) keep their instant; a wall time without a
+ * zone ("2026-12-05T10:00:00", a date alone at midnight) is in `timeZone`, the workflow's;
+ * other text must name its zone. Anything else is refused by `field`, the parameter's display
+ * name, with the fix a node's user can act on, before anything is written.
  */
-export function dateParameter(value: unknown, timeZone: string): Date | string | null {
+export function dateParameter(value: unknown, timeZone: string, field: string): Date | null {
 	if (value === undefined || value === null || value === '') return null;
-	if (typeof value === 'number') return new Date(value);
-	if (value instanceof Date) return value;
-	if (typeof value === 'string') return wallTimeInZone(value.trim(), timeZone) ?? value;
-	const instant = instantOfObject(value);
-	return instant ?? String(value);
+	const instant =
+		typeof value === 'string'
+			? (wallTimeInZone(value.trim(), timeZone) ?? value)
+			: typeof value === 'number' || value instanceof Date
+				? value
+				: (instantOfObject(value) ?? String(value));
+	return optionalDate(instant, field, DATE_FIX);
 }
 
 /** The instant of a Luxon DateTime (n8n's $now and date expressions), without importing Luxon. */

@@ -31,6 +31,7 @@ export {
 	fingerprint,
 	integerInRange,
 	MAX_KEY_LENGTH,
+	optionalDate,
 	optionalText,
 	optionalUrl,
 	validateCheckpoint,

@@ -219,15 +219,20 @@ function readInProcessZone(text: string): boolean {
 	return !ISO_DATE_ONLY.test(trimmed) && !TIME_WITH_ZONE.test(trimmed);
 }
 
-export function optionalDate(value: unknown, field: string): Date | null {
+/**
+ * An optional instant: nothing given is null; a Date, epoch milliseconds or text JavaScript
+ * reads the same in every time zone is that instant. Anything else is refused by `field`,
+ * with `fix` when the caller knows better what its user should do.
+ */
+export function optionalDate(value: unknown, field: string, fix?: string): Date | null {
 	if (value === undefined || value === null || value === '') return null;
 	const date =
 		value instanceof Date ? value : new Date(typeof value === 'number' ? value : String(value));
 	if (Number.isNaN(date.getTime())) {
 		throw new ValidationError(
 			field,
-			`"${String(value).slice(0, 60)}" is not a date`,
-			`Pass ${field} as an ISO 8601 timestamp, e.g. 2030-01-31T12:00:00Z`,
+			`"${String(value).slice(0, 60)}" is not a date and time`,
+			fix ?? `Pass ${field} as an ISO 8601 timestamp, e.g. 2030-01-31T12:00:00Z`,
 		);
 	}
 	// JavaScript reads 2024-02-30 as 1 March; a day its month does not have is a typo.
@@ -239,7 +244,7 @@ export function optionalDate(value: unknown, field: string): Date | null {
 			throw new ValidationError(
 				field,
 				`"${String(value).slice(0, 60)}" names day ${day} of a month with ${days} days`,
-				`Pass ${field} as an ISO 8601 timestamp, e.g. 2030-01-31T12:00:00Z`,
+				fix ?? `Pass ${field} as an ISO 8601 timestamp, e.g. 2030-01-31T12:00:00Z`,
 			);
 		}
 	}
@@ -248,14 +253,14 @@ export function optionalDate(value: unknown, field: string): Date | null {
 		throw new ValidationError(
 			field,
 			`"${String(value).slice(0, 60)}" is in the year ${year}; dates run from the year 1 to 9999`,
-			`Pass ${field} as an ISO 8601 timestamp, e.g. 2030-01-31T12:00:00Z`,
+			fix ?? `Pass ${field} as an ISO 8601 timestamp, e.g. 2030-01-31T12:00:00Z`,
 		);
 	}
 	if (typeof value === 'string' && readInProcessZone(value)) {
 		throw new ValidationError(
 			field,
 			`"${value.slice(0, 60)}" has no time zone, so it would be read in the time zone of the process that runs it`,
-			`Add Z for UTC or an offset, e.g. 2030-01-31T12:00:00Z or 2030-01-31T13:00:00+01:00`,
+			fix ?? `Add Z for UTC or an offset, e.g. 2030-01-31T12:00:00Z or 2030-01-31T13:00:00+01:00`,
 		);
 	}
 	return date;

@@ -988,7 +988,7 @@ describe('Outbox Write', () => {
 				items: [{ id: 1 }],
 				parameters: { eventType: 'order.paid', envelope: { occurredAt: 'yesterday' } },
 			},
-			{ field: 'occurredAt', message: /is not a date/ },
+			{ field: 'Occurred At', message: /is not a date and time/ },
 		);
 		// The companion SQL runs (it is the user's SQL), fails on the CHECK constraint, and takes the event with it.
 		await rejects(

@@ -147,8 +147,8 @@ describe('Job Status dashboard operations', () => {
 		const zoned = (await filterOf('2030-12-05T10:00:00Z', '')).output('Success')[0].json;
 		expect(zoned.filter).toMatchObject({ from: '2030-12-05T10:00:00.000Z', to: null });
 		const refused = (await filterOf('Dec 5 2030 10:00', '')).output('Error')[0].json;
-		expect(refused).toMatchObject({ details: { field: 'from', http_status: 400 } });
-		expect(String(refused.error)).toMatch(/has no time zone/);
+		expect(refused).toMatchObject({ details: { field: 'Received From', http_status: 400 } });
+		expect(String(refused.error)).toMatch(/^Received From: .* has no time zone/);
 	});
 
 	it('Dashboard Action needs the action header with the same action, and writes nothing without it', async () => {

@@ -297,7 +297,7 @@ describe('Idempotency Check: late-event guard', () => {
 				() => null,
 				(error: unknown) => error as Error,
 			);
-		expect(refused?.message).toMatch(/occurredAt: "teatime" is not a date/);
+		expect(refused?.message).toMatch(/^Occurred At: "teatime" is not a date and time$/);
 		expect(await tableSnapshot(pool, schema)).toEqual(before);
 	});
 

@@ -1,7 +1,6 @@
 import { createHash } from 'node:crypto';
 
 import { DurableJobsError, canonicalJson, classifyHttpStatus, fingerprint } from '../../src/core';
-import { optionalDate } from '../../src/core/validate';
 import { keyFromFields } from '../../nodes/IdempotencyCheck/IdempotencyCheck.node';
 import { deriveEventId, parseQueryParameters } from '../../nodes/OutboxWrite/OutboxWrite.node';
 import {
@@ -241,10 +240,8 @@ describe('core helpers the nodes rely on', () => {
 });
 
 describe('date parameters', () => {
-	const asIso = (value: unknown, timeZone: string) => {
-		const instant = dateParameter(value, timeZone);
-		return instant instanceof Date ? instant.toISOString() : instant;
-	};
+	const asIso = (value: unknown, timeZone: string) =>
+		dateParameter(value, timeZone, 'Occurred At')?.toISOString() ?? null;
 
 	it("a wall time without a zone is in the workflow's time zone, a date alone at its midnight", () => {
 		// Kathmandu is UTC+5:45 all year, New York UTC-5 in December: neither is a process's
@@ -263,33 +260,43 @@ describe('date parameters', () => {
 		);
 	});
 
-	it('an instant stays the instant it is; nothing given is null', () => {
+	it('an instant stays the instant it is, text that names its zone is read in it; nothing given is null', () => {
 		const instant = new Date(Date.UTC(2030, 11, 5, 10));
 		expect(asIso(instant, 'Asia/Kathmandu')).toBe('2030-12-05T10:00:00.000Z');
 		expect(asIso(instant.getTime(), 'Asia/Kathmandu')).toBe('2030-12-05T10:00:00.000Z');
 		const luxonLike = { toMillis: () => instant.getTime(), toString: () => 'not read' };
 		expect(asIso(luxonLike, 'Asia/Kathmandu')).toBe('2030-12-05T10:00:00.000Z');
-		for (const nothing of [undefined, null, '']) expect(dateParameter(nothing, 'UTC')).toBeNull();
+		expect(asIso('2030-12-05T12:00:00+02:00', 'Asia/Kathmandu')).toBe('2030-12-05T10:00:00.000Z');
+		expect(asIso('2030-12-05T10:00:00Z', 'Asia/Kathmandu')).toBe('2030-12-05T10:00:00.000Z');
+		expect(asIso('Thu, 05 Dec 2030 10:00:00 GMT', 'Asia/Kathmandu')).toBe(
+			'2030-12-05T10:00:00.000Z',
+		);
+		for (const nothing of [undefined, null, ''])
+			expect(dateParameter(nothing, 'UTC', 'Occurred At')).toBeNull();
 	});
 
-	it("other text goes to the core as given, for it to read (a zone named) or refuse by the field's name", () => {
-		for (const text of [
-			'2030-12-05T10:00:00+02:00',
-			'2030-12-05T10:00:00Z',
-			'Thu, 05 Dec 2030 10:00:00 GMT',
-			// n8n's parser would read these in the process's zone, or move the day into March.
-			'Dec 5 2030 10:00',
-			'12/05/2030',
-			'2024-02-30',
-			'2030-12-05T24:30:00',
-			'soon',
-		])
-			expect(dateParameter(text, 'Asia/Kathmandu')).toBe(text);
-		expect(() => optionalDate(dateParameter('Dec 5 2030 10:00', 'UTC'), 'occurredAt')).toThrow(
-			/^occurredAt: .* has no time zone/,
-		);
-		expect(() => optionalDate(dateParameter('2024-02-30', 'UTC'), 'occurredAt')).toThrow(
-			/^occurredAt: .* names day 30 of a month with 29 days/,
-		);
+	it("other text is refused by the parameter's display name, with what to give instead", () => {
+		const fix =
+			"Pick a date and time, or give an ISO 8601 value such as 2030-01-31T12:00:00Z (without an offset it is in the workflow's time zone)";
+		// n8n's parser would read the first two in the process's zone, and move the third into March.
+		const refusals: Array<[unknown, RegExp]> = [
+			['Dec 5 2030 10:00', /^Occurred At: "Dec 5 2030 10:00" has no time zone/],
+			['12/05/2030', /^Occurred At: "12\/05\/2030" has no time zone/],
+			['2024-02-30', /^Occurred At: "2024-02-30" names day 30 of a month with 29 days$/],
+			['2030-12-05T24:30:00', /^Occurred At: "2030-12-05T24:30:00" is not a date and time$/],
+			['soon', /^Occurred At: "soon" is not a date and time$/],
+			[Number.NaN, /^Occurred At: "NaN" is not a date and time$/],
+			[{ toMillis: () => Number.NaN }, /^Occurred At: "\[object Object\]" is not a date and time$/],
+		];
+		for (const [value, message] of refusals) {
+			const error = thrown(() => dateParameter(value, 'Asia/Kathmandu', 'Occurred At'));
+			expect(error.message).toMatch(message);
+			expect(error).toMatchObject({
+				code: 'invalid_input',
+				field: 'Occurred At',
+				fix,
+				httpStatus: 400,
+			});
+		}
 	});
 });

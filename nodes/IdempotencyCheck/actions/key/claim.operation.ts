@@ -206,6 +206,7 @@ function lateEventGuard(context: IExecuteFunctions, itemIndex: number): ClaimInp
 		occurredAt: dateParameter(
 			context.getNodeParameter('occurredAt', itemIndex, ''),
 			context.getTimezone(),
+			'Occurred At',
 		),
 		state: (context.getNodeParameter('state', itemIndex, '') as string) || null,
 		stateOrder: stateOrder.length > 0 ? stateOrder : null,

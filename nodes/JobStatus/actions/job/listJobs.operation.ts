@@ -70,8 +70,8 @@ export async function execute(this: IExecuteFunctions): Promise<INodeExecutionDa
 			return {
 				queue: parameter('listQueue'),
 				status: parameter('listStatus'),
-				from: dateParameter(parameter('listFrom'), this.getTimezone()),
-				to: dateParameter(parameter('listTo'), this.getTimezone()),
+				from: dateParameter(parameter('listFrom'), this.getTimezone(), 'Received From'),
+				to: dateParameter(parameter('listTo'), this.getTimezone(), 'Received Before'),
 				text: parameter('listText'),
 				cursor: parameter('listCursor'),
 				limit: parameter('listLimit'),

@@ -27,6 +27,7 @@ export async function execute(this: IExecuteFunctions): Promise<INodeExecutionDa
 			chartSince: dateParameter(
 				this.getNodeParameter('chartSince', itemIndex, ''),
 				this.getTimezone(),
+				'Chart Since',
 			),
 		}),
 		call: async (input, store) => await (await store()).queueOverview(input),
