@@ -693,6 +693,50 @@ describe('lease and complete', () => {
 		expect(history.map((h) => h.outcome)).toEqual(['lease_expired', 'lease_expired']);
 	});
 
+	it('a job failed by lease expiry names the workflow and execution of the attempt that died, not those of an earlier error', async () => {
+		const [id] = await enqueueMany('exhaust-origin', 1, () => ({ maxAttempts: 2 }));
+		const [first] = await store.lease({
+			queue: 'exhaust-origin',
+			workflowId: 'wf-first',
+			executionId: 'ex-first',
+		});
+		ok(
+			(
+				await store.complete([
+					{
+						jobId: id,
+						attemptId: first.attempt_id,
+						outcome: 'retry',
+						errorCode: 'http_503',
+						errorNode: 'Call CRM',
+						errorWorkflow: 'wf-first',
+						errorExecution: 'ex-first',
+						delayMs: 0,
+					},
+				])
+			)[0],
+		);
+		const [second] = await store.lease({
+			queue: 'exhaust-origin',
+			workflowId: 'wf-second',
+			executionId: 'ex-second',
+		});
+		expect(second.attempts).toBe(2);
+		await expireLease(id);
+		expect(await store.lease({ queue: 'exhaust-origin' })).toEqual([]);
+		const { rows } = await pool.query(
+			`SELECT status, error_code, error_node, error_workflow, error_execution FROM ${schema}.jobs WHERE id = $1`,
+			[id],
+		);
+		expect(rows[0]).toEqual({
+			status: 'failed',
+			error_code: 'lease_expired',
+			error_node: null,
+			error_workflow: 'wf-second',
+			error_execution: 'ex-second',
+		});
+	});
+
 	it('a job with a callback URL failed by lease expiry gets its job-finished event, once, as a failure by Job Complete does', async () => {
 		const [id] = await enqueueMany('exhaust-callback', 1, () => ({
 			maxAttempts: 1,

@@ -196,7 +196,8 @@ WITH queued AS (
 	SET status = 'failed', lease_until = NULL, finished_at = now(), updated_at = now(),
 		error_code = 'lease_expired',
 		error_message = 'The lease expired on the last allowed attempt (the worker died or ran longer than its lease)',
-		error_class = 'retryable'
+		error_class = 'retryable', error_node = NULL, error_workflow = j.attempt_workflow_id,
+		error_execution = j.attempt_execution_id
 	FROM expired e
 	WHERE j.id = ANY(ARRAY(SELECT id FROM expired WHERE exhausted)) AND e.exhausted AND j.id = e.id
 	RETURNING j.id, j.attempts, e.previous_attempt_id, ${runningAttemptColumns('j')},
