@@ -27,6 +27,13 @@ export interface BatchSpec<TInput, TResult> {
 	call: (inputs: TInput[], allOrNothing: boolean) => Promise<ItemResults<TResult>>;
 	/** The output item(s) of one result: one, several (a list the core returned), or none. */
 	route: (result: TResult, itemIndex: number, input: TInput) => Routed | Routed[];
+	/**
+	 * The output a failed item goes to with On Error → Continue (regular output); default 0.
+	 * A node whose first output means "go on" (Extended, Completed, New) names the output that
+	 * stops the work instead, so a failure never looks like a lease kept or a key claimed. With
+	 * Continue (using error output) n8n takes failed items from every output, so this one too.
+	 */
+	errorOutput?: number;
 }
 
 /**
@@ -45,6 +52,7 @@ export async function runBatch<TInput, TResult>(
 	const items = context.getInputData();
 	const continueOnFail = context.continueOnFail();
 	const outputs: INodeExecutionData[][] = Array.from({ length: spec.outputs }, () => []);
+	const failed = outputs[spec.errorOutput ?? 0];
 	const inputs: TInput[] = [];
 	const inputItemIndexes: number[] = [];
 	const readCount = spec.items === 'first' ? Math.min(items.length, 1) : items.length;
@@ -55,7 +63,7 @@ export async function runBatch<TInput, TResult>(
 			inputItemIndexes.push(itemIndex);
 		} catch (error) {
 			if (!continueOnFail) throw toNodeError(node, error, itemIndex);
-			outputs[0].push(errorItem(node, error, itemIndex));
+			failed.push(errorItem(node, error, itemIndex));
 		}
 	}
 	if (inputs.length === 0) return outputs;
@@ -72,7 +80,7 @@ export async function runBatch<TInput, TResult>(
 					: undefined;
 		const itemIndex = position === undefined ? undefined : inputItemIndexes[position];
 		if (!continueOnFail) throw toNodeError(node, error, itemIndex);
-		for (const index of inputItemIndexes) outputs[0].push(errorItem(node, error, index));
+		for (const index of inputItemIndexes) failed.push(errorItem(node, error, index));
 		return outputs;
 	}
 
@@ -86,7 +94,7 @@ export async function runBatch<TInput, TResult>(
 				result ??
 				new DurableJobsError('no_result', 'The database returned no result for this item; retry');
 			if (!continueOnFail) throw toNodeError(node, error, itemIndex);
-			outputs[0].push(errorItem(node, error, itemIndex));
+			failed.push(errorItem(node, error, itemIndex));
 			continue;
 		}
 		const routed = spec.route(result, itemIndex, inputs[position]);
@@ -108,11 +116,14 @@ export async function runOnce<TInput, TResult>(
 		read: (item: INodeExecutionData) => TInput;
 		call: (store: JobStore, input: TInput) => Promise<TResult>;
 		route: (result: TResult, input: TInput) => Routed | Routed[];
+		/** See BatchSpec.errorOutput. */
+		errorOutput?: number;
 	},
 ): Promise<INodeExecutionData[][]> {
 	const store = lazyStore(context);
 	return await runBatch<TInput, TResult>(context, {
 		outputs: spec.outputs,
+		errorOutput: spec.errorOutput,
 		items: 'first',
 		read: (_itemIndex, item) => spec.read(item),
 		call: async ([input]) => [await spec.call(await store(), input)],

@@ -33,6 +33,7 @@ async function batch(
 	values: number[],
 	onError?: OnError,
 	call?: (inputs: Input[], allOrNothing: boolean) => Promise<ItemResults<{ doubled: number }>>,
+	errorOutput?: number,
 ) {
 	const calls: Array<{ inputs: Input[]; allOrNothing: boolean }> = [];
 	const defaultCall = async (inputs: Input[], allOrNothing: boolean) => {
@@ -60,6 +61,7 @@ async function batch(
 						output: input.n % 2,
 						json: { doubled: result.doubled, itemIndex },
 					}),
+					errorOutput,
 				});
 			},
 		},
@@ -135,6 +137,35 @@ describe('runBatch: the per-item contract every node shares', () => {
 		expect(paired(first)).toEqual([0]);
 		expect(first[0].json.error).toBe('n: item 0 is negative');
 		expect(paired(second)).toEqual([1]);
+	});
+
+	it('a node that names an error output sends failed items there with continue (regular output), and to the error output with continue (error output)', async () => {
+		// Bad parameter (-1), a per-item error from the core (13), a good item on each output.
+		const regular = await batch([-1, 2, 13, 3], 'continueRegularOutput', undefined, 1);
+		const [first, second] = await regular.run;
+		expect(paired(first)).toEqual([1]);
+		expect(paired(second).sort()).toEqual([0, 2, 3]);
+		expect(second.filter((item) => item.json.error).map((item) => item.json.error)).toEqual([
+			'n: item 0 is negative',
+			'n: is unlucky',
+		]);
+		expect(first.some((item) => item.json.error !== undefined)).toBe(false);
+
+		// A whole call that fails sends every item it held there too.
+		const unavailable = async () => {
+			throw new DatabaseUnavailableError('The database is unreachable', 'Start it');
+		};
+		const down = await batch([2, 3], 'continueRegularOutput', unavailable, 1);
+		const [none, all] = await down.run;
+		expect(none).toEqual([]);
+		expect(paired(all)).toEqual([0, 1]);
+		expect(all.every((item) => item.json.details !== undefined)).toBe(true);
+
+		const errorOutput = await batch([-1, 2, 13, 3], 'continueErrorOutput', undefined, 1);
+		const [even, odd, errors] = await errorOutput.run;
+		expect(paired(even)).toEqual([1]);
+		expect(paired(odd)).toEqual([3]);
+		expect(paired(errors).sort()).toEqual([0, 2]);
 	});
 
 	it('a per-item error from the core fails only that item (continue) or names it (stop)', async () => {

@@ -242,6 +242,7 @@ export async function execute(this: IExecuteFunctions): Promise<INodeExecutionDa
 	const guardEnabled = this.getNodeParameter('lateEventGuard', 0, false) as boolean;
 	return await runBatch<ClaimInput, ClaimResult>(this, {
 		outputs: guardEnabled ? 5 : 4,
+		errorOutput: 2,
 		read: (itemIndex, item) => {
 			const options = settleOptions(this, itemIndex);
 			const payload = itemPayload(item.json);

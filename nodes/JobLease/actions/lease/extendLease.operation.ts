@@ -44,6 +44,7 @@ export async function execute(this: IExecuteFunctions): Promise<INodeExecutionDa
 	const store = lazyStore(this);
 	return await runBatch<ExtendInput, ExtendResult>(this, {
 		outputs: 2,
+		errorOutput: 1,
 		read: (itemIndex) => ({
 			// Checked before the batch is sent, so a malformed id writes nothing for any item.
 			jobId: readUpstreamField(this, itemIndex, leasedJobId, validateUuid),

@@ -83,6 +83,7 @@ export function leasedJobJson(
 export async function execute(this: IExecuteFunctions): Promise<INodeExecutionData[][]> {
 	return await runOnce(this, {
 		outputs: 2,
+		errorOutput: 1,
 		read: () => {
 			const concurrencyLimit = this.getNodeParameter('concurrencyLimit', 0, 0) as number;
 			return {
