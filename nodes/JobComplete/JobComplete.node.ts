@@ -8,7 +8,9 @@ import {
 } from 'n8n-workflow';
 
 import {
+	DEFAULT_MAX_PAYLOAD_BYTES,
 	DURATION_LIMITS_MS,
+	DurableJobsError,
 	classifyHttpStatus,
 	validateUuid,
 	type CompleteInput,
@@ -16,7 +18,7 @@ import {
 	type CompleteResult,
 	type ErrorClass,
 } from '../../src/core';
-import { parseJsonParameter, runBatch, secondsToMs } from '../shared/batch';
+import { optionalNumber, parseJsonParameter, runBatch, secondsToMs } from '../shared/batch';
 import { lazyStore } from '../shared/connection';
 import {
 	attemptIdField,
@@ -25,13 +27,24 @@ import {
 	jobIdField,
 	optionsCollection,
 } from '../shared/descriptions';
-import { invalidInput } from '../shared/errors';
+import { invalidInput, toNodeError } from '../shared/errors';
 import {
 	leasedAttemptId,
 	leasedJobId,
 	readUpstreamField,
 	upstreamNotice,
 } from '../shared/upstream';
+
+const DEFAULT_MAX_RESULT_KB = DEFAULT_MAX_PAYLOAD_BYTES / 1024;
+
+/**
+ * *HTTP Status*'s default: the status code of an HTTP Request node's item (with "Include
+ * Response Headers and Status" on), or 0 (no answer) for an item of its error output, which
+ * carries `error` and, merged in, the input item's fields (a statusCode of an earlier call among
+ * them). The bundled templates set the same expression.
+ */
+export const HTTP_STATUS_FROM_ITEM =
+	'={{ $json.error === undefined ? ($json.statusCode ?? 0) : 0 }}';
 
 export class JobComplete implements INodeType {
 	description: INodeTypeDescription = {
@@ -91,10 +104,10 @@ export class JobComplete implements INodeType {
 				displayName: 'HTTP Status',
 				name: 'httpStatus',
 				type: 'number',
-				default: 0,
+				default: HTTP_STATUS_FROM_ITEM,
 				displayOptions: { show: { outcome: ['httpStatus'] } },
 				description:
-					'Status code of the external call (0 or empty means no answer: timeout or connection error). With an HTTP Request node, turn on "Include Response Headers and Status" and "Never Error".',
+					'Status code of the external call; 0 or empty means no answer (timeout, connection error). The default reads the HTTP Request node right before this one. In it, turn on Options → Response → "Include Response Headers and Status" and "Never Error", set Settings → On Error to "Continue (using error output)", and connect both of its outputs to this node: a timeout or a refused connection still fails with Never Error on, and only on the error output does it reach this node as no answer (a retry).',
 			},
 			{
 				displayName: 'Result',
@@ -190,6 +203,15 @@ export class JobComplete implements INodeType {
 					description: 'Name of the step that failed, kept with the dead letter',
 				},
 				{
+					displayName: 'Max Result Size (KB)',
+					name: 'maxResultKb',
+					type: 'number',
+					typeOptions: { minValue: 1 },
+					default: DEFAULT_MAX_RESULT_KB,
+					description:
+						'Larger results are refused with a clear error and nothing is written; store big documents elsewhere and keep a reference in the result. Read from the first item: one limit for the whole execution.',
+				},
+				{
 					displayName: 'Retry After Seconds',
 					name: 'retryAfterSeconds',
 					type: 'number',
@@ -204,17 +226,44 @@ export class JobComplete implements INodeType {
 	methods = credentialTestMethods;
 
 	async execute(this: IExecuteFunctions): Promise<INodeExecutionData[][]> {
-		const store = lazyStore(this);
+		// The result size limit holds for the whole execution and is read from the first item, as
+		// Job Enqueue's Max Payload Size is.
+		let maxResultKb = DEFAULT_MAX_RESULT_KB;
+		let settingsError: unknown;
+		try {
+			maxResultKb = resultLimitKb(this.getNodeParameter('options.maxResultKb', 0, null));
+		} catch (error) {
+			if (!this.continueOnFail()) throw toNodeError(this.getNode(), error, 0);
+			// With "continue", a wrong setting of the whole execution fails every item.
+			settingsError = error;
+		}
+		const store = lazyStore(this, { maxPayloadBytes: Math.round(maxResultKb * 1024) });
 		const workflowId = this.getWorkflow().id ?? null;
 		const executionId = this.getExecutionId() ?? null;
+		const httpStatusIsDefault = this.getNode().parameters.httpStatus === HTTP_STATUS_FROM_ITEM;
 		return await runBatch<CompleteInput, CompleteResult>(this, {
 			outputs: 2,
+			errorOutput: 1,
 			read: (itemIndex, item) => {
+				if (settingsError !== undefined) throw settingsError;
 				const options = this.getNodeParameter('options', itemIndex, {}) as IDataObject;
 				let outcome = this.getNodeParameter('outcome', itemIndex) as CompleteOutcome | 'httpStatus';
 				let errorClass = (this.getNodeParameter('errorClass', itemIndex, '') as string) || null;
 				let errorCode = (this.getNodeParameter('errorCode', itemIndex, '') as string) || null;
 				if (outcome === 'httpStatus') {
+					if (
+						httpStatusIsDefault &&
+						item.json.statusCode === undefined &&
+						item.json.error === undefined
+					) {
+						// The default would read 0 (no answer) for every answer, a 2xx included, and the
+						// job would be retried, repeating its external call.
+						throw invalidInput(
+							'HTTP Status',
+							'the item has no statusCode, so the default cannot tell an answer from no answer',
+							'In the HTTP Request node before this one, turn on Options → Response → "Include Response Headers and Status" (and "Never Error"); or map HTTP Status to the status code of the response',
+						);
+					}
 					const raw = this.getNodeParameter('httpStatus', itemIndex, 0) as unknown;
 					const status = raw === '' || raw === null || raw === undefined ? 0 : Number(raw);
 					if (!Number.isFinite(status)) {
@@ -270,8 +319,14 @@ export class JobComplete implements INodeType {
 					),
 				};
 			},
-			call: async (inputs, allOrNothing) =>
-				await (await store()).complete(inputs, { allOrNothing }),
+			call: async (inputs, allOrNothing) => {
+				try {
+					const results = await (await store()).complete(inputs, { allOrNothing });
+					return results.map((result) => resultTooLarge(result, maxResultKb));
+				} catch (error) {
+					throw resultTooLarge(error, maxResultKb);
+				}
+			},
 			route: (result, _itemIndex, input) => ({
 				output: result.applied ? 0 : 1,
 				json: result.applied
@@ -299,4 +354,35 @@ export class JobComplete implements INodeType {
 			}),
 		});
 	}
+}
+
+/** *Max Result Size (KB)*: unset (or an expression giving nothing) is the default. */
+function resultLimitKb(value: unknown): number {
+	return (
+		optionalNumber(value, 'Max Result Size (KB)', {
+			min: 1,
+			expected: 'a number of at least 1',
+			fix: `Set Max Result Size (KB) to 1 or more, or remove it for the default ${DEFAULT_MAX_RESULT_KB}`,
+		}) ?? DEFAULT_MAX_RESULT_KB
+	);
+}
+
+/**
+ * The core refuses a result over the store's limit with a fix about "the payload size limit";
+ * in Job Complete that limit is the Max Result Size (KB) option, so the fix names it.
+ */
+function resultTooLarge<T>(value: T, maxResultKb: number): T | DurableJobsError {
+	if (
+		!(value instanceof DurableJobsError) ||
+		value.code !== 'payload_too_large' ||
+		value.field !== 'result'
+	)
+		return value;
+	const error = new DurableJobsError('payload_too_large', value.message, {
+		field: value.field,
+		fix: `Store a smaller result (keep large documents elsewhere and store a reference), or raise Max Result Size (KB) in Options (now ${maxResultKb})`,
+		httpStatus: value.httpStatus,
+	});
+	error.itemPosition = value.itemPosition;
+	return error;
 }

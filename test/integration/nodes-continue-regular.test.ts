@@ -1,6 +1,7 @@
 import type { IDataObject, INodeExecutionData } from 'n8n-workflow';
 
 import { IdempotencyCheck } from '../../nodes/IdempotencyCheck/IdempotencyCheck.node';
+import { JobComplete } from '../../nodes/JobComplete/JobComplete.node';
 import { JobEnqueue } from '../../nodes/JobEnqueue/JobEnqueue.node';
 import { JobLease } from '../../nodes/JobLease/JobLease.node';
 import { freePort } from '../../scripts/lib/postgres';
@@ -9,7 +10,7 @@ import { credentialFor, nodeRunner, type OnError } from '../helpers/n8n-context'
 
 /*
  * On Error → Continue (regular output) keeps a failed item in the node's outputs. A node whose
- * first output means "go on" (Extended, New) must not put it there: the workflow would call the
+ * first output means "go on" (Extended, Completed, New, Settled) must not put it there: the workflow would call the
  * CRM as if it still held the lease or had claimed the key. These runs fail items for real (a
  * malformed id, a key over the limit, a database nobody listens on) and read where they went.
  */
@@ -86,6 +87,47 @@ describe('On Error → Continue (regular output): a failed item goes to the outp
 		expect(failed(result.output('Empty'))).toHaveLength(1);
 	});
 
+	it('Job Complete: a malformed attempt ID goes to Lease Lost, the good item to Completed', async () => {
+		const job = await leasedJob('continue-complete');
+		const result = await nodes.run(new JobComplete(), {
+			items: [{ ...job, attempt_id: 'not-an-id' }, job],
+			parameters: { outcome: 'succeeded' },
+			onError: 'continueRegularOutput',
+		});
+		expect(result.routing()).toEqual({ Completed: [1], 'Lease Lost': [0] });
+		expect(failed(result.output('Completed'))).toEqual([]);
+		expect(failed(result.output('Lease Lost'))).toHaveLength(1);
+		const { rows } = await pool.query(`SELECT status FROM "${schema}".jobs WHERE id = $1`, [
+			job.job_id,
+		]);
+		expect(rows).toEqual([{ status: 'done' }]);
+	});
+
+	it('Idempotency Check Complete: an item without a claim ID goes to Claim Lost, the claimed one is Settled', async () => {
+		const claimed = await nodes.run(new IdempotencyCheck(), {
+			items: [{ event_id: 'continue-settle' }],
+			parameters: { scope: 'continue', key: '={{ $json.event_id }}' },
+		});
+		const newItem = claimed.output('New')[0].json;
+		const result = await nodes.run(new IdempotencyCheck(), {
+			items: [
+				newItem,
+				{ ...newItem, idempotency: { ...(newItem.idempotency as IDataObject), claim_id: '' } },
+			],
+			parameters: {
+				operation: 'complete',
+				scope: 'continue',
+				key: '={{ $json.event_id }}',
+				result: '={{ { done: true } }}',
+			},
+			onError: 'continueRegularOutput',
+		});
+		expect(result.routing()).toEqual({ Settled: [0], 'Claim Lost': [1] });
+		expect(failed(result.output('Claim Lost'))).toEqual([
+			expect.objectContaining({ details: expect.objectContaining({ field: 'Claim ID' }) }),
+		]);
+	});
+
 	it('Idempotency Check Claim: a key over the limit goes to In Progress, claims nothing, and the good item is New', async () => {
 		const result = await nodes.run(new IdempotencyCheck(), {
 			items: [{ event_id: 'continue-1' }, { event_id: 'k'.repeat(300) }],
@@ -103,7 +145,7 @@ describe('On Error → Continue (regular output): a failed item goes to the outp
 			expect.objectContaining({ details: expect.objectContaining({ field: 'key' }) }),
 		]);
 		const { rows } = await pool.query(
-			`SELECT key FROM "${schema}".idempotency_keys WHERE scope = 'continue'`,
+			`SELECT key FROM "${schema}".idempotency_keys WHERE scope = 'continue' AND key <> 'continue-settle'`,
 		);
 		expect(rows).toEqual([{ key: 'continue-1' }]);
 	});

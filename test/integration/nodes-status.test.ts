@@ -265,6 +265,7 @@ describe('Job Status: operations', () => {
 			expect(result.output('main').map((item) => [item.json, item.pairedItem])).toEqual([
 				[
 					{
+						job_id: queued.job_id,
 						id: queued.job_id,
 						queue: 'requeue-mixed',
 						status: 'queued',
@@ -276,6 +277,7 @@ describe('Job Status: operations', () => {
 				],
 				[
 					{
+						job_id: unknown,
 						id: unknown,
 						queue: null,
 						status: null,

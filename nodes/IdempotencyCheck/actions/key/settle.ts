@@ -14,6 +14,7 @@ import {
 } from '../../../../src/core';
 import { durationMs, parseJsonParameter, runBatch } from '../../../shared/batch';
 import { lazyStore } from '../../../shared/connection';
+import { invalidInput } from '../../../shared/errors';
 import { withDisplayOptions, type NodeOperation } from '../../../shared/operations';
 import {
 	claimedClaimId,
@@ -39,11 +40,27 @@ export const settleProperties: INodeProperties[] = withDisplayOptions(
 			name: 'claimId',
 			type: 'string',
 			default: '={{ $json.idempotency.claim_id }}',
+			required: true,
 			description:
-				'From the Claim output. It fences the write: a claimer whose claim expired and was taken over cannot settle it.',
+				"The claim_id of the Claim operation's New item. It fences the write: a claimer whose claim expired and was taken over cannot settle it. An empty Claim ID is refused, never settled unfenced.",
 		},
 	],
 );
+
+/**
+ * *Claim ID*: required. Empty (a default that read an item without a claim, such as one after
+ * an HTTP Request, or a Duplicate or In Progress item) would settle the key whoever holds it,
+ * so it is refused; the fix names the expression that reads the claim from its node.
+ */
+function claimIdValue(value: unknown, field: string): string {
+	if (value === undefined || value === null || value === '')
+		throw invalidInput(
+			'Claim ID',
+			'is empty, so the write could not be fenced by the claim',
+			"Map Claim ID to the claim_id of the Claim operation's New item that this item settles",
+		);
+	return validateUuid(value, field);
+}
 
 /** The Options collection (shared by every operation), with the key TTL in milliseconds. */
 export function settleOptions(
@@ -72,17 +89,21 @@ export async function settle(
 	const store = lazyStore(context);
 	return await runBatch<SettleInput, SettleResult>(context, {
 		outputs: 2,
+		errorOutput: 1,
 		read: (itemIndex) => {
 			const { ttlMs } = settleOptions(context, itemIndex);
-			const claimId = context.getNodeParameter('claimId', itemIndex, '') as unknown;
 			return {
 				// Keys and ids are checked before the batch is sent, so without "continue" a bad
 				// item stops the node before any claim of the batch is settled.
 				scope: validateKey(context.getNodeParameter('scope', itemIndex), 'scope'),
 				key: readUpstreamField(context, itemIndex, claimedKey, validateKey),
-				claimId: claimId
-					? readUpstreamField(context, itemIndex, claimedClaimId, validateUuid, claimId)
-					: null,
+				claimId: readUpstreamField(
+					context,
+					itemIndex,
+					claimedClaimId,
+					claimIdValue,
+					context.getNodeParameter('claimId', itemIndex, '') as unknown,
+				),
 				result:
 					operation === 'complete'
 						? parseJsonParameter(context.getNodeParameter('result', itemIndex, null), 'Result')

@@ -31,6 +31,8 @@ export async function execute(this: IExecuteFunctions): Promise<INodeExecutionDa
 		parameter: 'jobIds',
 		call: async (store, ids) =>
 			await store.cancel(ids, (this.getNodeParameter('reason', 0, '') as string) || null),
-		json: (row) => ({ ...row }),
+		// job_id, as every other node's items, so the next node's default {{ $json.job_id }} reads
+		// it; id stays for workflows that read it.
+		json: (row) => ({ job_id: row.id, ...row }),
 	});
 }

@@ -1,7 +1,6 @@
 import type { IExecuteFunctions, INodeExecutionData, INodeProperties } from 'n8n-workflow';
 
 import { runEach } from '../../../shared/batch';
-import { lazyStore } from '../../../shared/connection';
 import { withDisplayOptions } from '../../../shared/operations';
 
 const properties: INodeProperties[] = [
@@ -20,23 +19,17 @@ const properties: INodeProperties[] = [
 		default: 2000,
 		description: 'The payload and the result are cut to this many characters',
 	},
-	{
-		displayName: 'Callback Queue',
-		name: 'callbackQueue',
-		type: 'string',
-		default: 'callbacks',
-		description: 'The queue Job Complete writes job-finished callback events to',
-	},
 ];
 
 export const description = withDisplayOptions({ show: { operation: ['jobStory'] } }, properties);
 
-/** A job with every attempt, its result or error and its callback deliveries; `found: false` if none. */
+/**
+ * A job with every attempt, its result or error and its callback deliveries; `found: false` if
+ * none. The deliveries are read from the queue every node writes job-finished events to (the
+ * store's default, `callbacks`: no node lets a workflow choose another).
+ */
 export async function execute(this: IExecuteFunctions): Promise<INodeExecutionData[][]> {
-	// The callback events are found in the queue Job Complete writes them to.
-	const callbackQueue = (this.getNodeParameter('callbackQueue', 0, '') as string) || undefined;
 	return await runEach(this, {
-		store: lazyStore(this, { callbackQueue }),
 		read: (itemIndex) => ({
 			jobId: this.getNodeParameter('storyJobId', itemIndex, '') as string,
 			previewChars: this.getNodeParameter('previewChars', itemIndex, 2000) as number,

@@ -91,7 +91,9 @@ export async function execute(this: IExecuteFunctions): Promise<INodeExecutionDa
 			parameter: 'requeueJobIds',
 			call: async (store, jobIds) =>
 				await store.requeue({ jobIds, additionalAttempts: additionalAttempts() }),
-			json: (row) => ({ ...row }),
+			// job_id, as every other node's items, so the next node's default {{ $json.job_id }}
+			// reads it; id stays for workflows that read it.
+			json: (row) => ({ job_id: row.id, ...row }),
 		});
 	}
 	return await runOnce(this, {
@@ -105,6 +107,6 @@ export async function execute(this: IExecuteFunctions): Promise<INodeExecutionDa
 			additionalAttempts: additionalAttempts(),
 		}),
 		call: async (store, selection) => await store.requeue(selection),
-		route: (rows) => rows.map((row) => ({ output: 0, json: { ...row } })),
+		route: (rows) => rows.map((row) => ({ output: 0, json: { job_id: row.id, ...row } })),
 	});
 }

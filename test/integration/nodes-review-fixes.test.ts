@@ -1,0 +1,450 @@
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+
+import { NodeOperationError, type IDataObject, type INodeExecutionData } from 'n8n-workflow';
+
+import { IdempotencyCheck } from '../../nodes/IdempotencyCheck/IdempotencyCheck.node';
+import { HTTP_STATUS_FROM_ITEM, JobComplete } from '../../nodes/JobComplete/JobComplete.node';
+import { JobEnqueue } from '../../nodes/JobEnqueue/JobEnqueue.node';
+import { JobLease } from '../../nodes/JobLease/JobLease.node';
+import { JobStatus } from '../../nodes/JobStatus/JobStatus.node';
+import { DEFAULT_MAX_PAYLOAD_BYTES } from '../../src/core';
+import { tableSnapshot, useTestSchema } from '../helpers/db';
+import { nodeRunner } from '../helpers/n8n-context';
+
+/*
+ * Review fixes of the node glue, run through n8n-core's execution engine on real PostgreSQL:
+ * Job Complete's HTTP Status default and Max Result Size (KB), Job Story without a Callback
+ * Queue field, job_id on Cancel and Requeue items, and Idempotency Check's required Claim ID.
+ */
+const { schema, pool } = useTestSchema(__filename, { closeCachedPools: true });
+const nodes = nodeRunner(schema);
+
+async function enqueue(
+	queue: string,
+	payloads: IDataObject[],
+	options: IDataObject = {},
+): Promise<string[]> {
+	const result = await nodes.run(new JobEnqueue(), {
+		items: payloads,
+		parameters: { queue, options },
+	});
+	return result.output('main').map((item) => String(item.json.job_id));
+}
+
+async function lease(queue: string): Promise<INodeExecutionData[]> {
+	return (
+		await nodes.run(new JobLease(), {
+			parameters: { queue, maxJobs: 100, leaseSeconds: 60 },
+			executionId: `lease-${queue}`,
+		})
+	).output('Leased');
+}
+
+async function job(id: unknown) {
+	const { rows } = await pool.query(`SELECT * FROM "${schema}".jobs WHERE id = $1`, [id]);
+	return rows[0];
+}
+
+async function failure(run: Promise<unknown>): Promise<NodeOperationError> {
+	const error = await run.catch((caught: unknown) => caught);
+	expect(error).toBeInstanceOf(NodeOperationError);
+	return error as NodeOperationError;
+}
+
+/** What an HTTP Request node hands on with "Include Response Headers and Status" on. */
+function fullResponse(leased: INodeExecutionData, statusCode: number, body: IDataObject = {}) {
+	return {
+		json: {
+			job_id: leased.json.job_id,
+			attempt_id: leased.json.attempt_id,
+			body,
+			headers: { 'content-type': 'application/json' },
+			statusCode,
+			statusMessage: 'OK',
+		},
+	};
+}
+
+describe('Job Complete, From HTTP Status with the default HTTP Status', () => {
+	it('is the expression the bundled templates set', () => {
+		const property = new JobComplete().description.properties.find(
+			(entry) => entry.name === 'httpStatus',
+		);
+		expect(property?.default).toBe(HTTP_STATUS_FROM_ITEM);
+		const dir = path.join(__dirname, '..', '..', 'workflows');
+		for (const file of ['03-dispatcher.json', '04-worker.json', '05-callback-relay.json']) {
+			const workflow = JSON.parse(readFileSync(path.join(dir, file), 'utf8')) as {
+				nodes: Array<{ type: string; parameters: IDataObject }>;
+			};
+			const set = workflow.nodes
+				.filter((node) => node.parameters.outcome === 'httpStatus')
+				.map((node) => node.parameters.httpStatus);
+			expect(set.length).toBeGreaterThan(0);
+			for (const value of set) expect(value).toBe(HTTP_STATUS_FROM_ITEM);
+		}
+		expect(property?.description).toMatch(/Include Response Headers and Status/);
+		expect(property?.description).toMatch(/Continue \(using error output\)/);
+	});
+
+	it('a 2xx of a full response succeeds; an error-output item is no answer, whatever statusCode it merged in', async () => {
+		const [ok, timedOut] = await enqueue('http-default', [{ n: 1 }, { n: 2 }]);
+		const leased = await lease('http-default');
+		const byId = (id: string) => leased.find((item) => item.json.job_id === id)!;
+		const items = [
+			fullResponse(byId(ok), 201, { id: 'crm-1' }),
+			// n8n's error output: `error`, with the input item's fields merged in (here the
+			// statusCode of an earlier call, which must not be read as this call's answer).
+			{
+				json: {
+					job_id: timedOut,
+					attempt_id: byId(timedOut).json.attempt_id,
+					statusCode: 200,
+					error: { message: 'timeout of 30000ms exceeded', code: 'ECONNABORTED' },
+				},
+			},
+		];
+		const result = await nodes.run(new JobComplete(), {
+			items,
+			parameters: { outcome: 'httpStatus' },
+		});
+		const byJob = Object.fromEntries(
+			result.output('Completed').map((item) => [item.json.job_id, item.json]),
+		);
+		expect(byJob[ok]).toMatchObject({ outcome: 'succeeded', status: 'done' });
+		expect(byJob[timedOut]).toMatchObject({
+			outcome: 'retry',
+			status: 'queued',
+			error_code: 'http_no_response',
+			error_class: 'retryable',
+		});
+		expect(await job(ok)).toMatchObject({ status: 'done' });
+		expect((await job(ok)).result).toMatchObject({ statusCode: 201, body: { id: 'crm-1' } });
+	});
+
+	it('an item without statusCode (Full Response off) is refused naming HTTP Status, and nothing is written', async () => {
+		const [id] = await enqueue('http-body-only', [{ n: 1 }]);
+		const [leased] = await lease('http-body-only');
+		// Full Response off: the item is the response body alone.
+		const items = [
+			{ json: { job_id: id, attempt_id: leased.json.attempt_id, id: 'crm-2', ok: true } },
+		];
+		const before = await tableSnapshot(pool, schema);
+		const error = await failure(
+			nodes.run(new JobComplete(), { items, parameters: { outcome: 'httpStatus' } }),
+		);
+		expect(error.message).toBe(
+			'HTTP Status: the item has no statusCode, so the default cannot tell an answer from no answer',
+		);
+		expect(error.description).toMatch(/"Include Response Headers and Status"/);
+		expect(error.description).toMatch(/Field: HTTP Status$/);
+		expect(await tableSnapshot(pool, schema)).toEqual(before);
+
+		const routed = await nodes.run(new JobComplete(), {
+			items,
+			parameters: { outcome: 'httpStatus' },
+			onError: 'continueErrorOutput',
+		});
+		expect(routed.routing()).toEqual({ Completed: [], 'Lease Lost': [], Error: [0] });
+		expect(routed.output('Error')[0].json).toMatchObject({
+			details: { field: 'HTTP Status', http_status: 400 },
+		});
+		expect(await tableSnapshot(pool, schema)).toEqual(before);
+		expect(await job(id)).toMatchObject({ status: 'running' });
+	});
+
+	it('a mapped HTTP Status keeps its meaning: empty is no answer', async () => {
+		const [id] = await enqueue('http-mapped', [{ n: 1 }]);
+		const [leased] = await lease('http-mapped');
+		const [completed] = (
+			await nodes.run(new JobComplete(), {
+				items: [leased],
+				parameters: { outcome: 'httpStatus', httpStatus: '={{ $json.code }}' },
+			})
+		).output('Completed');
+		expect(completed.json).toMatchObject({
+			job_id: id,
+			outcome: 'retry',
+			error_code: 'http_no_response',
+		});
+	});
+});
+
+describe('Job Complete, Max Result Size (KB)', () => {
+	const defaultKb = DEFAULT_MAX_PAYLOAD_BYTES / 1024;
+	const big = 'x'.repeat(DEFAULT_MAX_PAYLOAD_BYTES + 10_000);
+
+	it('is an option of Job Complete with the core default', () => {
+		const options = new JobComplete().description.properties.find(
+			(entry) => entry.name === 'options',
+		);
+		const option = (options?.options as Array<{ name: string; default: unknown }>).find(
+			(entry) => entry.name === 'maxResultKb',
+		);
+		expect(option?.default).toBe(defaultKb);
+	});
+
+	it('a result over the default is refused with a fix naming the option; nothing of the batch is written', async () => {
+		const [small, large] = await enqueue('result-size', [{ n: 1 }, { n: 2 }]);
+		const leased = await lease('result-size');
+		const byId = (id: string) => leased.find((item) => item.json.job_id === id)!;
+		const items = [
+			{ json: { ...byId(small).json, answer: 'short' } },
+			{ json: { ...byId(large).json, answer: big } },
+		];
+		const before = await tableSnapshot(pool, schema);
+		const error = await failure(nodes.run(new JobComplete(), { items }));
+		expect(error.context.itemIndex).toBe(1);
+		expect(error.message).toMatch(
+			new RegExp(`^result: is \\d+ bytes; the limit is ${DEFAULT_MAX_PAYLOAD_BYTES}$`),
+		);
+		expect(error.description).toContain(
+			`or raise Max Result Size (KB) in Options (now ${defaultKb})`,
+		);
+		expect(error.description).toMatch(/Field: result$/);
+		expect(await tableSnapshot(pool, schema)).toEqual(before);
+
+		// With the error output, the large item fails alone, with the same fix; the other completes.
+		const routed = await nodes.run(new JobComplete(), {
+			items,
+			onError: 'continueErrorOutput',
+		});
+		expect(routed.routing()).toEqual({ Completed: [0], 'Lease Lost': [], Error: [1] });
+		expect(routed.output('Error')[0].json).toMatchObject({
+			details: {
+				code: 'payload_too_large',
+				field: 'result',
+				http_status: 413,
+				fix: expect.stringContaining('Max Result Size (KB)'),
+			},
+		});
+		expect(await job(small)).toMatchObject({ status: 'done' });
+		expect(await job(large)).toMatchObject({ status: 'running', result: null });
+	});
+
+	it('with the option raised, the same result is stored', async () => {
+		const [id] = await enqueue('result-size-raised', [{ n: 1 }]);
+		const [leased] = await lease('result-size-raised');
+		const [completed] = (
+			await nodes.run(new JobComplete(), {
+				items: [{ json: { ...leased.json, answer: big } }],
+				parameters: { options: { maxResultKb: 2 * defaultKb } },
+			})
+		).output('Completed');
+		expect(completed.json).toMatchObject({ job_id: id, status: 'done' });
+		const stored = await job(id);
+		expect(stored.status).toBe('done');
+		expect(stored.result.answer).toHaveLength(big.length);
+	});
+
+	it.each([[0], ['={{ "big" }}'], [-1]])(
+		'Max Result Size (KB) %p is refused by its name before anything is written',
+		async (value) => {
+			const [id] = await enqueue('result-size-bad', [{ n: 1 }]);
+			const [leased] = await lease('result-size-bad');
+			const before = await tableSnapshot(pool, schema);
+			const error = await failure(
+				nodes.run(new JobComplete(), {
+					items: [leased],
+					parameters: { options: { maxResultKb: value } },
+				}),
+			);
+			expect(error.message).toMatch(/^Max Result Size \(KB\): must be a number of at least 1/);
+			expect(error.description).toMatch(
+				new RegExp(
+					`Set Max Result Size \\(KB\\) to 1 or more, or remove it for the default ${defaultKb}`,
+				),
+			);
+			expect(await tableSnapshot(pool, schema)).toEqual(before);
+			// With "continue", the setting fails every item of the execution.
+			const routed = await nodes.run(new JobComplete(), {
+				items: [leased],
+				parameters: { options: { maxResultKb: value } },
+				onError: 'continueErrorOutput',
+			});
+			expect(routed.routing()).toEqual({ Completed: [], 'Lease Lost': [], Error: [0] });
+			expect(await tableSnapshot(pool, schema)).toEqual(before);
+			// Finish it, so the next case leases its own job.
+			await nodes.run(new JobComplete(), { items: [leased] });
+			expect(await job(id)).toMatchObject({ status: 'done' });
+		},
+	);
+});
+
+describe('Job Story reads callback deliveries from the queue Job Complete writes them to', () => {
+	it('has no Callback Queue field, and shows the job-finished event Job Complete wrote', async () => {
+		const names = new JobStatus().description.properties.map((property) => property.name);
+		expect(names).not.toContain('callbackQueue');
+		const [id] = await enqueue('story-callback', [{ doc: 'cb.pdf' }], {
+			callbackUrl: 'https://client.example.com/hooks/jobs',
+		});
+		const [leased] = await lease('story-callback');
+		const [completed] = (await nodes.run(new JobComplete(), { items: [leased] })).output(
+			'Completed',
+		);
+		const [story] = (
+			await nodes.run(new JobStatus(), {
+				items: [{ job_id: id }],
+				parameters: { operation: 'jobStory' },
+			})
+		).output('main');
+		expect(story.json).toMatchObject({ found: true, job: { job_id: id, status: 'done' } });
+		expect(story.json.callback_events).toEqual([
+			expect.objectContaining({
+				event_id: completed.json.callback_event_id,
+			}),
+		]);
+	});
+});
+
+describe('Cancel and Requeue items carry job_id, so the next node reads it by default', () => {
+	it('Job Complete failed → Requeue → Cancel → Job Story, each on its default Job ID', async () => {
+		const [id] = await enqueue('chain', [{ n: 1 }], { maxAttempts: 1 });
+		const [leased] = await lease('chain');
+		await nodes.run(new JobComplete(), {
+			items: [leased],
+			parameters: { outcome: 'failed', errorCode: 'crm_rejected' },
+		});
+
+		const requeued = (
+			await nodes.run(new JobStatus(), {
+				items: [{ job_id: id }],
+				parameters: { operation: 'requeue' },
+			})
+		).output('main');
+		expect(requeued.map((item) => item.json)).toEqual([
+			{
+				job_id: id,
+				id,
+				queue: 'chain',
+				status: 'queued',
+				attempts: 1,
+				max_attempts: 4,
+				requeued: true,
+			},
+		]);
+
+		const cancelled = (
+			await nodes.run(new JobStatus(), {
+				items: requeued,
+				parameters: { operation: 'cancel', reason: 'replayed by mistake' },
+			})
+		).output('main');
+		expect(cancelled.map((item) => item.json)).toEqual([
+			{ job_id: id, id, cancelled: true, status: 'cancelled' },
+		]);
+		expect(cancelled[0].pairedItem).toEqual({ item: 0 });
+
+		const [story] = (
+			await nodes.run(new JobStatus(), {
+				items: cancelled,
+				parameters: { operation: 'jobStory' },
+			})
+		).output('main');
+		expect(story.json).toMatchObject({
+			found: true,
+			job: { job_id: id, status: 'cancelled' },
+		});
+	});
+
+	it('Requeue by filter: each replayed job carries job_id too', async () => {
+		const [id] = await enqueue('chain-filter', [{ n: 1 }], { maxAttempts: 1 });
+		const [leased] = await lease('chain-filter');
+		await nodes.run(new JobComplete(), {
+			items: [leased],
+			parameters: { outcome: 'retry', errorClass: 'retryable' },
+		});
+		const replayed = (
+			await nodes.run(new JobStatus(), {
+				parameters: {
+					operation: 'requeue',
+					selectBy: 'filter',
+					filterQueue: 'chain-filter',
+					confirm: true,
+				},
+			})
+		).output('main');
+		expect(replayed.map((item) => [item.json.job_id, item.json.id, item.json.requeued])).toEqual([
+			[id, id, true],
+		]);
+	});
+});
+
+describe('Idempotency Check Complete and Fail / Release need a Claim ID', () => {
+	let claimed: INodeExecutionData;
+
+	async function keyRow(key: string) {
+		const { rows } = await pool.query(
+			`SELECT status, claim_id, result FROM "${schema}".idempotency_keys WHERE scope = 'fence' AND key = $1`,
+			[key],
+		);
+		return rows[0];
+	}
+
+	beforeAll(async () => {
+		[claimed] = (
+			await nodes.run(new IdempotencyCheck(), {
+				items: [{ event_id: 'evt-fence' }],
+				parameters: { scope: 'fence', key: '={{ $json.event_id }}' },
+			})
+		).output('New');
+	});
+
+	it('the field is required and says that empty is refused', () => {
+		const property = new IdempotencyCheck().description.properties.find(
+			(entry) => entry.name === 'claimId',
+		);
+		expect(property?.required).toBe(true);
+		expect(property?.description).toMatch(/An empty Claim ID is refused/);
+	});
+
+	it.each(['complete', 'fail'])(
+		'%s: an empty Claim ID (an item without a claim) is refused by name, with the expression that works, and nothing is written',
+		async (operation) => {
+			const before = await tableSnapshot(pool, schema);
+			// After a node that replaced the item, with Key mapped and Claim ID left at its default.
+			const afterHttp = await failure(
+				nodes.run(new IdempotencyCheck(), {
+					items: [{ statusCode: 200, body: {} }],
+					parameters: { operation, scope: 'fence', settleKey: 'evt-fence' },
+				}),
+			);
+			expect(afterHttp.message).toBe(
+				'Claim ID: is empty, so the write could not be fenced by the claim',
+			);
+			expect(afterHttp.description).toContain(
+				"Map Claim ID to the claim_id of the Claim operation's New item that this item settles",
+			);
+			expect(afterHttp.description).toContain(
+				"{{ $('Idempotency Check').item.json.idempotency.claim_id }}",
+			);
+			expect(afterHttp.description).toMatch(/Field: Claim ID$/);
+
+			// A Duplicate / In Progress item carries claim_id: null.
+			const routed = await nodes.run(new IdempotencyCheck(), {
+				items: [{ idempotency: { key: 'evt-fence', claim_id: null } }],
+				parameters: { operation, scope: 'fence' },
+				onError: 'continueErrorOutput',
+			});
+			expect(routed.routing()).toEqual({ Settled: [], 'Claim Lost': [], Error: [0] });
+			expect(routed.output('Error')[0].json).toMatchObject({
+				details: { field: 'Claim ID', http_status: 400 },
+			});
+			expect(await tableSnapshot(pool, schema)).toEqual(before);
+			expect(await keyRow('evt-fence')).toMatchObject({ status: 'in_progress' });
+		},
+	);
+
+	it('the claim item itself settles, fenced by its claim id', async () => {
+		const settled = await nodes.run(new IdempotencyCheck(), {
+			items: [claimed],
+			parameters: { operation: 'complete', scope: 'fence', result: '={{ { done: true } }}' },
+		});
+		expect(settled.routing()).toEqual({ Settled: [0], 'Claim Lost': [] });
+		expect(await keyRow('evt-fence')).toMatchObject({
+			status: 'completed',
+			claim_id: (claimed.json.idempotency as IDataObject).claim_id,
+			result: { done: true },
+		});
+	});
+});
