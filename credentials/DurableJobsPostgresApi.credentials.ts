@@ -115,7 +115,7 @@ export class DurableJobsPostgresApi implements ICredentialType {
 			type: 'boolean',
 			default: true,
 			description:
-				'Whether to create and upgrade the schema on first use. Turn off when the database role may not run DDL; then apply the migrations with "npx n8n-nodes-durable-jobs migrate".',
+				'Whether to create and upgrade the schema on first use. Turn off when the database role may not run DDL; then apply the migrations as a role that may, where n8n runs, with the command of the installed version: cd ~/.n8n/nodes && DATABASE_URL=postgres://… node node_modules/n8n-nodes-durable-jobs/dist/src/cli.js migrate --schema <this Schema>. With it off, Test shows the whole command while migrations are missing.',
 		},
 	];
 }

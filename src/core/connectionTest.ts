@@ -1,9 +1,10 @@
 import type { StoreConfig } from './connect';
+import { INSTALLED_CLI } from './defaults';
 import { DEFAULT_SCHEMA, validateSchemaName } from './identifiers';
 import { DurableJobsError, classifyDatabaseError } from './errors';
 import { Executor } from './executor';
 import { missingMigrations } from './migrate';
-import { newPool, toPoolConfig } from './pool';
+import { newPool, toPoolConfig, type ConnectionConfig } from './pool';
 import { DEFAULT_ISOLATION_QUERY } from './sql/transaction';
 
 export interface ConnectionTestResult {
@@ -14,6 +15,40 @@ export interface ConnectionTestResult {
 
 /** How long the test waits for a connection; shorter than a node's, so the editor answers soon. */
 const TEST_CONNECTION_TIMEOUT_MS = 8_000;
+
+/**
+ * Percent-encodes a part of a URL so that the URL needs no quoting in a shell either. (pg reads
+ * the database name with decodeURI, so a name with one of `;/?:@&=+$,#` cannot be written.)
+ */
+function urlPart(text: string): string {
+	return encodeURIComponent(text).replace(
+		/[!'()*]/g,
+		(char) => `%${char.charCodeAt(0).toString(16).toUpperCase()}`,
+	);
+}
+
+/**
+ * The command that applies the migrations by hand to the config's server, database and schema,
+ * as a role that may create the tables (USER and PASSWORD to fill in: the credential's role is
+ * often one that may not). It runs the installed version's own command, not `npx
+ * n8n-nodes-durable-jobs`: installed from n8n's UI (n8n 2.x), the folder has no link to the
+ * command, and npx answers "not found"; nor can it fetch the latest version from npm. The SSL
+ * mode maps the credential's: Require encrypts without checking the certificate (`no-verify`).
+ */
+export function migrateCommand(config: ConnectionConfig, schema: string): string {
+	// An IPv6 address goes in brackets; a socket folder (starting with "/") is encoded.
+	const ipv6 = config.host.includes(':') && !/^[/[]/.test(config.host);
+	const host = ipv6 ? `[${config.host}]` : urlPart(config.host);
+	const sslMode =
+		config.ssl === 'require'
+			? '?sslmode=no-verify'
+			: config.ssl === 'verify'
+				? '?sslmode=verify-full'
+				: '';
+	const customCa = config.ssl === 'verify' && Boolean(config.caCertificate);
+	const url = `postgres://USER:PASSWORD@${host}:${config.port}/${urlPart(config.database)}${sslMode}`;
+	return `cd ~/.n8n/nodes && ${customCa ? 'NODE_EXTRA_CA_CERTS=ca.pem ' : ''}DATABASE_URL=${url} ${INSTALLED_CLI} migrate --schema ${schema}${customCa ? " (ca.pem: the credential's CA Certificate saved to a file)" : ''}`;
+}
 
 function failure(error: DurableJobsError): ConnectionTestResult {
 	return { ok: false, message: `${error.message}. ${error.fix ?? ''}`.trim() };
@@ -55,7 +90,7 @@ export async function testConnection(config: StoreConfig): Promise<ConnectionTes
 		if (config.autoMigrate === false) {
 			return {
 				ok: false,
-				message: `Connected, but schema "${schema}" is missing migrations (${missing.map((m) => m.name).join(', ')}) and Auto-Migrate is off. Apply them with "npx n8n-nodes-durable-jobs migrate" or turn Auto-Migrate on.`,
+				message: `Connected, but schema "${schema}" is missing migrations (${missing.map((m) => m.name).join(', ')}) and Auto-Migrate is off. Turn Auto-Migrate on, or apply them as a role that may create the tables, where n8n runs (in its container, if any), with the installed version's command in the folder the package is installed in (~/.n8n/nodes by default): ${migrateCommand(config, schema)}`,
 			};
 		}
 		return {

@@ -5,6 +5,20 @@ const MINUTE = 60 * SECOND;
 const HOUR = 60 * MINUTE;
 const DAY = 24 * HOUR;
 
+/**
+ * The package's command (its `bin`), run from the folder the package is installed in: installed
+ * from n8n's UI, that folder has no link for `npx n8n-nodes-durable-jobs` to find.
+ */
+export const INSTALLED_CLI = 'node node_modules/n8n-nodes-durable-jobs/dist/src/cli.js';
+
+/**
+ * How to apply the migrations of `schema` by hand, where the server is not known: the
+ * credential's Test shows the command with its own server and database (migrateCommand).
+ */
+export function migrateByHand(schema: string): string {
+	return `cd ~/.n8n/nodes && DATABASE_URL=postgres://USER:PASSWORD@HOST:PORT/DATABASE ${INSTALLED_CLI} migrate --schema ${schema} (as a role that may create the tables, where n8n runs)`;
+}
+
 /** Largest accepted payload or result, in bytes of JSON. */
 export const DEFAULT_MAX_PAYLOAD_BYTES = 1024 * 1024;
 /** Queue that receives job-finished events for jobs with a callback URL. */

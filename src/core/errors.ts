@@ -1,3 +1,5 @@
+import { migrateByHand } from './defaults';
+
 /**
  * Errors the core raises. Every one carries a stable `code`, and bad input names the `field`
  * and the `fix`, so the n8n glue can turn it into a NodeOperationError without parsing text.
@@ -82,7 +84,7 @@ export class MigrationsMissingError extends DurableJobsError {
 	constructor(schema: string, missing: string[]) {
 		super('migrations_missing', `Schema "${schema}" is missing migrations: ${missing.join(', ')}`, {
 			field: 'autoMigrate',
-			fix: `Turn on "Auto-Migrate" in the credential, or apply them by hand: npx n8n-nodes-durable-jobs migrate --schema ${schema} (needs DATABASE_URL)`,
+			fix: `Turn on "Auto-Migrate" in the credential, or apply them by hand: ${migrateByHand(schema)}`,
 			httpStatus: 503,
 		});
 		this.name = 'MigrationsMissingError';

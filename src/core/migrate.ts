@@ -2,6 +2,7 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import type pg from 'pg';
 
+import { migrateByHand } from './defaults';
 import { MigrationsMissingError, runAgainAfterDeadlock } from './errors';
 import { Executor, type Session } from './executor';
 import { notifyChannel, quoteIdentifier, validateSchemaName } from './identifiers';
@@ -115,15 +116,17 @@ const MIGRATION_ATTEMPTS = 5;
  * check the lease makes anyway. It cannot be built while two jobs of one ordering key run (an
  * older version could leave such a pair), and then stops with this SQLSTATE; the package must
  * keep working meanwhile, or the pair could never finish. Every later migration waits with it,
- * so each must be one the package works without too. 0017 only changes an index's columns, and
- * waits the same way (DJ016) when another transaction keeps the jobs table for over 3 s.
+ * so each must be one the package works without too. 0017 and 0018 only change an index's
+ * columns (0018 also sets attempt_lease_until where a running job lacks it), and wait the same
+ * way (DJ016) when another transaction keeps the jobs table for over 3 s.
  */
-export const DEFERRABLE_MIGRATION_IDS: ReadonlySet<number> = new Set([16, 17]);
+export const DEFERRABLE_MIGRATION_IDS: ReadonlySet<number> = new Set([16, 17, 18]);
 
 /** What the package does without each deferrable migration (the warning that it is missing). */
 const WITHOUT_MIGRATION: Readonly<Record<number, string>> = {
 	16: 'two leases at the same moment can, rarely, start two jobs of one ordering key together',
 	17: 'each lease reads every running job of its queue, slower with thousands running',
+	18: 'each heartbeat adds an entry to the indexes of jobs instead of being a HOT update',
 };
 
 /** "a", "a and b", "a, b and c". */
@@ -143,7 +146,7 @@ export function deferredMigrationsMessage(schema: string, pending: readonly Migr
 		return without ? `${migration.name} (without it, ${without})` : migration.name;
 	});
 	const one = each.length === 1;
-	return `Durable Jobs: schema "${schema}" lacks ${one ? 'migration' : 'migrations'} ${listed(each)}, and Auto-Migrate is off. The nodes work meanwhile, with ${one ? 'that limit' : 'those limits'}. Apply ${one ? 'it' : 'them'} with: npx n8n-nodes-durable-jobs migrate --schema ${schema} (needs DATABASE_URL), or turn on "Auto-Migrate" in the credential`;
+	return `Durable Jobs: schema "${schema}" lacks ${one ? 'migration' : 'migrations'} ${listed(each)}, and Auto-Migrate is off. The nodes work meanwhile, with ${one ? 'that limit' : 'those limits'}. Apply ${one ? 'it' : 'them'} with: ${migrateByHand(schema)}; or turn on "Auto-Migrate" in the credential`;
 }
 
 const MIGRATION_WAITS = 'DJ016';

@@ -59,6 +59,23 @@ export function statusTokenSigner(secret: Buffer): (jobId: string) => string {
 	return signer;
 }
 
+/**
+ * The secret's row is gone (deleted or edited by hand): migration 0003 made it and is recorded
+ * as applied, so running the migrations again does not make it again. The fix makes a new one as
+ * 0003 does; tokens handed out before keep working (jobs store their hash), but an idempotent
+ * retry of an enqueue made before gets a token derived from the new secret, which does not.
+ */
+function missingSecretError(schema: string, s: string): DurableJobsError {
+	return new DurableJobsError(
+		'schema_incomplete',
+		`Schema "${schema}" has no status token secret`,
+		{
+			fix: `Running the migrations again does not bring it back. Restore the row 'status_token_secret' of ${s}.settings from a backup, or create a new secret (status tokens handed out before keep working): INSERT INTO ${s}.settings (name, value) VALUES ('status_token_secret', decode(replace(gen_random_uuid()::text || gen_random_uuid()::text, '-', ''), 'hex'))`,
+			httpStatus: 503,
+		},
+	);
+}
+
 /** Per pool and schema: the secret's read, shared by every store of the process. */
 const secrets = new WeakMap<object, Map<string, Promise<Buffer>>>();
 
@@ -71,13 +88,9 @@ export async function tokenSecret(db: Executor, schema: string): Promise<Buffer>
 	let secret = bySchema.get(schema);
 	if (!secret) {
 		const cache = bySchema;
-		secret = db.run<{ value: Buffer }>(tokenSecretQuery(quoteIdentifier(schema))).then(([row]) => {
-			if (!row)
-				throw new DurableJobsError(
-					'schema_incomplete',
-					`Schema "${schema}" has no status token secret`,
-					{ fix: 'Run the migrations again (npx n8n-nodes-durable-jobs migrate)' },
-				);
+		const s = quoteIdentifier(schema);
+		secret = db.run<{ value: Buffer }>(tokenSecretQuery(s)).then(([row]) => {
+			if (!row) throw missingSecretError(schema, s);
 			return row.value;
 		});
 		cache.set(schema, secret);

@@ -260,7 +260,9 @@ describe('attempt rows', () => {
 		).jobId;
 		const [first] = await store.lease({ queue: 'expiry', leaseMs: 1_000, workflowId: 'wf-dead' });
 		await pool.query(
-			`UPDATE "${schema}".jobs SET lease_until = now() - interval '1 second' WHERE id = $1`,
+			`UPDATE "${schema}".jobs SET lease_until = lease_until - interval '1 hour',
+				attempt_lease_until = attempt_lease_until - interval '1 hour',
+				attempt_started_at = attempt_started_at - interval '1 hour' WHERE id = $1`,
 			[jobId],
 		);
 		const [second] = await store.lease({ queue: 'expiry', workflowId: 'wf-next' });
@@ -284,7 +286,9 @@ describe('attempt rows', () => {
 
 		// The last allowed attempt expires too: the lease fails the job and ends that attempt.
 		await pool.query(
-			`UPDATE "${schema}".jobs SET lease_until = now() - interval '1 second' WHERE id = $1`,
+			`UPDATE "${schema}".jobs SET lease_until = lease_until - interval '1 hour',
+				attempt_lease_until = attempt_lease_until - interval '1 hour',
+				attempt_started_at = attempt_started_at - interval '1 hour' WHERE id = $1`,
 			[jobId],
 		);
 		expect(await store.lease({ queue: 'expiry' })).toEqual([]);
@@ -365,7 +369,7 @@ describe('attempt rows', () => {
 		);
 		await pool.query(
 			`INSERT INTO ${s}.job_attempts (attempt_id, job_id, attempt, workflow_id, started_at, lease_until, checkpoint, checkpoint_at, outcome, finished_at)
-			VALUES ($1, $3, 1, 'wf-old', now() - interval '5 minutes', now() + interval '1 hour', 'crm_request', now(), NULL, NULL),
+			VALUES ($1, $3, 1, 'wf-old', now() - interval '5 minutes', (SELECT lease_until FROM ${s}.jobs WHERE id = $3), 'crm_request', now(), NULL, NULL),
 				($2, $4, 1, 'wf-old', now() - interval '9 minutes', now() - interval '8 minutes', NULL, NULL, 'succeeded', now() - interval '8 minutes'),
 				($5, $4, 2, 'wf-orphan', now() - interval '7 minutes', now() - interval '6 minutes', NULL, NULL, NULL, NULL)`,
 			[
@@ -389,6 +393,7 @@ describe('attempt rows', () => {
 			'0015_column_domains.sql',
 			'0016_ordering_key_runs_alone.sql',
 			'0017_running_by_lease_end.sql',
+			'0018_running_by_attempt_lease_end.sql',
 		]);
 		const upgraded = new JobStore(pool, { schema: upgradeSchema });
 		expect(await attemptsOf(running, pool, upgradeSchema)).toEqual(before);

@@ -251,7 +251,7 @@ describe('call coalescing', () => {
 		const [jobId] = await enqueueJobs(queue, 1);
 		const [first] = await leaseEach(queue, 1);
 		await pool.query(
-			`UPDATE "${schema}".jobs SET lease_until = now() - interval '1 second' WHERE id = $1`,
+			`UPDATE "${schema}".jobs SET lease_until = now() - interval '1 second', attempt_lease_until = now() - interval '1 second' WHERE id = $1`,
 			[jobId],
 		);
 		const [second] = await leaseEach(queue, 1);

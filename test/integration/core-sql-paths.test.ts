@@ -170,7 +170,7 @@ describe('job_counts stay exact on every status change path', () => {
 
 		// The last attempt's lease expires: the next lease fails the job (lease_expired).
 		await pool.query(
-			`UPDATE "${schema}".jobs SET lease_until = now() - interval '1 second' WHERE id = $1`,
+			`UPDATE "${schema}".jobs SET lease_until = now() - interval '1 second', attempt_lease_until = now() - interval '1 second' WHERE id = $1`,
 			[leased[7].id],
 		);
 		await store.lease({ queue, limit: 1 });
@@ -493,7 +493,7 @@ describe('queue stats', () => {
 		await enqueue(queue, 2, { delayMs: 3_600_000 });
 		const leased = await store.lease({ queue, limit: 3 });
 		await pool.query(
-			`UPDATE "${schema}".jobs SET lease_until = now() - interval '1 second' WHERE id = $1`,
+			`UPDATE "${schema}".jobs SET lease_until = now() - interval '1 second', attempt_lease_until = now() - interval '1 second' WHERE id = $1`,
 			[leased[0].id],
 		);
 		ok(
@@ -780,7 +780,7 @@ describe('prepared statements', () => {
 				const expiring = ok((await s.enqueue([{ queue: `${queue}-x`, payload: {} }]))[0]);
 				expect(await s.lease({ queue: `${queue}-x`, limit: 1 })).toHaveLength(1);
 				await single.query(
-					`UPDATE "${other}".jobs SET lease_until = now() - interval '1 second' WHERE id = $1`,
+					`UPDATE "${other}".jobs SET lease_until = now() - interval '1 second', attempt_lease_until = now() - interval '1 second' WHERE id = $1`,
 					[expiring.jobId],
 				);
 				const recovered = await s.lease({ queue: `${queue}-x`, limit: 1 });

@@ -474,7 +474,7 @@ describe('the credential: schema names, passwords, databases, migrations', () =>
 				`Schema "${missingSchema}" is missing migrations: 0001_jobs.sql`,
 			);
 			expect(error.description).toMatch(
-				/Turn on "Auto-Migrate".*npx n8n-nodes-durable-jobs migrate.*Field: autoMigrate/,
+				/Turn on "Auto-Migrate".*node node_modules\/n8n-nodes-durable-jobs\/dist\/src\/cli\.js migrate --schema .*Field: autoMigrate/,
 			);
 			cases.push({
 				node: nodeName(nodeType),

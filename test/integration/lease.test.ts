@@ -8,7 +8,7 @@ import {
 	type LeasedJob,
 	type LeasedJobEssentials,
 } from '../../src/core';
-import { leaseQuery, leaseQueuedQuery } from '../../src/core/sql/lease';
+import { extendLeaseQuery, leaseQuery, leaseQueuedQuery } from '../../src/core/sql/lease';
 import { BEGIN } from '../../src/core/sql/transaction';
 import {
 	dropSchema,
@@ -91,7 +91,7 @@ async function explainLeases(
 /** Forces a lease to be expired without waiting for it. */
 async function expireLease(jobId: string): Promise<void> {
 	await pool.query(
-		`UPDATE ${schema}.jobs SET lease_until = now() - interval '1 second' WHERE id = $1`,
+		`UPDATE ${schema}.jobs SET lease_until = now() - interval '1 second', attempt_lease_until = now() - interval '1 second' WHERE id = $1`,
 		[jobId],
 	);
 }
@@ -668,6 +668,85 @@ describe('lease and complete', () => {
 		expect(await store.lease({ queue: 'heartbeat' })).toHaveLength(0);
 	});
 
+	it('a heartbeat that extends a lease changes no indexed column, so PostgreSQL makes it a HOT update: one item, many, with a checkpoint', async () => {
+		await enqueueMany('hot-heartbeat', 3);
+		const leased = await store.lease({ queue: 'hot-heartbeat', limit: 3, leaseMs: 60_000 });
+		expect(leased).toHaveLength(3);
+		const rows = (jobs: typeof leased, leaseMs: number) =>
+			jobs.map((job, ord) => ({
+				ord,
+				job_id: job.id,
+				attempt_id: job.attempt_id,
+				lease_ms: leaseMs,
+				checkpoint: ord === 0 ? 'crm_request' : null,
+				workflow_id: 'wf-heartbeat',
+				execution_id: null,
+			}));
+		const client = await pool.connect();
+		// The backend's counts of updates not yet sent to the statistics (this transaction's and
+		// possibly earlier ones'): what a statement adds to them is what it did.
+		const updates = async () =>
+			(
+				await client.query<{ updated: number; hot: number }>(
+					`SELECT pg_stat_get_xact_tuples_updated($1::regclass)::int AS updated,
+						pg_stat_get_xact_tuples_hot_updated($1::regclass)::int AS hot`,
+					[`"${schema}".jobs`],
+				)
+			).rows[0];
+		const counted = async (query: { text: string; values: unknown[] }) => {
+			const before = await updates();
+			const { rows: answers } = await client.query(query.text, query.values);
+			const after = await updates();
+			return {
+				extended: answers.map((answer) => answer.extended as boolean),
+				updated: after.updated - before.updated,
+				hot: after.hot - before.hot,
+			};
+		};
+		try {
+			await client.query('BEGIN');
+			for (const jobs of [leased.slice(0, 1), leased.slice(1)])
+				expect(await counted(extendLeaseQuery(schema, `"${schema}"`, rows(jobs, 120_000)))).toEqual(
+					{
+						extended: jobs.map(() => true),
+						updated: jobs.length,
+						hot: jobs.length,
+					},
+				);
+			// A heartbeat that shortens the lease moves the indexed end with it (not a HOT update):
+			// the lease must be found once it ends.
+			expect(
+				await counted(extendLeaseQuery(schema, `"${schema}"`, rows(leased.slice(0, 1), 1_000))),
+			).toEqual({ extended: [true], updated: 1, hot: 0 });
+			await client.query('COMMIT');
+		} finally {
+			await client.query('ROLLBACK').catch(() => undefined);
+			client.release();
+		}
+		const { rows: ends } = await pool.query(
+			`SELECT id, attempt_lease_until <= lease_until AS indexed_end_first FROM ${schema}.jobs WHERE queue = 'hot-heartbeat'`,
+		);
+		expect(ends.every((row) => row.indexed_end_first)).toBe(true);
+		await sleep(1_100);
+		const [takenOver] = await store.lease({ queue: 'hot-heartbeat' });
+		expect(takenOver).toMatchObject({ id: leased[0].id, attempts: 2 });
+		expect(await store.lease({ queue: 'hot-heartbeat' })).toEqual([]);
+	});
+
+	it('a lease extended past the end it was given is not taken over; one that then ends is', async () => {
+		await enqueueMany('extended-past', 1);
+		const [job] = await store.lease({ queue: 'extended-past', leaseMs: 1_000 });
+		ok(
+			(await store.extendLease([{ jobId: job.id, attemptId: job.attempt_id, leaseMs: 2_000 }]))[0],
+		);
+		await sleep(1_300);
+		// Past the end the lease was given (the index finds it), before the extended one.
+		expect(await store.lease({ queue: 'extended-past' })).toEqual([]);
+		await sleep(1_000);
+		const [takenOver] = await store.lease({ queue: 'extended-past' });
+		expect(takenOver).toMatchObject({ id: job.id, attempts: 2 });
+	});
+
 	it('max attempts reached by expiry → failed with lease_expired', async () => {
 		await enqueueMany('exhaust-expiry', 1, () => ({ maxAttempts: 2 }));
 		const [a1] = await store.lease({ queue: 'exhaust-expiry' });
@@ -1033,8 +1112,10 @@ describe('lease and complete', () => {
 			// jobs_queued_claim, which the statements below would read while a concurrent test's
 			// snapshot keeps VACUUM from removing them.
 			const { rows } = await pool.query<{ id: string; seq: string }>(
-				`INSERT INTO "${busy}".jobs (id, queue, payload, status, attempts, attempt_id, lease_until, started_at)
-				SELECT gen_random_uuid(), 'busy', '{}', 'running', 1, gen_random_uuid(), now() + interval '1 hour', now()
+				`INSERT INTO "${busy}".jobs (id, queue, payload, status, attempts, attempt_id, lease_until,
+					attempt_lease_until, started_at, attempt_started_at)
+				SELECT gen_random_uuid(), 'busy', '{}', 'running', 1, gen_random_uuid(), now() + interval '1 hour',
+					now() + interval '1 hour', now(), now()
 				FROM generate_series(1, 5000) RETURNING id, seq`,
 			);
 			const running = rows.sort((a, b) => Number(a.seq) - Number(b.seq)).map((row) => row.id);
@@ -1049,7 +1130,7 @@ describe('lease and complete', () => {
 
 			const expired = [running[0], running[2500], running[4999]];
 			await pool.query(
-				`UPDATE "${busy}".jobs SET lease_until = now() - interval '1 second' WHERE id = ANY($1::uuid[])`,
+				`UPDATE "${busy}".jobs SET lease_until = now() - interval '1 second', attempt_lease_until = now() - interval '1 second' WHERE id = ANY($1::uuid[])`,
 				[expired],
 			);
 			await pool.query(`ANALYZE "${busy}".jobs`);

@@ -10,9 +10,10 @@ import {
 	migrationScript,
 	openStore,
 	resetMigrationCache,
+	JobStore,
 } from '../../src/core';
-import { DEFERRABLE_MIGRATION_IDS, migrationWaits } from '../../src/core/migrate';
-import { migrationLockQuery } from '../../src/core/sql/migrations';
+import { DEFERRABLE_MIGRATION_IDS, migrationWaits, renderMigration } from '../../src/core/migrate';
+import { migrationLockQuery, recordMigrationQuery } from '../../src/core/sql/migrations';
 import {
 	connectionConfig,
 	databaseUrl,
@@ -147,7 +148,9 @@ describe('migrations', () => {
 		const error = await openStore(config).catch((caught: unknown) => caught);
 		expect(error).toBeInstanceOf(MigrationsMissingError);
 		expect((error as MigrationsMissingError).message).toContain('0001_jobs.sql');
-		expect((error as MigrationsMissingError).fix).toContain('npx n8n-nodes-durable-jobs migrate');
+		expect((error as MigrationsMissingError).fix).toContain(
+			'cd ~/.n8n/nodes && DATABASE_URL=postgres://USER:PASSWORD@HOST:PORT/DATABASE node node_modules/n8n-nodes-durable-jobs/dist/src/cli.js migrate --schema',
+		);
 		const exists = await pool.query(
 			`SELECT count(*)::int AS n FROM pg_namespace WHERE nspname = $1`,
 			[`${schema}_b`],
@@ -233,10 +236,11 @@ describe('migrations', () => {
 			'0015_column_domains.sql',
 			'0016_ordering_key_runs_alone.sql',
 			'0017_running_by_lease_end.sql',
+			'0018_running_by_attempt_lease_end.sql',
 		]);
 
 		// 0016 only adds an index (of the running jobs with an ordering key, none here), and 0017
-		// builds jobs_running anew.
+		// and 0018 build jobs_running anew (0018 sets no value here: no job runs).
 		const rebuilt = new Set(['jobs_ordering_running', 'jobs_running']);
 		const after = await state();
 		expect(after.files.filter((file: { relname: string }) => !rebuilt.has(file.relname))).toEqual(
@@ -338,6 +342,7 @@ describe('migrations', () => {
 		expect((await migrate(pool, target)).applied).toEqual([
 			'0016_ordering_key_runs_alone.sql',
 			'0017_running_by_lease_end.sql',
+			'0018_running_by_attempt_lease_end.sql',
 		]);
 		await expect(
 			pool.query(
@@ -362,8 +367,9 @@ describe('migrations', () => {
 			`schema "${target}" lacks migrations`,
 			'0016_ordering_key_runs_alone.sql (without it,',
 			'0017_running_by_lease_end.sql (without it,',
+			'0018_running_by_attempt_lease_end.sql (without it,',
 			'Auto-Migrate is off',
-			`npx n8n-nodes-durable-jobs migrate --schema ${target}`,
+			`node node_modules/n8n-nodes-durable-jobs/dist/src/cli.js migrate --schema ${target}`,
 		])
 			expect(told[0]).toContain(part);
 		// A listener that throws does not fail the open.
@@ -421,126 +427,208 @@ describe('migrations', () => {
 		expect(ids.filter((id) => id >= first && !DEFERRABLE_MIGRATION_IDS.has(id))).toEqual([]);
 	});
 
-	it('0017 puts the lease end into jobs_running; an index built beforehand is kept, one left invalid or of another definition built again, and a swap done by hand left as it is', async () => {
-		const target = `${schema}_h`;
-		const s = `"${target}"`;
-		const definition = `ON ${target}.jobs USING btree (queue, lease_until) WHERE (status = 'running'::text)`;
-		const indexOid = async (name: string) =>
-			(
-				await pool.query<{ oid: number | null }>(`SELECT to_regclass($1)::oid::int AS oid`, [
-					`${s}.${name}`,
-				])
-			).rows[0].oid;
-		const runningIndex = async () => {
-			const { rows } = await pool.query<{ oid: number; definition: string; valid: boolean }>(
-				`SELECT i.indexrelid::int AS oid, pg_get_indexdef(i.indexrelid) AS definition, i.indisvalid AS valid
-				FROM pg_index i WHERE i.indexrelid = to_regclass($1)`,
-				[`${s}.jobs_running`],
-			);
-			return rows[0];
-		};
-		const leaseEnd = `ON ${s}.jobs (queue, lease_until) WHERE status = 'running'`;
-		// What an operator may have done before upgrading, and whether 0017 keeps that index.
-		const preparations: Array<[string, string[], 'kept' | 'built again']> = [
-			['built beforehand', [`CREATE INDEX jobs_running_lease ${leaseEnd}`], 'kept'],
-			[
-				'left invalid',
-				[
-					`CREATE INDEX jobs_running_lease ${leaseEnd}`,
-					`UPDATE pg_index SET indisvalid = false WHERE indexrelid = '${s}.jobs_running_lease'::regclass`,
-				],
-				'built again',
-			],
-			[
-				'of another definition',
-				[`CREATE INDEX jobs_running_lease ON ${s}.jobs (queue) WHERE status = 'running'`],
-				'built again',
-			],
-			[
-				'swapped by hand',
-				[
-					`CREATE INDEX jobs_running_lease ${leaseEnd}`,
-					`DROP INDEX ${s}.jobs_running`,
-					`ALTER INDEX ${s}.jobs_running_lease RENAME TO jobs_running`,
-				],
-				'kept',
-			],
-		];
-		for (const [name, statements, outcome] of preparations) {
-			await schemaBefore('h', 17);
-			await pool.query(
-				`INSERT INTO ${s}.jobs (id, queue, payload, status, attempts, attempt_id, lease_until)
-				SELECT gen_random_uuid(), 'q', '{}', 'running', 1, gen_random_uuid(), now() + i * interval '1 second'
-				FROM generate_series(1, 20) AS i`,
-			);
-			for (const statement of statements) await pool.query(statement);
-			const prepared = (await indexOid('jobs_running_lease')) ?? (await indexOid('jobs_running'));
+	/**
+	 * The two migrations that rebuild jobs_running: its columns, the name of an index an operator
+	 * may build beforehand, and how the test applies it alone (0017 by its file, since migrate()
+	 * would go on to 0018).
+	 */
+	const runningIndexMigrations = [
+		{
+			id: 17,
+			name: '0017_running_by_lease_end.sql',
+			columns: '(queue, lease_until)',
+			prepared: 'jobs_running_lease',
+		},
+		{
+			id: 18,
+			name: '0018_running_by_attempt_lease_end.sql',
+			columns: '(queue, attempt_lease_until)',
+			prepared: 'jobs_running_attempt_lease',
+		},
+	];
 
-			expect((await migrate(pool, target)).applied, name).toEqual([
-				'0017_running_by_lease_end.sql',
-			]);
-			const index = await runningIndex();
-			expect(index.definition, name).toContain(definition);
-			expect(index.valid, name).toBe(true);
-			expect(index.oid === prepared ? 'kept' : 'built again', name).toBe(outcome);
-			expect(await indexOid('jobs_running_lease'), name).toBeNull();
+	/** Applies migration `id` alone, as migrate() applies one, and returns its file's name. */
+	async function applyAlone(db: pg.Pool, target: string, id: number): Promise<string> {
+		if (id === Math.max(...loadMigrations().map((migration) => migration.id))) {
+			const { applied } = await migrate(db, target);
+			expect(applied).toHaveLength(1);
+			return applied[0];
 		}
+		const migration = loadMigrations().find((candidate) => candidate.id === id)!;
+		const client = await db.connect();
+		try {
+			await client.query('BEGIN');
+			await client.query(renderMigration(migration, target));
+			await client.query(recordMigrationQuery(`"${target}"`, migration.id, migration.name));
+			await client.query('COMMIT');
+		} catch (error) {
+			await client.query('ROLLBACK');
+			throw error;
+		} finally {
+			client.release();
+		}
+		return migration.name;
+	}
 
+	for (const { id, name: file, columns, prepared: preparedName } of runningIndexMigrations)
+		it(`${file.slice(0, 4)} rebuilds jobs_running on ${columns}; an index built beforehand is kept, one left invalid or of another definition built again, and a swap done by hand left as it is`, async () => {
+			const target = `${schema}_h`;
+			const s = `"${target}"`;
+			const definition = `ON ${target}.jobs USING btree ${columns} WHERE (status = 'running'::text)`;
+			const indexOid = async (name: string) =>
+				(
+					await pool.query<{ oid: number | null }>(`SELECT to_regclass($1)::oid::int AS oid`, [
+						`${s}.${name}`,
+					])
+				).rows[0].oid;
+			const runningIndex = async () => {
+				const { rows } = await pool.query<{ oid: number; definition: string; valid: boolean }>(
+					`SELECT i.indexrelid::int AS oid, pg_get_indexdef(i.indexrelid) AS definition, i.indisvalid AS valid
+					FROM pg_index i WHERE i.indexrelid = to_regclass($1)`,
+					[`${s}.jobs_running`],
+				);
+				return rows[0];
+			};
+			const wanted = `ON ${s}.jobs ${columns} WHERE status = 'running'`;
+			// What an operator may have done before upgrading, and whether the migration keeps it.
+			const preparations: Array<[string, string[], 'kept' | 'built again']> = [
+				['built beforehand', [`CREATE INDEX ${preparedName} ${wanted}`], 'kept'],
+				[
+					'left invalid',
+					[
+						`CREATE INDEX ${preparedName} ${wanted}`,
+						`UPDATE pg_index SET indisvalid = false WHERE indexrelid = '${s}.${preparedName}'::regclass`,
+					],
+					'built again',
+				],
+				[
+					'of another definition',
+					[`CREATE INDEX ${preparedName} ON ${s}.jobs (queue) WHERE status = 'running'`],
+					'built again',
+				],
+				[
+					'swapped by hand',
+					[
+						`CREATE INDEX ${preparedName} ${wanted}`,
+						`DROP INDEX ${s}.jobs_running`,
+						`ALTER INDEX ${s}.${preparedName} RENAME TO jobs_running`,
+					],
+					'kept',
+				],
+			];
+			for (const [name, statements, outcome] of preparations) {
+				await schemaBefore('h', id);
+				await pool.query(
+					`INSERT INTO ${s}.jobs (id, queue, payload, status, attempts, attempt_id, lease_until, attempt_lease_until)
+					SELECT gen_random_uuid(), 'q', '{}', 'running', 1, gen_random_uuid(), now() + i * interval '1 second',
+						now() + i * interval '1 second'
+					FROM generate_series(1, 20) AS i`,
+				);
+				for (const statement of statements) await pool.query(statement);
+				const prepared = (await indexOid(preparedName)) ?? (await indexOid('jobs_running'));
+
+				expect(await applyAlone(pool, target, id), name).toBe(file);
+				const index = await runningIndex();
+				expect(index.definition, name).toContain(definition);
+				expect(index.valid, name).toBe(true);
+				expect(index.oid === prepared ? 'kept' : 'built again', name).toBe(outcome);
+				expect(await indexOid(preparedName), name).toBeNull();
+			}
+			await dropSchema(pool, target);
+		});
+
+	it("a new schema gets the last jobs_running, on the end each attempt's lease was given", async () => {
+		const target = `${schema}_h`;
 		await dropSchema(pool, target);
 		await migrate(pool, target);
-		expect((await runningIndex()).definition).toContain(definition);
+		const { rows } = await pool.query<{ definition: string }>(
+			`SELECT pg_get_indexdef(to_regclass($1)) AS definition`,
+			[`"${target}".jobs_running`],
+		);
+		expect(rows[0].definition).toContain(
+			`ON ${target}.jobs USING btree (queue, attempt_lease_until) WHERE (status = 'running'::text)`,
+		);
 		await dropSchema(pool, target);
 	});
 
-	it('0017 locks jobs before it builds, so a lease that read jobs first is never its deadlock, and a transaction that keeps jobs for over 3 s makes it wait for a later use', async () => {
-		const { target, s } = await schemaBefore('i', 17);
+	it('0018 gives a running job without an attempt lease end, or with one after its lease end, its lease end, so an ended lease is found', async () => {
+		const { target, s } = await schemaBefore('h', 18);
+		const ids = {
+			missing: '00000000-0000-7000-8000-00000000f001',
+			later: '00000000-0000-7000-8000-00000000f002',
+			fine: '00000000-0000-7000-8000-00000000f003',
+		};
 		await pool.query(
-			`INSERT INTO ${s}.jobs (id, queue, payload, status) VALUES ('00000000-0000-7000-8000-00000000e001', 'q', '{}', 'queued')`,
+			`INSERT INTO ${s}.jobs (id, queue, payload, status, attempts, attempt_id, lease_until, attempt_lease_until)
+			VALUES ($1, 'q', '{}', 'running', 1, gen_random_uuid(), now() - interval '1 minute', NULL),
+				($2, 'q', '{}', 'running', 1, gen_random_uuid(), now() - interval '1 minute', now() + interval '1 hour'),
+				($3, 'q', '{}', 'running', 1, gen_random_uuid(), now() + interval '1 hour', now() + interval '1 minute')`,
+			[ids.missing, ids.later, ids.fine],
 		);
-		// The reader looks for a deadlock after 100 ms of waiting, the migration after a minute:
-		// had the migration built before it locked, the reader's write would wait for the
-		// migration's build lock while the migration's drop waited for the reader, and the
-		// reader would be the side that finds the deadlock and is aborted.
-		const applied = async () =>
-			(await pool.query(`SELECT max(id)::int AS id FROM ${s}.migrations`)).rows[0].id;
-		await withReaderAndMigrator(
-			target,
-			{ reader: '100ms', migrator: '60s' },
-			async (reader, migrator) => {
-				await reader.query('BEGIN');
-				await reader.query(`SELECT count(*) FROM ${s}.jobs`);
-				const first = migrate(migrator, target).catch((error: unknown) => error);
-				await someoneWaitsFor(`${s}.jobs`, 'the migration to wait for jobs');
-				await reader.query(
-					`UPDATE ${s}.jobs SET priority = 1 WHERE id = '00000000-0000-7000-8000-00000000e001'`,
-				);
-				await reader.query('COMMIT');
-				const outcome = await first;
-				// Applied, unless the reader's commit came over 3 s after the migration asked (a
-				// loaded machine): then it waits, as below.
-				if (!migrationWaits(outcome))
-					expect((outcome as { applied: string[] }).applied).toEqual([
-						'0017_running_by_lease_end.sql',
-					]);
+		expect((await migrate(pool, target)).applied).toEqual([
+			'0018_running_by_attempt_lease_end.sql',
+		]);
+		const { rows } = await pool.query(
+			`SELECT id, attempt_lease_until = lease_until AS at_lease_end FROM ${s}.jobs ORDER BY id`,
+		);
+		expect(rows).toEqual([
+			{ id: ids.missing, at_lease_end: true },
+			{ id: ids.later, at_lease_end: true },
+			{ id: ids.fine, at_lease_end: false },
+		]);
+		const store = new JobStore(pool, { schema: target });
+		const taken = await store.lease({ queue: 'q', limit: 10 });
+		expect(taken.map((job) => job.id).sort()).toEqual([ids.missing, ids.later]);
+		await dropSchema(pool, target);
+	});
 
-				await schemaBefore('i', 17);
-				await reader.query('BEGIN');
-				await reader.query(`SELECT count(*) FROM ${s}.jobs`);
-				const started = Date.now();
-				const waiting = await migrate(migrator, target).catch((error: unknown) => error);
-				expect(migrationWaits(waiting)).toBe(true);
-				expect(String((waiting as Error).message)).toMatch(
-					/Migration 0017 waits: another transaction kept the jobs table for more than 3 s/,
-				);
-				expect(Date.now() - started).toBeGreaterThanOrEqual(2900);
-				expect(await applied()).toBe(16);
-				await reader.query('COMMIT');
-				expect((await migrate(migrator, target)).applied).toEqual([
-					'0017_running_by_lease_end.sql',
-				]);
-			},
-		);
-	}, 30_000);
+	for (const { id, name: file } of runningIndexMigrations)
+		it(`${file.slice(0, 4)} locks jobs before it builds, so a lease that read jobs first is never its deadlock, and a transaction that keeps jobs for over 3 s makes it wait for a later use`, async () => {
+			const { target, s } = await schemaBefore('i', id);
+			await pool.query(
+				`INSERT INTO ${s}.jobs (id, queue, payload, status) VALUES ('00000000-0000-7000-8000-00000000e001', 'q', '{}', 'queued')`,
+			);
+			// The reader looks for a deadlock after 100 ms of waiting, the migration after a minute:
+			// had the migration built before it locked, the reader's write would wait for the
+			// migration's build lock while the migration's drop waited for the reader, and the
+			// reader would be the side that finds the deadlock and is aborted.
+			const applied = async () =>
+				(await pool.query(`SELECT max(id)::int AS id FROM ${s}.migrations`)).rows[0].id;
+			await withReaderAndMigrator(
+				target,
+				{ reader: '100ms', migrator: '60s' },
+				async (reader, migrator) => {
+					await reader.query('BEGIN');
+					await reader.query(`SELECT count(*) FROM ${s}.jobs`);
+					const first = applyAlone(migrator, target, id).catch((error: unknown) => error);
+					await someoneWaitsFor(`${s}.jobs`, 'the migration to wait for jobs');
+					await reader.query(
+						`UPDATE ${s}.jobs SET priority = 1 WHERE id = '00000000-0000-7000-8000-00000000e001'`,
+					);
+					await reader.query('COMMIT');
+					const outcome = await first;
+					// Applied, unless the reader's commit came over 3 s after the migration asked (a
+					// loaded machine): then it waits, as below.
+					if (!migrationWaits(outcome)) expect(outcome).toBe(file);
+
+					await schemaBefore('i', id);
+					await reader.query('BEGIN');
+					await reader.query(`SELECT count(*) FROM ${s}.jobs`);
+					const started = Date.now();
+					const waiting = await applyAlone(migrator, target, id).catch((error: unknown) => error);
+					expect(migrationWaits(waiting)).toBe(true);
+					expect(String((waiting as Error).message)).toMatch(
+						new RegExp(
+							`Migration ${file.slice(0, 4)} waits: another transaction kept the jobs table for more than 3 s`,
+						),
+					);
+					expect(Date.now() - started).toBeGreaterThanOrEqual(2900);
+					expect(await applied()).toBe(id - 1);
+					await reader.query('COMMIT');
+					expect(await applyAlone(migrator, target, id)).toBe(file);
+				},
+			);
+		}, 30_000);
 
 	it('a migration that deadlocks with a query runs again and is applied once', async () => {
 		const target = `${schema}_f`;
@@ -568,6 +656,7 @@ describe('migrations', () => {
 					'0015_column_domains.sql',
 					'0016_ordering_key_runs_alone.sql',
 					'0017_running_by_lease_end.sql',
+					'0018_running_by_attempt_lease_end.sql',
 				]);
 				const { rows } = await pool.query(`SELECT name FROM "${target}".migrations WHERE id = 15`);
 				expect(rows).toEqual([{ name: '0015_column_domains.sql' }]);

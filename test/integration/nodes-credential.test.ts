@@ -56,7 +56,11 @@ describe('credential test against a real server', () => {
 		expect(result.status).toBe('Error');
 		expect(result.message).toContain(`schema "${missingSchema}" is missing migrations`);
 		expect(result.message).toMatch(/Auto-Migrate is off/);
-		expect(result.message).toMatch(/npx n8n-nodes-durable-jobs migrate/);
+		// Where and how to run it: the installed version, this credential's server and schema.
+		const { host, port, database } = serverOf(databaseUrl());
+		expect(result.message).toContain(
+			`cd ~/.n8n/nodes && DATABASE_URL=postgres://USER:PASSWORD@${String(host)}:${String(port)}/${String(database)} node node_modules/n8n-nodes-durable-jobs/dist/src/cli.js migrate --schema ${missingSchema}`,
+		);
 		// The test itself never creates anything.
 		const { rows } = await pool.query('SELECT 1 FROM pg_namespace WHERE nspname = $1', [
 			missingSchema,
@@ -146,8 +150,9 @@ describe('node executions with a broken connection', () => {
 		for (const part of [
 			'0016_ordering_key_runs_alone.sql',
 			'0017_running_by_lease_end.sql',
+			'0018_running_by_attempt_lease_end.sql',
 			'Auto-Migrate is off',
-			`npx n8n-nodes-durable-jobs migrate --schema ${schemaBefore16}`,
+			`cd ~/.n8n/nodes && DATABASE_URL=postgres://USER:PASSWORD@HOST:PORT/DATABASE node node_modules/n8n-nodes-durable-jobs/dist/src/cli.js migrate --schema ${schemaBefore16}`,
 		])
 			expect(warnings[0].message).toContain(part);
 	});

@@ -415,7 +415,7 @@ describe('lease expiry: a stale worker is fenced out', () => {
 		[first] = (await lease('crashy', {}, 'exec-a')).output('Leased');
 		// The worker of attempt 1 crashed or stalled: its lease runs out.
 		await pool.query(
-			`UPDATE "${schema}".jobs SET lease_until = now() - interval '1 second' WHERE id = $1`,
+			`UPDATE "${schema}".jobs SET lease_until = now() - interval '1 second', attempt_lease_until = now() - interval '1 second' WHERE id = $1`,
 			[id],
 		);
 		[second] = (await lease('crashy', {}, 'exec-b')).output('Leased');
@@ -554,7 +554,7 @@ describe('lease expiry: a stale worker is fenced out', () => {
 		const [exhausted] = await enqueue('crashy-once', [{ doc: 'x' }], { maxAttempts: 1 });
 		await lease('crashy-once');
 		await pool.query(
-			`UPDATE "${schema}".jobs SET lease_until = now() - interval '1 second' WHERE id = $1`,
+			`UPDATE "${schema}".jobs SET lease_until = now() - interval '1 second', attempt_lease_until = now() - interval '1 second' WHERE id = $1`,
 			[exhausted],
 		);
 		const result = await lease('crashy-once');

@@ -97,7 +97,7 @@ describe('job status', () => {
 			)[0],
 		);
 		await pool.query(
-			`UPDATE ${schema}.jobs SET lease_until = now() - interval '1 second' WHERE id = $1`,
+			`UPDATE ${schema}.jobs SET lease_until = now() - interval '1 second', attempt_lease_until = now() - interval '1 second' WHERE id = $1`,
 			[leased[2].id],
 		);
 		const [stats] = await store.stats('stats');
@@ -277,7 +277,7 @@ describe('job status', () => {
 		const jobId = ok((await store.enqueue([{ queue: 'unknown', payload: {} }]))[0]).jobId;
 		await store.lease({ queue: 'unknown', executionId: 'exec-1' });
 		await pool.query(
-			`UPDATE ${schema}.jobs SET lease_until = now() - interval '1 second' WHERE id = $1`,
+			`UPDATE ${schema}.jobs SET lease_until = now() - interval '1 second', attempt_lease_until = now() - interval '1 second' WHERE id = $1`,
 			[jobId],
 		);
 		await store.lease({ queue: 'unknown', executionId: 'exec-2' });

@@ -90,6 +90,17 @@ function leasedSet(slot: {
 		attempt_checkpoint_at = NULL`;
 }
 
+/**
+ * Whether the lease of a running job (`alias`) has ended. jobs_running holds the end the
+ * attempt's lease was given (attempt_lease_until, migration 0018), which a heartbeat changes only
+ * to shorten it, so an extending heartbeat changes no indexed column and can be a HOT update;
+ * the index finds the attempts past that end, and lease_until says whether a heartbeat extended
+ * the lease. Every statement keeps attempt_lease_until <= lease_until for a running job.
+ */
+function leaseEnded(alias: string): string {
+	return `${alias}.attempt_lease_until < now() AND ${alias}.lease_until < now()`;
+}
+
 /** LEASED_SET from the slot a job was assigned (`a`: a row of the statement's slots). */
 const LEASED_SET = leasedSet({
 	attemptId: 'a.new_attempt_id',
@@ -102,8 +113,8 @@ const LEASED_SET = leasedSet({
  * Claims up to one job per slot of one queue in one statement.
  *
  * Candidates come from two branches, each matching one partial index: due queued jobs
- * (jobs_queued_claim) and running jobs whose lease has expired (jobs_running, by queue and lease
- * end, so only the expired entries are read). A single
+ * (jobs_queued_claim) and running jobs whose lease has expired (jobs_running, by queue and the
+ * end the attempt's lease was given, so only the attempts past it are read; see leaseEnded). A single
  * `status = 'queued' OR (status = 'running' AND lease_until < now())` predicate would match
  * neither index and fall back to scanning every live row of the queue.
  *
@@ -168,7 +179,7 @@ WITH queued AS (
 	SELECT j.id, j.priority, j.run_at, j.seq, j.attempt_id AS previous_attempt_id, true AS expired,
 		j.attempts >= j.max_attempts AS exhausted, ${runningAttemptColumns('j')}
 	FROM ${s}.jobs j
-	WHERE j.queue = (SELECT $1::text) AND j.status = 'running' AND j.lease_until < now()
+	WHERE j.queue = (SELECT $1::text) AND j.status = 'running' AND ${leaseEnded('j')}
 	ORDER BY j.seq
 	LIMIT ${limit}
 	FOR NO KEY UPDATE SKIP LOCKED
@@ -313,7 +324,7 @@ function orderingKeyFree(s: string): string {
 function probeAndQueued(s: string, columns: string, limit: number): string {
 	return `probe AS MATERIALIZED (
 	SELECT EXISTS (
-		SELECT 1 FROM ${s}.jobs e WHERE e.queue = (SELECT $1::text) AND e.status = 'running' AND e.lease_until < now()
+		SELECT 1 FROM ${s}.jobs e WHERE e.queue = (SELECT $1::text) AND e.status = 'running' AND ${leaseEnded('e')}
 	) AS lease_expired
 ), queued AS (
 	SELECT ${columns}
@@ -343,9 +354,9 @@ function commitWithoutFlush(options: LeaseOptions): string {
  * When a running job of the queue has an expired lease, it leases nothing and answers one row
  * per slot with `rerun` set instead: the caller then runs leaseQuery, which recovers that job
  * first, as a lease always has. Concurrent callers that got `rerun` make their leaseQuery calls
- * at once, so those are merged as well. The probe reads the queue's expired entries of
- * jobs_running, as leaseQuery's expired branch does (one index descent when none has expired,
- * since the index holds the lease end); a job that has expired but is locked by another leaser
+ * at once, so those are merged as well. The probe reads the queue's entries of jobs_running
+ * past the end their lease was given, as leaseQuery's expired branch does (see leaseEnded: one
+ * index descent while no attempt has outlived that end); a job that has expired but is locked by another leaser
  * recovering it still counts, which costs its callers one more statement, never a wrong lease.
  *
  * Everything else (the locking limit in the text, the ordering-key check, the slot arrays,
@@ -476,7 +487,9 @@ export interface ExtendRow {
 /**
  * What a heartbeat writes on its job, from the SQL expressions of its item (as leasedSet does for
  * a lease): the new lease end, the n8n ids if the lease did not know them, and the checkpoint
- * with its time when the item has one.
+ * with its time when the item has one. attempt_lease_until, the indexed end (see leaseEnded),
+ * moves only when the new end comes before it: a heartbeat that extends the lease writes it
+ * unchanged, and PostgreSQL, which compares the values, can make the update a HOT one.
  */
 function extendedSet(item: {
 	leaseMs: string;
@@ -485,6 +498,7 @@ function extendedSet(item: {
 	executionId: string;
 }): string {
 	return `lease_until = now() + ${item.leaseMs} * interval '1 millisecond', updated_at = now(),
+		attempt_lease_until = least(j.attempt_lease_until, now() + ${item.leaseMs} * interval '1 millisecond'),
 		attempt_workflow_id = coalesce(j.attempt_workflow_id, ${item.workflowId}),
 		attempt_execution_id = coalesce(j.attempt_execution_id, ${item.executionId}),
 		attempt_checkpoint = coalesce(${item.checkpoint}, j.attempt_checkpoint),
@@ -499,8 +513,8 @@ function extendedSet(item: {
  * The first heartbeat of an attempt whose lease did not know its n8n execution (a Job Trigger
  * leases before the execution exists) records the workflow and execution id too. Both go to
  * the job row, where the running attempt lives (see attempts.ts), so a heartbeat stays an
- * update of one row (not a HOT one: jobs_running holds the lease end, migration 0017). One
- * item alone runs extendOneQuery, which writes and answers the same.
+ * update of one row, of unindexed columns only (see extendedSet). One item alone runs
+ * extendOneQuery, which writes and answers the same.
  */
 export function extendLeaseQuery(schema: string, s: string, rows: ExtendRow[]): SqlQuery {
 	if (rows.length === 1) return extendOneQuery(schema, s, rows[0]);
