@@ -6,11 +6,12 @@
  * to four minutes.
  *
  * The known jobs are written straight through the core (JobStore on the job database) into
- * queues no bundled workflow leases, so what Monitoring sees of them is exact.
+ * queues no bundled workflow leases, so what Monitoring sees of them is exact. Monitoring runs
+ * with two thresholds lowered (`MONITORING_THRESHOLDS`) so that a test sees them pass in minutes.
  */
 import pg from 'pg';
 
-import { startEnvironment, type Environment } from '../../scripts/lib/environment';
+import { startEnvironment, workflowNode, type Environment } from '../../scripts/lib/environment';
 import { waitFor, type ReceivedCallback } from '../../scripts/lib/standins';
 import { DurableJobsError, JobStore, migrate } from '../../src/core';
 import { allowLoopbackCallbacks } from './callback-hosts';
@@ -21,6 +22,14 @@ const SCHEMA = 'dj_e2e_monitoring';
 const PLACEHOLDER_KEY = 'change-me-to-a-long-random-secret';
 const DEAD = 'mon-dead';
 const EXPIRED = 'mon-expired';
+/** Three dead letters: more than this file's `max_dead_letters`. */
+const BACKLOG = 'mon-backlog';
+/** One job, due at once, that nothing takes. */
+const WAITING = 'mon-waiting';
+/** One job scheduled a week ahead: queued, but not due. */
+const SCHEDULED = 'mon-scheduled';
+/** Monitoring's Config here: a waiting job is late after 20 s, more than 2 dead letters alert. */
+const MONITORING_THRESHOLDS = { max_oldest_ready_seconds: 20, max_dead_letters: 2 };
 const MONITORING_ID = 'DjMonitoring0001';
 const RELAY_ID = 'DjCallbackRelay1';
 
@@ -50,6 +59,16 @@ beforeAll(async () => {
 			const key = assignments.find((entry) => entry.name === 'signing_key');
 			if (!key) throw new Error('the Callback relay has no Config → signing_key');
 			key.value = PLACEHOLDER_KEY;
+			const thresholds = (
+				workflowNode(workflows, MONITORING_ID, 'Config').parameters.assignments as {
+					assignments: Array<{ name: string; value: unknown }>;
+				}
+			).assignments;
+			for (const [name, value] of Object.entries(MONITORING_THRESHOLDS)) {
+				const entry = thresholds.find((assignment) => assignment.name === name);
+				if (!entry) throw new Error(`Monitoring has no Config → ${name}`);
+				entry.value = value;
+			}
 		},
 	});
 	await migrate(env.jobsDb, SCHEMA);
@@ -78,14 +97,37 @@ async function failedExecutions(
 }
 
 describe('Monitoring (08)', () => {
-	it('alerts on a dead letter once, on an expired lease every minute; an alert the receiver refuses fails the execution, which n8n keeps', async () => {
+	it('alerts on a dead letter once; on a backlog of dead letters, a late due job and an expired lease every minute, not on a job scheduled for later; an alert the receiver refuses fails the execution, which n8n keeps', async () => {
 		// A running job whose lease has expired: alerted every minute while it lasts.
 		ok((await store.enqueue([{ queue: EXPIRED, payload: { n: 1 } }]))[0]);
 		expect(await store.lease({ queue: EXPIRED, limit: 1, leaseMs: 1_000 })).toHaveLength(1);
+		// A job due now that nothing takes (late after 20 s), and one due in a week (never late).
+		ok((await store.enqueue([{ queue: WAITING, payload: { n: 1 } }]))[0]);
+		const nextWeek = new Date(Date.now() + 7 * 24 * 3_600_000);
+		ok((await store.enqueue([{ queue: SCHEDULED, payload: { n: 1 }, runAt: nextWeek }]))[0]);
 
 		// Every alert is answered HTTP 500 until the dead letter's alert has come.
 		env.standins.callbacks.status = 500;
 		const since = new Date();
+		// Three dead letters kept (more than max_dead_letters, 2), made before the one of DEAD: they
+		// are new no later than DEAD's, so the run after DEAD's first alert finds none of them new.
+		for (const enqueued of await store.enqueue(
+			[1, 2, 3].map((n) => ({ queue: BACKLOG, payload: { n }, maxAttempts: 1 })),
+		))
+			ok(enqueued);
+		const backlog = await store.lease({ queue: BACKLOG, limit: 3, leaseMs: 60_000 });
+		expect(backlog).toHaveLength(3);
+		for (const result of await store.complete(
+			backlog.map((job) => ({
+				jobId: job.id,
+				attemptId: job.attempt_id,
+				outcome: 'failed' as const,
+				errorCode: 'http_422',
+				errorClass: 'needs_mapping' as const,
+				errorMessage: 'The CRM answered HTTP 422',
+			})),
+		))
+			expect(ok(result).applied).toBe(true);
 		ok((await store.enqueue([{ queue: DEAD, payload: { n: 1 }, maxAttempts: 1 }]))[0]);
 		const [leased] = await store.lease({ queue: DEAD, limit: 1, leaseMs: 60_000 });
 		const [completed] = await store.complete([
@@ -137,8 +179,41 @@ describe('Monitoring (08)', () => {
 		expect((next.json as { reasons: string[] }).reasons.join('; ')).toMatch(
 			/^1 running job\(s\) with an expired lease/,
 		);
+
+		// The same run: the backlog of dead letters alerts again, with none of them new.
+		type Alert = { reasons: string[]; stats: Record<string, number | null> };
+		const [backlogAgain] = await env.standins.callbacks.waitFor(alert(BACKLOG, firstAt + 30_000), {
+			timeoutMs: 30_000,
+		});
+		expect(backlogAgain.json as Alert).toMatchObject({
+			reasons: [
+				expect.stringMatching(/^3 dead letters kept \(limit 2\): they stay until replayed/),
+			],
+			stats: { dead_letter: 3, new_dead_letters: 0 },
+		});
+		// Their one alert as new dead letters came in an earlier run (with the backlog's reason).
+		const backlogAlerts = env.standins.callbacks.received.filter(alert(BACKLOG, since.getTime()));
+		const asNew = backlogAlerts.filter((request) =>
+			(request.json as Alert).reasons.some((reason) =>
+				/^3 job\(s\) dead-lettered between /.test(reason),
+			),
+		);
+		expect(asNew).toHaveLength(1);
+		expect(new Date(asNew[0].at).getTime()).toBeLessThan(firstAt + 30_000);
+
+		// The job due for a minute and more is late; the one due next week alerts nothing.
+		const [late] = await env.standins.callbacks.waitFor(alert(WAITING, firstAt + 30_000), {
+			timeoutMs: 30_000,
+		});
+		const lateAlert = late.json as Alert;
+		expect(lateAlert.reasons).toEqual([
+			expect.stringMatching(/^oldest due job has waited \d+ s \(limit 20 s\)/),
+		]);
+		expect(lateAlert.stats.oldest_ready_age_seconds).toBeGreaterThan(20);
+
 		await new Promise((resolve) => setTimeout(resolve, 5_000));
 		expect(env.standins.callbacks.received.filter(alert(DEAD, firstAt + 30_000))).toEqual([]);
+		expect(env.standins.callbacks.received.filter(alert(SCHEDULED, since.getTime()))).toEqual([]);
 	});
 });
 

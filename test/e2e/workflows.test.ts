@@ -408,6 +408,61 @@ describe('receiver → dispatcher → worker → status', () => {
 		);
 		expect(sameEvent).toHaveLength(1);
 	});
+
+	it('a callback the receiver answers 503 is delivered again with the same webhook-id, each delivery signed; the event is done after the 200', async () => {
+		// The stand-in answers the next request it gets 503, whoever sends it: nothing else runs.
+		await waitQuiet();
+		const path = `/hooks/retried-${Date.now()}`;
+		env.standins.callbacks.script([503]);
+		const accepted = (
+			await submit({
+				document: newDocument(),
+				callback_url: `${env.standins.callbacks.url}${path}`,
+			})
+		).body as AcceptedBody;
+		await waitForStatus(accepted.status_url, ['done']);
+		e2eLog('waiting for the callback to be delivered again after its 503 (about 10-20 s backoff)');
+		const deliveries = await env.standins.callbacks.waitFor((cb) => cb.path === path, {
+			timeoutMs: 90_000,
+			count: 2,
+		});
+		expect(deliveries.map((delivery) => delivery.status)).toEqual([503, 200]);
+		const [refused, delivered] = deliveries;
+		expect(refused.headers['webhook-id']).toMatch(/\S/);
+		expect(delivered.headers['webhook-id']).toBe(refused.headers['webhook-id']);
+		const verifier = new Webhook(Buffer.from(SIGNING_KEY, 'utf8').toString('base64'));
+		for (const delivery of deliveries) {
+			const payload = verifier.verify(delivery.body, {
+				'webhook-id': String(delivery.headers['webhook-id']),
+				'webhook-timestamp': String(delivery.headers['webhook-timestamp']),
+				'webhook-signature': String(delivery.headers['webhook-signature']),
+			}) as { type: string; data: { job_id: string } };
+			expect(payload).toMatchObject({ type: 'job.succeeded', data: { job_id: accepted.job_id } });
+		}
+		const event = await waitFor(
+			async () => {
+				const { rows } = await env.jobsDb.query<{
+					status: string;
+					attempts: Array<{ outcome: string | null; error_code: string | null }>;
+				}>(
+					`SELECT j.status, json_agg(json_build_object('outcome', a.outcome, 'error_code', a.error_code)
+						ORDER BY a.attempt) AS attempts
+					FROM "${env.schema}".jobs j JOIN "${env.schema}".job_attempts a ON a.job_id = j.id
+					WHERE j.queue = 'callbacks' AND j.payload->'payload'->>'job_id' = $1
+					GROUP BY j.id`,
+					[accepted.job_id],
+				);
+				return rows[0]?.status === 'done' ? rows[0] : undefined;
+			},
+			{ timeoutMs: 30_000, intervalMs: 250, what: 'the callback event done' },
+		);
+		expect(event.attempts).toEqual([
+			{ outcome: 'retry', error_code: 'http_503' },
+			{ outcome: 'succeeded', error_code: null },
+		]);
+		await new Promise((resolve) => setTimeout(resolve, 3_000));
+		expect(env.standins.callbacks.received.filter((cb) => cb.path === path)).toHaveLength(2);
+	});
 });
 
 describe('operator endpoints ship with authentication on', () => {
@@ -581,6 +636,85 @@ describe('event intake', () => {
 		const retried = await env.request('events', { method: 'POST', body: event });
 		expect(retried.status).toBe(200);
 		expect(retried.body).toMatchObject({ status: 'processed' });
+	});
+
+	it('CRM answers 429 or 500 → 503 retry_later with Retry-After, the claim failed; the retry is processed', async () => {
+		// The stand-in's script answers the next CRM request, whoever sends it: nothing else runs.
+		await waitQuiet();
+		for (const crmStatus of [429, 500]) {
+			const event = {
+				source: 'shop',
+				external_id: `order-busy-${crmStatus}-${Date.now()}`,
+				status: 'paid',
+				occurred_at: '2026-11-30T11:00:00Z',
+			};
+			env.standins.crm.script([crmStatus]);
+			const busy = await env.request('events', { method: 'POST', body: event });
+			expect(busy.status, `CRM ${crmStatus}`).toBe(503);
+			expect(busy.headers.get('retry-after')).toBe('10');
+			expect(busy.body).toMatchObject({ status: 'retry_later' });
+			const retried = await env.request('events', { method: 'POST', body: event });
+			expect(retried.status, `retry after CRM ${crmStatus}`).toBe(200);
+			expect(retried.body).toMatchObject({ status: 'processed' });
+		}
+	});
+
+	it('CRM refuses the event (422) → 422 problem+json crm_rejected without Retry-After, the claim failed with the CRM answer; sent again, it is processed (not a duplicate)', async () => {
+		await waitQuiet();
+		const event = {
+			source: 'shop',
+			external_id: `order-refused-${Date.now()}`,
+			status: 'paid',
+			occurred_at: '2026-11-30T11:00:00Z',
+		};
+		const eventId = `shop:${event.external_id}:paid:2026-11-30T11:00:00Z`;
+		env.standins.crm.script([{ status: 422, body: { error: 'paid needs an invoice number' } }]);
+		const refused = await env.request('events', { method: 'POST', body: event });
+		expect(refused.status).toBe(422);
+		expect(refused.headers.get('content-type')).toContain('application/problem+json');
+		expect(refused.headers.get('retry-after')).toBeNull();
+		expect(refused.body).toMatchObject({
+			status: 422,
+			code: 'crm_rejected',
+			crm_status: 422,
+			event_id: eventId,
+			detail: expect.stringContaining('HTTP 422'),
+		});
+		const claim = async () =>
+			(
+				await env.jobsDb.query<{ status: string; error_message: string | null }>(
+					`SELECT status, error_message FROM "${env.schema}".idempotency_keys WHERE scope = 'events' AND key = $1`,
+					[eventId],
+				)
+			).rows;
+		expect(await claim()).toEqual([
+			{
+				status: 'failed',
+				error_message: 'CRM refused the event: HTTP 422 {"error":"paid needs an invoice number"}',
+			},
+		]);
+		const outbox = async () =>
+			(
+				await env.jobsDb.query(
+					`SELECT count(*)::int AS n FROM "${env.schema}".jobs WHERE queue = 'outbox' AND idempotency_key = $1`,
+					[eventId],
+				)
+			).rows[0].n as number;
+		expect(await outbox()).toBe(0);
+
+		// The source sends it again (its own retry, or a resend once the CRM side is fixed): it is
+		// processed, not answered as a duplicate. The CRM takes it this time.
+		const again = await env.request('events', { method: 'POST', body: event });
+		expect(again.status).toBe(200);
+		expect(again.body).toMatchObject({ status: 'processed', event_id: eventId });
+		expect(
+			env.standins.crm.journal
+				.filter((entry) => entry.key === eventId)
+				.map((entry) => entry.status),
+		).toEqual([422, 201]);
+		expect(env.standins.crm.recordsForKey(eventId)).toHaveLength(1);
+		expect(await outbox()).toBe(1);
+		expect((await claim())[0].status).toBe('completed');
 	});
 });
 

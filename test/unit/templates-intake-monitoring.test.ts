@@ -1,0 +1,290 @@
+import { readFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+
+import { classifyHttpStatus } from '../../src/core/classify';
+
+/**
+ * What the Event intake (06) answers for each kind of CRM answer, and when Monitoring (08)
+ * alerts, read from the templates themselves without an n8n: the If node's expression and the
+ * Code node's script run here on items shaped as n8n gives them. test/e2e/workflows.test.ts and
+ * test/e2e/monitoring.test.ts run the same templates in a real n8n.
+ */
+const WORKFLOWS = resolve(__dirname, '..', '..', 'workflows');
+
+interface TemplateNode {
+	name: string;
+	type: string;
+	parameters: Record<string, unknown>;
+	[key: string]: unknown;
+}
+
+interface Template {
+	nodes: TemplateNode[];
+	connections: Record<string, { main: Array<Array<{ node: string }> | null> }>;
+}
+
+function load(file: string): Template {
+	return JSON.parse(readFileSync(join(WORKFLOWS, file), 'utf8')) as Template;
+}
+
+function node(template: Template, name: string): TemplateNode {
+	const found = template.nodes.find((candidate) => candidate.name === name);
+	if (!found) throw new Error(`no node "${name}"`);
+	return found;
+}
+
+/** The nodes each output of `name` leads to. */
+function targets(template: Template, name: string): string[][] {
+	return (template.connections[name]?.main ?? []).map((output) =>
+		(output ?? []).map((target) => target.node),
+	);
+}
+
+/** An n8n expression (`={{ … }}`) evaluated with `$json`. */
+function evaluate(expression: unknown, $json: unknown): unknown {
+	const match = /^=\{\{([\s\S]*)\}\}$/.exec(String(expression));
+	if (!match) throw new Error(`not an expression: ${String(expression)}`);
+	return new Function('$json', `return (${match[1]});`)($json);
+}
+
+interface Header {
+	name: string;
+	value: string;
+}
+
+function headers(respond: TemplateNode): Record<string, string> {
+	const options = respond.parameters.options as { responseHeaders?: { entries: Header[] } };
+	return Object.fromEntries(
+		(options.responseHeaders?.entries ?? []).map((entry) => [entry.name, entry.value]),
+	);
+}
+
+describe('Event intake (06): a CRM that is down and a CRM that refuses are answered apart', () => {
+	const intake = load('06-event-intake.json');
+	const transient = node(intake, 'CRM down or busy?');
+	const isTransient = (answer: unknown) =>
+		evaluate(
+			(transient.parameters.conditions as { conditions: Array<{ leftValue: string }> })
+				.conditions[0].leftValue,
+			answer,
+		);
+
+	it('a non-2xx answer goes to the check, which tells transient from permanent', () => {
+		expect(targets(intake, 'CRM answered 2xx?')).toEqual([['Outbox Write'], ['CRM down or busy?']]);
+		expect(targets(intake, 'CRM down or busy?')).toEqual([
+			['Mark failed'],
+			['Mark failed (CRM refused)'],
+		]);
+		// No answer at all still goes from the request's error output straight to Mark failed.
+		expect(targets(intake, 'Apply to CRM')[1]).toEqual(['Mark failed']);
+	});
+
+	it.each([408, 425, 429, 500, 502, 503, 504, 599])('HTTP %i is transient', (statusCode) => {
+		expect(isTransient({ statusCode, body: {} })).toBe(true);
+	});
+
+	it('an answer without a status is transient', () => {
+		expect(isTransient({})).toBe(true);
+		expect(isTransient({ statusCode: 0 })).toBe(true);
+	});
+
+	it.each([400, 401, 403, 404, 409, 410, 413, 422, 301, 304])(
+		'HTTP %i is permanent',
+		(statusCode) => {
+			expect(isTransient({ statusCode, body: { error: 'refused' } })).toBe(false);
+		},
+	);
+
+	it("agrees with Job Complete's HTTP Status outcome (the Worker's): Retry there is transient here", () => {
+		const disagree: number[] = [];
+		for (let statusCode = 100; statusCode < 600; statusCode++) {
+			if (statusCode >= 200 && statusCode < 300) continue;
+			if (isTransient({ statusCode }) !== (classifyHttpStatus(statusCode).outcome === 'retry'))
+				disagree.push(statusCode);
+		}
+		expect(disagree).toEqual([]);
+	});
+
+	it('transient: the claim is failed, 503 retry_later with Retry-After (also on Claim Lost)', () => {
+		expect(node(intake, 'Mark failed').parameters.operation).toBe('fail');
+		expect(targets(intake, 'Mark failed')).toEqual([['Respond 503 retry'], ['Respond 503 retry']]);
+		const respond = node(intake, 'Respond 503 retry');
+		expect((respond.parameters.options as { responseCode: number }).responseCode).toBe(503);
+		expect(headers(respond)['Retry-After']).toBe('10');
+	});
+
+	it('permanent: the claim is failed (not completed), 422 problem+json crm_rejected without Retry-After (also on Claim Lost)', () => {
+		const mark = node(intake, 'Mark failed (CRM refused)');
+		expect(mark.type).toBe('n8n-nodes-durable-jobs.idempotencyCheck');
+		expect(mark.parameters.operation).toBe('fail');
+		expect(mark.parameters.settleKey).toBe(node(intake, 'Mark failed').parameters.settleKey);
+		expect(mark.parameters.claimId).toBe(node(intake, 'Mark failed').parameters.claimId);
+		const refused = { statusCode: 422, body: { error: 'email is invalid' } };
+		expect(evaluate(mark.parameters.errorMessage, refused)).toBe(
+			'CRM refused the event: HTTP 422 {"error":"email is invalid"}',
+		);
+		expect(evaluate(mark.parameters.errorMessage, { statusCode: 404, body: '' })).toBe(
+			'CRM refused the event: HTTP 404',
+		);
+		expect(targets(intake, 'Mark failed (CRM refused)')).toEqual([
+			['Respond 422 CRM refused'],
+			['Respond 422 CRM refused'],
+		]);
+
+		const respond = node(intake, 'Respond 422 CRM refused');
+		expect((respond.parameters.options as { responseCode: number }).responseCode).toBe(422);
+		expect(headers(respond)).toEqual({ 'Content-Type': 'application/problem+json' });
+		const body = evaluate(respond.parameters.responseBody, {
+			...refused,
+			idempotency: { key: 'shop:o-1:paid:2026-11-30T10:00:00Z', status: 'failed' },
+		});
+		expect(body).toEqual({
+			type: 'https://www.npmjs.com/package/n8n-nodes-durable-jobs#errors',
+			title: 'The CRM refused the event',
+			status: 422,
+			code: 'crm_rejected',
+			detail: expect.stringMatching(/^The CRM answered HTTP 422 to event "shop:o-1:paid:/),
+			fix: expect.stringContaining('send it again'),
+			event_id: 'shop:o-1:paid:2026-11-30T10:00:00Z',
+			crm_status: 422,
+		});
+	});
+});
+
+interface QueueStats {
+	queue: string;
+	queued: number;
+	ready: number;
+	running: number;
+	running_expired: number;
+	oldest_ready_age_seconds: number | null;
+	oldest_queued_age_seconds: number | null;
+	failed: number;
+}
+
+interface Checked extends QueueStats {
+	alert: boolean;
+	reasons: string[];
+	dead_letter: number;
+	new_dead_letters: number;
+}
+
+describe('Monitoring (08): Check thresholds', () => {
+	const monitoring = load('08-monitoring.json');
+	const code = node(monitoring, 'Check thresholds').parameters.jsCode as string;
+	const shipped = Object.fromEntries(
+		(
+			node(monitoring, 'Config').parameters.assignments as {
+				assignments: Array<{ name: string; value: unknown }>;
+			}
+		).assignments.map((entry) => [entry.name, entry.value]),
+	);
+	const toMinute = '2026-12-01T10:05:00.000Z';
+
+	function stats(queue: string, extra: Partial<QueueStats> = {}): QueueStats {
+		return {
+			queue,
+			queued: 0,
+			ready: 0,
+			running: 0,
+			running_expired: 0,
+			oldest_ready_age_seconds: null,
+			oldest_queued_age_seconds: null,
+			failed: 0,
+			...extra,
+		};
+	}
+
+	/** Runs the Code node's script on a Queue Overview answer, as n8n's Code node runs it. */
+	function check(
+		queues: QueueStats[],
+		config: Record<string, unknown> = shipped,
+		failedPerMinute: Record<string, Record<string, number>> = {},
+	): Map<string, Checked> {
+		const overview = {
+			as_of: '2026-12-01T10:05:12.000Z',
+			queues,
+			chart: {
+				to_minute: toMinute,
+				series: queues.map((queue) => ({
+					queue: queue.queue,
+					points: Object.entries(failedPerMinute[queue.queue] ?? {}).map(([minute, failed]) => ({
+						minute,
+						done: 0,
+						failed,
+					})),
+				})),
+			},
+		};
+		const $ = (name: string) => {
+			if (name !== 'Config') throw new Error(`the script reads node ${name}`);
+			return { first: () => ({ json: config }) };
+		};
+		const $input = { first: () => ({ json: overview }) };
+		const items = new Function('$', '$input', code)($, $input) as Array<{ json: Checked }>;
+		return new Map(items.map((item) => [item.json.queue, item.json]));
+	}
+
+	it('ships max_dead_letters (100) next to the other thresholds', () => {
+		expect(shipped).toMatchObject({
+			max_oldest_ready_seconds: 300,
+			max_new_dead_letters: 0,
+			dead_letter_window_minutes: 1,
+			max_dead_letters: 100,
+		});
+	});
+
+	it('more dead letters kept than max_dead_letters alert every run, with no new one', () => {
+		const result = check([stats('backlog', { failed: 101 }), stats('at-limit', { failed: 100 })]);
+		expect(result.get('backlog')).toMatchObject({ alert: true, dead_letter: 101 });
+		expect(result.get('backlog')?.reasons).toEqual([
+			expect.stringMatching(/^101 dead letters kept \(limit 100\): they stay until replayed/),
+		]);
+		expect(result.get('at-limit')).toMatchObject({ alert: false, reasons: [] });
+	});
+
+	it('a new dead letter alerts once by itself; with a backlog over the limit, both reasons', () => {
+		const minute = '2026-12-01T10:04:00.000Z';
+		const result = check(
+			[stats('one', { failed: 1 }), stats('many', { failed: 150 })],
+			{ ...shipped, max_dead_letters: 100 },
+			{ one: { [minute]: 1 }, many: { [minute]: 2 } },
+		);
+		expect(result.get('one')?.reasons).toEqual([
+			expect.stringMatching(/^1 job\(s\) dead-lettered between /),
+		]);
+		expect(result.get('many')?.reasons).toEqual([
+			expect.stringMatching(/^2 job\(s\) dead-lettered between /),
+			expect.stringMatching(/^150 dead letters kept \(limit 100\)/),
+		]);
+	});
+
+	it('without max_dead_letters in Config the kept dead letters alert nothing', () => {
+		const config: Record<string, unknown> = { ...shipped };
+		delete config.max_dead_letters;
+		expect(check([stats('backlog', { failed: 5000 })], config).get('backlog')).toMatchObject({
+			alert: false,
+		});
+		const zero = check([stats('backlog', { failed: 1 })], { ...shipped, max_dead_letters: 0 });
+		expect(zero.get('backlog')?.reasons).toEqual([
+			expect.stringMatching(/^1 dead letters kept \(limit 0\)/),
+		]);
+	});
+
+	it('the age alert counts due jobs only: a job scheduled for next week is not late', () => {
+		const result = check([
+			stats('late', { queued: 1, ready: 1, oldest_ready_age_seconds: 301 }),
+			stats('on-time', { queued: 1, ready: 1, oldest_ready_age_seconds: 299 }),
+			stats('scheduled', {
+				queued: 1,
+				oldest_ready_age_seconds: null,
+				oldest_queued_age_seconds: 86_400,
+			}),
+		]);
+		expect(result.get('late')?.reasons).toEqual([
+			'oldest due job has waited 301 s (limit 300 s): no worker takes it, or the workers cannot keep up',
+		]);
+		expect(result.get('on-time')?.alert).toBe(false);
+		expect(result.get('scheduled')?.alert).toBe(false);
+	});
+});
