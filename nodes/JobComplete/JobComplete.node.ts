@@ -52,6 +52,9 @@ export class JobComplete implements INodeType {
 		name: 'jobComplete',
 		icon: { light: 'file:jobComplete.svg', dark: 'file:jobComplete.dark.svg' },
 		...commonDescription,
+		// 2: HTTP Status reads the HTTP Request node's status by default (it was 0, no answer).
+		version: [1, 2],
+		defaultVersion: 2,
 		subtitle: '={{ "outcome: " + $parameter["outcome"] }}',
 		description: 'Finish, retry, fail or release a leased job, fenced by its attempt',
 		defaults: { name: 'Job Complete' },
@@ -100,12 +103,23 @@ export class JobComplete implements INodeType {
 				],
 				default: 'succeeded',
 			},
+			// Version 1 defaulted to 0 (no answer). A saved workflow stores no value left at its
+			// default, so a new default would change what version 1 nodes already do.
+			{
+				displayName: 'HTTP Status',
+				name: 'httpStatus',
+				type: 'number',
+				default: 0,
+				displayOptions: { show: { outcome: ['httpStatus'], '@version': [1] } },
+				description:
+					'Status code of the external call (0 or empty means no answer: timeout or connection error). Map it to the status code of the HTTP Request node before this one, with "Include Response Headers and Status" and "Never Error" on in that node (a new Job Complete reads it by default).',
+			},
 			{
 				displayName: 'HTTP Status',
 				name: 'httpStatus',
 				type: 'number',
 				default: HTTP_STATUS_FROM_ITEM,
-				displayOptions: { show: { outcome: ['httpStatus'] } },
+				displayOptions: { show: { outcome: ['httpStatus'], '@version': [{ _cnd: { gte: 2 } }] } },
 				description:
 					'Status code of the external call; 0 or empty means no answer (timeout, connection error). The default reads the HTTP Request node right before this one. In it, turn on Options → Response → "Include Response Headers and Status" and "Never Error", set Settings → On Error to "Continue (using error output)", and connect both of its outputs to this node: a timeout or a refused connection still fails with Never Error on, and only on the error output does it reach this node as no answer (a retry).',
 			},
@@ -240,7 +254,9 @@ export class JobComplete implements INodeType {
 		const store = lazyStore(this, { maxPayloadBytes: Math.round(maxResultKb * 1024) });
 		const workflowId = this.getWorkflow().id ?? null;
 		const executionId = this.getExecutionId() ?? null;
-		const httpStatusIsDefault = this.getNode().parameters.httpStatus === HTTP_STATUS_FROM_ITEM;
+		const node = this.getNode();
+		const httpStatusIsDefault =
+			node.typeVersion >= 2 && node.parameters.httpStatus === HTTP_STATUS_FROM_ITEM;
 		return await runBatch<CompleteInput, CompleteResult>(this, {
 			outputs: 2,
 			errorOutput: 1,

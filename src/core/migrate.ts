@@ -126,7 +126,7 @@ export const DEFERRABLE_MIGRATION_IDS: ReadonlySet<number> = new Set([16, 17, 18
 const WITHOUT_MIGRATION: Readonly<Record<number, string>> = {
 	16: 'two leases at the same moment can, rarely, start two jobs of one ordering key together',
 	17: 'each lease reads every running job of its queue, slower with thousands running',
-	18: 'each heartbeat adds an entry to the indexes of jobs instead of being a HOT update',
+	18: 'once 0017 is applied, each heartbeat adds an entry to the indexes of jobs instead of being a HOT update',
 };
 
 /** "a", "a and b", "a, b and c". */

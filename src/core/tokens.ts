@@ -70,7 +70,7 @@ function missingSecretError(schema: string, s: string): DurableJobsError {
 		'schema_incomplete',
 		`Schema "${schema}" has no status token secret`,
 		{
-			fix: `Running the migrations again does not bring it back. Restore the row 'status_token_secret' of ${s}.settings from a backup, or create a new secret (status tokens handed out before keep working): INSERT INTO ${s}.settings (name, value) VALUES ('status_token_secret', decode(replace(gen_random_uuid()::text || gen_random_uuid()::text, '-', ''), 'hex'))`,
+			fix: `Running the migrations again does not bring it back. Restore the row 'status_token_secret' of ${s}.settings from a backup, or create a new secret as the role that owns the schema (status tokens handed out before keep working): INSERT INTO ${s}.settings (name, value) VALUES ('status_token_secret', decode(replace(gen_random_uuid()::text || gen_random_uuid()::text, '-', ''), 'hex'))`,
 			httpStatus: 503,
 		},
 	);

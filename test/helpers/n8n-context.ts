@@ -84,6 +84,8 @@ export interface NodeContextOptions {
 	mode?: WorkflowExecuteMode;
 	/** The workflow's time zone setting (n8n's default when left out). */
 	timezone?: string;
+	/** The node's version (default: the latest the node has). */
+	typeVersion?: number;
 }
 
 /** Members a test runner, `await` or n8n's deep copies probe on any object; they must not throw. */
@@ -319,9 +321,11 @@ export class NodeContext {
 			id: 'node-under-test',
 			name: options.nodeName ?? description.defaults.name ?? description.displayName,
 			type,
-			typeVersion: Array.isArray(description.version)
-				? Math.max(...description.version)
-				: description.version,
+			typeVersion:
+				options.typeVersion ??
+				(Array.isArray(description.version)
+					? Math.max(...description.version)
+					: description.version),
 			position: [250, 0],
 			parameters: structuredClone(options.parameters ?? {}) as INodeParameters,
 			credentials: { [CREDENTIAL.name]: { id: CREDENTIAL_ID, name: 'Durable Jobs Postgres' } },

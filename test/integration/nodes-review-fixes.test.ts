@@ -68,9 +68,13 @@ function fullResponse(leased: INodeExecutionData, statusCode: number, body: IDat
 
 describe('Job Complete, From HTTP Status with the default HTTP Status', () => {
 	it('is the expression the bundled templates set', () => {
-		const property = new JobComplete().description.properties.find(
+		const [first, second] = new JobComplete().description.properties.filter(
 			(entry) => entry.name === 'httpStatus',
 		);
+		// Version 1 keeps its default of 0; version 2 reads the HTTP Request node's status.
+		expect(first.default).toBe(0);
+		expect(first.displayOptions?.show?.['@version']).toEqual([1]);
+		const property = second;
 		expect(property?.default).toBe(HTTP_STATUS_FROM_ITEM);
 		const dir = path.join(__dirname, '..', '..', 'workflows');
 		for (const file of ['03-dispatcher.json', '04-worker.json', '05-callback-relay.json']) {
@@ -151,6 +155,21 @@ describe('Job Complete, From HTTP Status with the default HTTP Status', () => {
 		});
 		expect(await tableSnapshot(pool, schema)).toEqual(before);
 		expect(await job(id)).toMatchObject({ status: 'running' });
+	});
+
+	it('a Job Complete of version 1 keeps its default of 0: an item without statusCode is no answer, a retry', async () => {
+		const [id] = await enqueue('http-version-1', [{ n: 1 }]);
+		const [leased] = await lease('http-version-1');
+		const result = await nodes.run(new JobComplete(), {
+			items: [{ json: { job_id: id, attempt_id: leased.json.attempt_id, statusCode: 200 } }],
+			parameters: { outcome: 'httpStatus' },
+			typeVersion: 1,
+		});
+		expect(result.output('Completed')[0].json).toMatchObject({
+			job_id: id,
+			outcome: 'retry',
+			error_code: 'http_no_response',
+		});
 	});
 
 	it('a mapped HTTP Status keeps its meaning: empty is no answer', async () => {

@@ -68,6 +68,7 @@ export async function execute(this: IExecuteFunctions): Promise<INodeExecutionDa
 	const store = lazyStore(this);
 	return await runBatch<{ jobId: unknown; token: unknown }, JobStatusView | null>(this, {
 		outputs: 2,
+		errorOutput: 1,
 		read: (itemIndex) => ({
 			jobId: this.getNodeParameter('jobId', itemIndex, ''),
 			token: this.getNodeParameter('token', itemIndex, ''),
