@@ -18,7 +18,7 @@ import {
 	type CompleteResult,
 	type ErrorClass,
 } from '../../src/core';
-import { optionalNumber, parseJsonParameter, runBatch, secondsToMs } from '../shared/batch';
+import { parseJsonParameter, runBatch, secondsToMs, sizeLimitKb } from '../shared/batch';
 import { lazyStore } from '../shared/connection';
 import {
 	attemptIdField,
@@ -27,7 +27,7 @@ import {
 	jobIdField,
 	optionsCollection,
 } from '../shared/descriptions';
-import { invalidInput, toNodeError } from '../shared/errors';
+import { invalidInput } from '../shared/errors';
 import {
 	leasedAttemptId,
 	leasedJobId,
@@ -240,18 +240,13 @@ export class JobComplete implements INodeType {
 	methods = credentialTestMethods;
 
 	async execute(this: IExecuteFunctions): Promise<INodeExecutionData[][]> {
-		// The result size limit holds for the whole execution and is read from the first item, as
-		// Job Enqueue's Max Payload Size is.
-		let maxResultKb = DEFAULT_MAX_RESULT_KB;
-		let settingsError: unknown;
-		try {
-			maxResultKb = resultLimitKb(this.getNodeParameter('options.maxResultKb', 0, null));
-		} catch (error) {
-			if (!this.continueOnFail()) throw toNodeError(this.getNode(), error, 0);
-			// With "continue", a wrong setting of the whole execution fails every item.
-			settingsError = error;
-		}
-		const store = lazyStore(this, { maxPayloadBytes: Math.round(maxResultKb * 1024) });
+		const resultLimit = sizeLimitKb(
+			this,
+			'maxResultKb',
+			'Max Result Size (KB)',
+			DEFAULT_MAX_RESULT_KB,
+		);
+		const store = lazyStore(this, { maxPayloadBytes: Math.round(resultLimit.kb * 1024) });
 		const workflowId = this.getWorkflow().id ?? null;
 		const executionId = this.getExecutionId() ?? null;
 		const node = this.getNode();
@@ -261,7 +256,7 @@ export class JobComplete implements INodeType {
 			outputs: 2,
 			errorOutput: 1,
 			read: (itemIndex, item) => {
-				if (settingsError !== undefined) throw settingsError;
+				if (resultLimit.refusal !== undefined) throw resultLimit.refusal;
 				const options = this.getNodeParameter('options', itemIndex, {}) as IDataObject;
 				let outcome = this.getNodeParameter('outcome', itemIndex) as CompleteOutcome | 'httpStatus';
 				let errorClass = (this.getNodeParameter('errorClass', itemIndex, '') as string) || null;
@@ -338,9 +333,9 @@ export class JobComplete implements INodeType {
 			call: async (inputs, allOrNothing) => {
 				try {
 					const results = await (await store()).complete(inputs, { allOrNothing });
-					return results.map((result) => resultTooLarge(result, maxResultKb));
+					return results.map((result) => resultTooLarge(result, resultLimit.kb));
 				} catch (error) {
-					throw resultTooLarge(error, maxResultKb);
+					throw resultTooLarge(error, resultLimit.kb);
 				}
 			},
 			route: (result, _itemIndex, input) => ({
@@ -370,17 +365,6 @@ export class JobComplete implements INodeType {
 			}),
 		});
 	}
-}
-
-/** *Max Result Size (KB)*: unset (or an expression giving nothing) is the default. */
-function resultLimitKb(value: unknown): number {
-	return (
-		optionalNumber(value, 'Max Result Size (KB)', {
-			min: 1,
-			expected: 'a number of at least 1',
-			fix: `Set Max Result Size (KB) to 1 or more, or remove it for the default ${DEFAULT_MAX_RESULT_KB}`,
-		}) ?? DEFAULT_MAX_RESULT_KB
-	);
 }
 
 /**

@@ -15,14 +15,13 @@ import {
 } from '../../src/core';
 import { lazyStore } from '../shared/connection';
 import { dateParameter } from '../shared/dates';
-import { toNodeError } from '../shared/errors';
 import {
 	headerValue,
 	itemPayload,
-	optionalNumber,
 	parseJsonParameter,
 	runBatch,
 	secondsToMs,
+	sizeLimitKb,
 } from '../shared/batch';
 import {
 	commonDescription,
@@ -184,16 +183,13 @@ export class JobEnqueue implements INodeType {
 		// collection would evaluate the expressions it holds for each item (a receiver's Callback
 		// URL and Correlation ID, say) once more, and evaluating them is most of what the node
 		// costs in n8n (about 1.3 ms per collection read; docs/PERFORMANCE.md, fourteenth part).
-		let maxPayloadKb = DEFAULT_MAX_PAYLOAD_KB;
-		let settingsError: unknown;
-		try {
-			maxPayloadKb = payloadLimitKb(this.getNodeParameter('options.maxPayloadKb', 0, null));
-		} catch (error) {
-			if (!this.continueOnFail()) throw toNodeError(this.getNode(), error, 0);
-			// With "continue", a wrong setting of the whole execution fails every item.
-			settingsError = error;
-		}
-		const store = lazyStore(this, { maxPayloadBytes: Math.round(maxPayloadKb * 1024) });
+		const payloadLimit = sizeLimitKb(
+			this,
+			'maxPayloadKb',
+			'Max Payload Size (KB)',
+			DEFAULT_MAX_PAYLOAD_KB,
+		);
+		const store = lazyStore(this, { maxPayloadBytes: Math.round(payloadLimit.kb * 1024) });
 		const onConflict =
 			this.getNodeParameter('options.onConflict', 0, 'error') === 'existing' ? 'existing' : 'error';
 		const statusUrlBases: string[] = [];
@@ -201,7 +197,7 @@ export class JobEnqueue implements INodeType {
 		return await runBatch<EnqueueInput, EnqueueResult>(this, {
 			outputs: 1,
 			read: (itemIndex, item) => {
-				if (settingsError !== undefined) throw settingsError;
+				if (payloadLimit.refusal !== undefined) throw payloadLimit.refusal;
 				const options = this.getNodeParameter('options', itemIndex, {}) as IDataObject;
 				const source = this.getNodeParameter('payloadSource', itemIndex, 'auto') as string;
 				let payload: unknown;
@@ -255,15 +251,4 @@ export class JobEnqueue implements INodeType {
 function statusUrl(base: string, jobId: string, token: string): string {
 	const separator = base.includes('?') ? '&' : '?';
 	return `${base}${separator}job_id=${encodeURIComponent(jobId)}&token=${encodeURIComponent(token)}`;
-}
-
-/** *Max Payload Size (KB)*: unset (or an expression giving nothing) is the default. */
-function payloadLimitKb(value: unknown): number {
-	return (
-		optionalNumber(value, 'Max Payload Size (KB)', {
-			min: 1,
-			expected: 'a number of at least 1',
-			fix: `Set Max Payload Size (KB) to 1 or more, or remove it for the default ${DEFAULT_MAX_PAYLOAD_KB}`,
-		}) ?? DEFAULT_MAX_PAYLOAD_KB
-	);
 }

@@ -244,6 +244,32 @@ export function optionalNumber(
 	return number;
 }
 
+/**
+ * An execution-wide size limit in KB from the first item's Options (Job Enqueue's *Max Payload
+ * Size (KB)*, Job Complete's *Max Result Size (KB)*): unset, or an expression giving nothing, is
+ * `defaultKb`. A bad value stops the node (item 0) without "continue"; with it, `refusal` is the
+ * error every item then fails with. The option is read alone: reading the whole collection would
+ * evaluate every expression it holds once more (docs/PERFORMANCE.md, fourteenth part).
+ */
+export function sizeLimitKb(
+	context: IExecuteFunctions,
+	option: string,
+	displayName: string,
+	defaultKb: number,
+): { kb: number; refusal?: unknown } {
+	try {
+		const kb = optionalNumber(context.getNodeParameter(`options.${option}`, 0, null), displayName, {
+			min: 1,
+			expected: 'a number of at least 1',
+			fix: `Set ${displayName} to 1 or more, or remove it for the default ${defaultKb}`,
+		});
+		return { kb: kb ?? defaultKb };
+	} catch (error) {
+		if (!context.continueOnFail()) throw toNodeError(context.getNode(), error, 0);
+		return { kb: defaultKb, refusal: error };
+	}
+}
+
 const UNIT_MS = { seconds: 1000, hours: 3_600_000, days: 86_400_000 } as const;
 
 /**

@@ -5,12 +5,11 @@ import { NodeOperationError, type IDataObject, type INodeExecutionData } from 'n
 
 import { IdempotencyCheck } from '../../nodes/IdempotencyCheck/IdempotencyCheck.node';
 import { HTTP_STATUS_FROM_ITEM, JobComplete } from '../../nodes/JobComplete/JobComplete.node';
-import { JobEnqueue } from '../../nodes/JobEnqueue/JobEnqueue.node';
-import { JobLease } from '../../nodes/JobLease/JobLease.node';
 import { JobStatus } from '../../nodes/JobStatus/JobStatus.node';
 import { DEFAULT_MAX_PAYLOAD_BYTES } from '../../src/core';
 import { tableSnapshot, useTestSchema } from '../helpers/db';
 import { nodeRunner } from '../helpers/n8n-context';
+import { nodeJobs } from '../helpers/node-jobs';
 
 /*
  * Review fixes of the node glue, run through n8n-core's execution engine on real PostgreSQL:
@@ -20,25 +19,18 @@ import { nodeRunner } from '../helpers/n8n-context';
 const { schema, pool } = useTestSchema(__filename, { closeCachedPools: true });
 const nodes = nodeRunner(schema);
 
+const jobs = nodeJobs(nodes);
+
 async function enqueue(
 	queue: string,
 	payloads: IDataObject[],
 	options: IDataObject = {},
 ): Promise<string[]> {
-	const result = await nodes.run(new JobEnqueue(), {
-		items: payloads,
-		parameters: { queue, options },
-	});
-	return result.output('main').map((item) => String(item.json.job_id));
+	return (await jobs.enqueue(queue, payloads, options)).map((json) => String(json.job_id));
 }
 
 async function lease(queue: string): Promise<INodeExecutionData[]> {
-	return (
-		await nodes.run(new JobLease(), {
-			parameters: { queue, maxJobs: 100, leaseSeconds: 60 },
-			executionId: `lease-${queue}`,
-		})
-	).output('Leased');
+	return await jobs.leaseAll(queue, { leaseSeconds: 60 });
 }
 
 async function job(id: unknown) {

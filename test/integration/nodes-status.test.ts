@@ -1,34 +1,16 @@
-import { NodeOperationError, type IDataObject, type INodeExecutionData } from 'n8n-workflow';
+import { NodeOperationError, type IDataObject } from 'n8n-workflow';
 import { v7 as uuidv7 } from 'uuid';
 
 import { JobComplete } from '../../nodes/JobComplete/JobComplete.node';
-import { JobEnqueue } from '../../nodes/JobEnqueue/JobEnqueue.node';
-import { JobLease } from '../../nodes/JobLease/JobLease.node';
 import { JobStatus } from '../../nodes/JobStatus/JobStatus.node';
 import { tableSnapshot, useTestSchema } from '../helpers/db';
 import { nodeRunner, webhookItem } from '../helpers/n8n-context';
+import { nodeJobs } from '../helpers/node-jobs';
 
 const { schema, pool } = useTestSchema(__filename, { closeCachedPools: true });
 const nodes = nodeRunner(schema);
 
-async function enqueue(
-	queue: string,
-	payloads: IDataObject[],
-	options: IDataObject = {},
-): Promise<IDataObject[]> {
-	return (await nodes.run(new JobEnqueue(), { items: payloads, parameters: { queue, options } }))
-		.output('main')
-		.map((item) => item.json);
-}
-
-async function leaseAll(queue: string): Promise<INodeExecutionData[]> {
-	return (
-		await nodes.run(new JobLease(), {
-			parameters: { queue, maxJobs: 100 },
-			executionId: `lease-${queue}`,
-		})
-	).output('Leased');
-}
+const { enqueue, leaseAll } = nodeJobs(nodes);
 
 /** A GET /webhook/jobs/status?job_id=…&token=… request, as the Webhook node outputs it. */
 function statusRequest(jobId: unknown, token: unknown): IDataObject {

@@ -1,0 +1,28 @@
+import type { IDataObject, INodeExecutionData } from 'n8n-workflow';
+
+import { JobEnqueue } from '../../nodes/JobEnqueue/JobEnqueue.node';
+import { JobLease } from '../../nodes/JobLease/JobLease.node';
+import type { nodeRunner } from './n8n-context';
+
+/** Jobs enqueued and leased through the nodes themselves, as a workflow would, for node tests. */
+export function nodeJobs(nodes: ReturnType<typeof nodeRunner>) {
+	return {
+		/** Job Enqueue of one job per payload: its output items' JSON. */
+		enqueue: async (
+			queue: string,
+			payloads: IDataObject[],
+			options: IDataObject = {},
+		): Promise<IDataObject[]> =>
+			(await nodes.run(new JobEnqueue(), { items: payloads, parameters: { queue, options } }))
+				.output('main')
+				.map((item) => item.json),
+		/** Job Lease of up to 100 jobs of `queue`: its Leased items. */
+		leaseAll: async (queue: string, parameters: IDataObject = {}): Promise<INodeExecutionData[]> =>
+			(
+				await nodes.run(new JobLease(), {
+					parameters: { queue, maxJobs: 100, ...parameters },
+					executionId: `lease-${queue}`,
+				})
+			).output('Leased'),
+	};
+}
