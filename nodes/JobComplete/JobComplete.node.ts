@@ -104,13 +104,15 @@ export class JobComplete implements INodeType {
 				default: 'succeeded',
 			},
 			// Version 1 defaulted to 0 (no answer). A saved workflow stores no value left at its
-			// default, so a new default would change what version 1 nodes already do.
+			// default, so a new default would change what version 1 nodes already do. '@version'
+			// comes first: n8n shows a field whose condition is an expression (an Outcome set by
+			// one) without checking the conditions after it.
 			{
 				displayName: 'HTTP Status',
 				name: 'httpStatus',
 				type: 'number',
 				default: 0,
-				displayOptions: { show: { outcome: ['httpStatus'], '@version': [1] } },
+				displayOptions: { show: { '@version': [1], outcome: ['httpStatus'] } },
 				description:
 					'Status code of the external call (0 or empty means no answer: timeout or connection error). Map it to the status code of the HTTP Request node before this one, with "Include Response Headers and Status" and "Never Error" on in that node (a new Job Complete reads it by default).',
 			},
@@ -119,7 +121,7 @@ export class JobComplete implements INodeType {
 				name: 'httpStatus',
 				type: 'number',
 				default: HTTP_STATUS_FROM_ITEM,
-				displayOptions: { show: { outcome: ['httpStatus'], '@version': [{ _cnd: { gte: 2 } }] } },
+				displayOptions: { show: { '@version': [{ _cnd: { gte: 2 } }], outcome: ['httpStatus'] } },
 				description:
 					'Status code of the external call; 0 or empty means no answer (timeout, connection error). The default reads the HTTP Request node right before this one. In it, turn on Options → Response → "Include Response Headers and Status" and "Never Error", set Settings → On Error to "Continue (using error output)", and connect both of its outputs to this node: a timeout or a refused connection still fails with Never Error on, and only on the error output does it reach this node as no answer (a retry).',
 			},
@@ -249,9 +251,8 @@ export class JobComplete implements INodeType {
 		const store = lazyStore(this, { maxPayloadBytes: Math.round(resultLimit.kb * 1024) });
 		const workflowId = this.getWorkflow().id ?? null;
 		const executionId = this.getExecutionId() ?? null;
-		const node = this.getNode();
-		const httpStatusIsDefault =
-			node.typeVersion >= 2 && node.parameters.httpStatus === HTTP_STATUS_FROM_ITEM;
+		// Version 2's default, or a version 1 node (a bundled template) set to the same expression.
+		const httpStatusIsDefault = this.getNode().parameters.httpStatus === HTTP_STATUS_FROM_ITEM;
 		return await runBatch<CompleteInput, CompleteResult>(this, {
 			outputs: 2,
 			errorOutput: 1,

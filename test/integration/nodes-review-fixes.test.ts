@@ -162,6 +162,19 @@ describe('Job Complete, From HTTP Status with the default HTTP Status', () => {
 			outcome: 'retry',
 			error_code: 'http_no_response',
 		});
+		// The same with the outcome set by an expression: version 2's field stays hidden.
+		const [other] = await enqueue('http-version-1', [{ n: 2 }]);
+		const [otherLease] = await lease('http-version-1');
+		const byExpression = await nodes.run(new JobComplete(), {
+			items: [{ json: { job_id: other, attempt_id: otherLease.json.attempt_id } }],
+			parameters: { outcome: '={{ "httpStatus" }}' },
+			typeVersion: 1,
+		});
+		expect(byExpression.output('Completed')[0].json).toMatchObject({
+			job_id: other,
+			outcome: 'retry',
+			error_code: 'http_no_response',
+		});
 	});
 
 	it('a mapped HTTP Status keeps its meaning: empty is no answer', async () => {
