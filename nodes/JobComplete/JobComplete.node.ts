@@ -10,7 +10,6 @@ import {
 import {
 	DEFAULT_MAX_PAYLOAD_BYTES,
 	DURATION_LIMITS_MS,
-	DurableJobsError,
 	classifyHttpStatus,
 	validateUuid,
 	type CompleteInput,
@@ -248,7 +247,10 @@ export class JobComplete implements INodeType {
 			'Max Result Size (KB)',
 			DEFAULT_MAX_RESULT_KB,
 		);
-		const store = lazyStore(this, { maxPayloadBytes: Math.round(resultLimit.kb * 1024) });
+		const store = lazyStore(this, {
+			maxPayloadBytes: Math.round(resultLimit.kb * 1024),
+			payloadLimitSetting: `Max Result Size (KB) in Options (now ${resultLimit.kb})`,
+		});
 		const workflowId = this.getWorkflow().id ?? null;
 		const executionId = this.getExecutionId() ?? null;
 		// Version 2's default, or a version 1 node (a bundled template) set to the same expression.
@@ -332,12 +334,7 @@ export class JobComplete implements INodeType {
 				};
 			},
 			call: async (inputs, allOrNothing) => {
-				try {
-					const results = await (await store()).complete(inputs, { allOrNothing });
-					return results.map((result) => resultTooLarge(result, resultLimit.kb));
-				} catch (error) {
-					throw resultTooLarge(error, resultLimit.kb);
-				}
+				return await (await store()).complete(inputs, { allOrNothing });
 			},
 			route: (result, _itemIndex, input) => ({
 				output: result.applied ? 0 : 1,
@@ -366,24 +363,4 @@ export class JobComplete implements INodeType {
 			}),
 		});
 	}
-}
-
-/**
- * The core refuses a result over the store's limit with a fix about "the payload size limit";
- * in Job Complete that limit is the Max Result Size (KB) option, so the fix names it.
- */
-function resultTooLarge<T>(value: T, maxResultKb: number): T | DurableJobsError {
-	if (
-		!(value instanceof DurableJobsError) ||
-		value.code !== 'payload_too_large' ||
-		value.field !== 'result'
-	)
-		return value;
-	const error = new DurableJobsError('payload_too_large', value.message, {
-		field: value.field,
-		fix: `Store a smaller result (keep large documents elsewhere and store a reference), or raise Max Result Size (KB) in Options (now ${maxResultKb})`,
-		httpStatus: value.httpStatus,
-	});
-	error.itemPosition = value.itemPosition;
-	return error;
 }

@@ -189,7 +189,10 @@ export class JobEnqueue implements INodeType {
 			'Max Payload Size (KB)',
 			DEFAULT_MAX_PAYLOAD_KB,
 		);
-		const store = lazyStore(this, { maxPayloadBytes: Math.round(payloadLimit.kb * 1024) });
+		const store = lazyStore(this, {
+			maxPayloadBytes: Math.round(payloadLimit.kb * 1024),
+			payloadLimitSetting: `Max Payload Size (KB) in Options (now ${payloadLimit.kb})`,
+		});
 		const onConflict =
 			this.getNodeParameter('options.onConflict', 0, 'error') === 'existing' ? 'existing' : 'error';
 		const statusUrlBases: string[] = [];

@@ -28,18 +28,32 @@ export function credentialToConfig(credential: ICredentialDataDecryptedObject): 
 	};
 }
 
+/**
+ * A node's store options. The size limit is raised by the node's own option, named in the
+ * too-large fix (payloadLimitSetting); a node without one gives a fix without raising.
+ */
+export interface NodeStoreOptions {
+	maxPayloadBytes?: number;
+	payloadLimitSetting?: string;
+	callbackQueue?: string;
+}
+
 export async function storeFor(
 	context: IExecuteFunctions | ITriggerFunctions,
-	options: { maxPayloadBytes?: number; callbackQueue?: string } = {},
+	options: NodeStoreOptions = {},
 ): Promise<JobStore> {
 	const credential = await context.getCredentials(CREDENTIAL_TYPE);
-	return await openStore(credentialToConfig(credential), options, {
-		onPoolError: (error) =>
-			context.logger.warn(
-				`Durable Jobs: an idle database connection failed and was discarded (${error.message})`,
-			),
-		onMigrationsPending: (message) => context.logger.warn(message),
-	});
+	return await openStore(
+		credentialToConfig(credential),
+		{ ...options, payloadLimitSetting: options.payloadLimitSetting ?? null },
+		{
+			onPoolError: (error) =>
+				context.logger.warn(
+					`Durable Jobs: an idle database connection failed and was discarded (${error.message})`,
+				),
+			onMigrationsPending: (message) => context.logger.warn(message),
+		},
+	);
 }
 
 /**
@@ -48,7 +62,7 @@ export async function storeFor(
  */
 export function lazyStore(
 	context: IExecuteFunctions | ITriggerFunctions,
-	options: { maxPayloadBytes?: number; callbackQueue?: string } = {},
+	options: NodeStoreOptions = {},
 ): () => Promise<JobStore> {
 	let opened: Promise<JobStore> | undefined;
 	return async () => {

@@ -86,7 +86,7 @@ function completeRow(ctx: StoreContext, item: CompleteInput, ord: number): Compl
 	}
 	let result: string | null = null;
 	if (item.outcome === 'succeeded' && item.result !== undefined) {
-		result = serializePayload(item.result, 'result', ctx.maxPayloadBytes);
+		result = serializePayload(item.result, 'result', ctx.payloadLimit);
 	}
 	const row: CompleteRow = {
 		ord,

@@ -1,5 +1,5 @@
 import type { StoreConfig } from './connect';
-import { INSTALLED_CLI } from './defaults';
+import { migrateCommandLine } from './defaults';
 import { DEFAULT_SCHEMA, validateSchemaName } from './identifiers';
 import { DurableJobsError, classifyDatabaseError } from './errors';
 import { Executor } from './executor';
@@ -47,7 +47,10 @@ export function migrateCommand(config: ConnectionConfig, schema: string): string
 				: '';
 	const customCa = config.ssl === 'verify' && Boolean(config.caCertificate);
 	const url = `postgres://USER:PASSWORD@${host}:${config.port}/${urlPart(config.database)}${sslMode}`;
-	return `cd ~/.n8n/nodes && ${customCa ? 'NODE_EXTRA_CA_CERTS=ca.pem ' : ''}DATABASE_URL=${url} ${INSTALLED_CLI} migrate --schema ${schema}${customCa ? " (ca.pem: the credential's CA Certificate saved to a file)" : ''}`;
+	const command = migrateCommandLine(schema, url, customCa ? 'NODE_EXTRA_CA_CERTS=ca.pem ' : '');
+	return customCa
+		? `${command} (ca.pem: the credential's CA Certificate saved to a file)`
+		: command;
 }
 
 function failure(error: DurableJobsError): ConnectionTestResult {

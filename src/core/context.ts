@@ -1,4 +1,5 @@
 import type { Executor } from './executor';
+import type { PayloadLimit } from './validate';
 
 /** What every concern module needs of the store it serves. */
 export interface StoreContext {
@@ -6,7 +7,8 @@ export interface StoreContext {
 	readonly schema: string;
 	/** The schema, quoted for SQL text. */
 	readonly s: string;
-	readonly maxPayloadBytes: number;
+	/** StoreOptions.maxPayloadBytes and payloadLimitSetting, their defaults filled in. */
+	readonly payloadLimit: PayloadLimit;
 	readonly callbackQueue: string;
 	/** StoreOptions.durableLeases. */
 	readonly durableLeases: boolean;

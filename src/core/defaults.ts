@@ -11,12 +11,27 @@ const DAY = 24 * HOUR;
  */
 export const INSTALLED_CLI = 'node node_modules/n8n-nodes-durable-jobs/dist/src/cli.js';
 
+/** The server part of migrateCommandLine's URL where the server is not known. */
+const UNKNOWN_SERVER_URL = 'postgres://USER:PASSWORD@HOST:PORT/DATABASE';
+
+/**
+ * The one command line that applies the migrations of `schema` by hand, run where n8n runs, in
+ * the folder the package is installed in. `environment` goes before DATABASE_URL (a CA file).
+ */
+export function migrateCommandLine(
+	schema: string,
+	databaseUrl: string = UNKNOWN_SERVER_URL,
+	environment = '',
+): string {
+	return `cd ~/.n8n/nodes && ${environment}DATABASE_URL=${databaseUrl} ${INSTALLED_CLI} migrate --schema ${schema}`;
+}
+
 /**
  * How to apply the migrations of `schema` by hand, where the server is not known: the
  * credential's Test shows the command with its own server and database (migrateCommand).
  */
 export function migrateByHand(schema: string): string {
-	return `cd ~/.n8n/nodes && DATABASE_URL=postgres://USER:PASSWORD@HOST:PORT/DATABASE ${INSTALLED_CLI} migrate --schema ${schema} (as a role that may create the tables, where n8n runs)`;
+	return `${migrateCommandLine(schema)} (as a role that may create the tables, where n8n runs)`;
 }
 
 /** Largest accepted payload or result, in bytes of JSON. */

@@ -168,7 +168,7 @@ const JOB_MAX_ATTEMPTS = { ...MAX_ATTEMPTS, default: MAX_ATTEMPTS.jobDefault } a
 
 function enqueueRow(ctx: StoreContext, item: EnqueueInput, ord: number): EnqueueRow {
 	const queue = validateQueueName(item.queue);
-	const payload = serializePayload(item.payload, 'payload', ctx.maxPayloadBytes);
+	const payload = serializePayload(item.payload, 'payload', ctx.payloadLimit);
 	const runAt = optionalDate(item.runAt, 'runAt');
 	const idempotencyKey = optionalKey(item.idempotencyKey, 'idempotencyKey');
 	return {

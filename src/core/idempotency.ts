@@ -341,7 +341,7 @@ export async function settle(
 			claim_id: item.claimId ? validateUuid(item.claimId, 'claimId') : null,
 			result:
 				status === 'completed' && item.result !== undefined
-					? serializePayload(item.result, 'result', ctx.maxPayloadBytes)
+					? serializePayload(item.result, 'result', ctx.payloadLimit)
 					: null,
 			error_message: storableMessage(item.errorMessage, 'errorMessage'),
 			ttl_ms: optionalInRange(item.ttlMs, 'ttlMs', KEY_TTL),

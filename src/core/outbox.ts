@@ -230,7 +230,7 @@ function outboxRow(
 	const queue = validateQueueName(item.queue ?? defaultQueue ?? DEFAULT_OUTBOX_QUEUE, 'queue');
 	const occurredAt = optionalDate(item.occurredAt, 'occurredAt') ?? new Date();
 	const runAt = optionalDate(item.runAt, 'runAt');
-	const payloadChars = serializePayload(item.payload, 'payload', ctx.maxPayloadBytes).length;
+	const payloadChars = serializePayload(item.payload, 'payload', ctx.payloadLimit).length;
 	const envelope = {
 		event_id: eventId,
 		event_type: eventType,

@@ -69,6 +69,11 @@ export interface StoreOptions {
 	schema?: string;
 	/** Largest accepted payload, in bytes of JSON. */
 	maxPayloadBytes?: number;
+	/**
+	 * How a user raises maxPayloadBytes, named in the fix of a payload or result over it (a
+	 * node's option, say), or null where the user cannot raise it. Default: this option itself.
+	 */
+	payloadLimitSetting?: string | null;
 	/** Queue that receives job-finished events for jobs with a callback URL. */
 	callbackQueue?: string;
 	/**
@@ -125,7 +130,13 @@ export class JobStore {
 			db: new Executor(pool, this.preparedStatements, options.coalesceCalls !== false),
 			schema: this.schema,
 			s: quoteIdentifier(this.schema),
-			maxPayloadBytes: this.maxPayloadBytes,
+			payloadLimit: {
+				bytes: this.maxPayloadBytes,
+				raisedBy:
+					options.payloadLimitSetting === undefined
+						? `the store's maxPayloadBytes option (now ${this.maxPayloadBytes})`
+						: options.payloadLimitSetting,
+			},
 			callbackQueue: this.callbackQueue,
 			durableLeases: options.durableLeases === true,
 		};

@@ -289,11 +289,19 @@ export function optionalUrl(value: unknown, field: string): string | null {
 	return url.toString();
 }
 
+/** The largest payload or result a store accepts, and how its user raises it. */
+export interface PayloadLimit {
+	/** In bytes of JSON. */
+	readonly bytes: number;
+	/** Named in the fix of a value over the limit (StoreOptions.payloadLimitSetting); null: none. */
+	readonly raisedBy: string | null;
+}
+
 /**
  * Validates that a payload is JSON-serialisable, within the size limit and free of NUL
  * characters (jsonb cannot hold \u0000), and returns its serialised form.
  */
-export function serializePayload(value: unknown, field: string, maxBytes: number): string {
+export function serializePayload(value: unknown, field: string, limit: PayloadLimit): string {
 	if (value === undefined) {
 		throw new ValidationError(field, 'is missing', `Pass a JSON object or value as ${field}`);
 	}
@@ -311,12 +319,12 @@ export function serializePayload(value: unknown, field: string, maxBytes: number
 		throw new ValidationError(field, 'is not JSON', `Pass a JSON object or value as ${field}`);
 	}
 	// A UTF-16 unit is at most 3 bytes of UTF-8: most payloads need no byte count at all.
-	const bytes = json.length * 3 <= maxBytes ? 0 : Buffer.byteLength(json, 'utf8');
-	if (bytes > maxBytes) {
+	const bytes = json.length * 3 <= limit.bytes ? 0 : Buffer.byteLength(json, 'utf8');
+	if (bytes > limit.bytes) {
 		throw new ValidationError(
 			field,
-			`is ${bytes} bytes; the limit is ${maxBytes}`,
-			'Send a smaller payload (store large documents elsewhere and pass a reference), or raise the payload size limit',
+			`is ${bytes} bytes; the limit is ${limit.bytes}`,
+			`${field === 'result' ? 'Store a smaller result (keep large documents elsewhere and store a reference)' : `Send a smaller ${field} (store large documents elsewhere and pass a reference)`}${limit.raisedBy === null ? '' : `, or raise ${limit.raisedBy}`}`,
 			413,
 		);
 	}

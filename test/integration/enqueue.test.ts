@@ -258,6 +258,9 @@ describe('enqueue', () => {
 		expect((result as DurableJobsError).message).toMatch(
 			/payload: is \d+ bytes; the limit is 1000/,
 		);
+		expect((result as DurableJobsError).fix).toBe(
+			"Send a smaller payload (store large documents elsewhere and pass a reference), or raise the store's maxPayloadBytes option (now 1000)",
+		);
 		const { rows } = await pool.query(
 			`SELECT count(*)::int AS n FROM ${schema}.jobs WHERE queue = 'big'`,
 		);

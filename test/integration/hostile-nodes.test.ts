@@ -295,12 +295,29 @@ describe('Job Enqueue', () => {
 
 	it('a payload above the size limit (default 1 MB) is a 413-class error; with the error output it carries http_status 413', async () => {
 		const big = webhookItem({ document: { id: 'big', text: 'x'.repeat(1024 * 1024) } });
-		await rejects(
+		const refused = await rejects(
 			'payload of 1,048,611 bytes (default limit 1,048,576 bytes)',
 			new JobEnqueue(),
 			{ items: [big] },
 			{ field: 'payload', message: /is 1048611 bytes; the limit is 1048576/ },
 		);
+		expect(refused.description).toContain(
+			'Send a smaller payload (store large documents elsewhere and pass a reference), or raise Max Payload Size (KB) in Options (now 1024)',
+		);
+		// Outbox Write has no size option: its fix offers no limit to raise.
+		const outboxRefused = await rejects(
+			'Outbox Write payload of 1,048,602 bytes',
+			new OutboxWrite(),
+			{
+				items: [{ text: 'x'.repeat(1024 * 1024) }],
+				parameters: { eventType: 'order.paid' },
+			},
+			{ field: 'payload', message: /the limit is 1048576/ },
+		);
+		expect(outboxRefused.description).toContain(
+			'Send a smaller payload (store large documents elsewhere and pass a reference)',
+		);
+		expect(outboxRefused.description).not.toContain('raise');
 		const before = await snapshot();
 		const routed = await nodes.run(new JobEnqueue(), {
 			items: [big],

@@ -293,7 +293,12 @@ describe('Job Enqueue: bad items and continue-on-fail, with pairedItem intact', 
 		});
 		expect(result.routing()).toEqual({ Success: [1], Error: [0] });
 		expect(result.output('Error')[0].json).toMatchObject({
-			details: { field: 'payload', code: 'payload_too_large', http_status: 413 },
+			details: {
+				field: 'payload',
+				code: 'payload_too_large',
+				http_status: 413,
+				fix: expect.stringContaining('or raise Max Payload Size (KB) in Options (now 2)'),
+			},
 		});
 		expect(String(result.output('Error')[0].json.error)).toMatch(/the limit is 2048/);
 	});

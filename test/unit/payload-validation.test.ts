@@ -18,27 +18,31 @@ function refusal(action: () => unknown): ValidationError {
 	throw new Error('expected a ValidationError');
 }
 
+const oneMegabyte = { bytes: 1e6, raisedBy: null };
+
 describe('what PostgreSQL jsonb cannot store is refused before it is sent, naming the field', () => {
 	it('a NUL character is refused; the text "\\u0000" (an escaped backslash) is stored as it is', () => {
-		expect(refusal(() => serializePayload({ a: 'x\u0000y' }, 'payload', 1e6)).message).toMatch(
-			/^payload: contains a NUL character/,
-		);
+		expect(
+			refusal(() => serializePayload({ a: 'x\u0000y' }, 'payload', oneMegabyte)).message,
+		).toMatch(/^payload: contains a NUL character/);
 		for (const text of ['C:\\u0000dir', '\\\\u0000', 'x\\\\\\\\u0000']) {
-			expect(JSON.parse(serializePayload({ text }, 'payload', 1e6))).toEqual({ text });
+			expect(JSON.parse(serializePayload({ text }, 'payload', oneMegabyte))).toEqual({ text });
 		}
-		expect(refusal(() => serializePayload({ a: '\\\u0000' }, 'payload', 1e6)).field).toBe(
+		expect(refusal(() => serializePayload({ a: '\\\u0000' }, 'payload', oneMegabyte)).field).toBe(
 			'payload',
 		);
 	});
 
 	it('half of a surrogate pair is refused; whole pairs and the escaped text are stored', () => {
 		for (const broken of ['\ud83d', 'end \ude00', 'x\ud800y', '\\\ud83d']) {
-			const error = refusal(() => serializePayload({ note: broken }, 'result', 1e6));
+			const error = refusal(() => serializePayload({ note: broken }, 'result', oneMegabyte));
 			expect(error.field).toBe('result');
 			expect(error.message).toMatch(/half of a UTF-16 surrogate pair \(\\ud[89a-f][0-9a-f]{2}\)/i);
 		}
 		for (const fine of ['😀', 'a😀b', '\\ud83d', 'ü€']) {
-			expect(JSON.parse(serializePayload({ note: fine }, 'result', 1e6))).toEqual({ note: fine });
+			expect(JSON.parse(serializePayload({ note: fine }, 'result', oneMegabyte))).toEqual({
+				note: fine,
+			});
 		}
 	});
 
@@ -117,5 +121,37 @@ describe('what PostgreSQL jsonb cannot store is refused before it is sent, namin
 		expect(storableMessage('boom \ud83d', 'errorMessage')).toBe('boom \ufffd');
 		expect(storableMessage('ok 😀 \ude00x', 'errorMessage')).toBe('ok 😀 \ufffdx');
 		expect(validateKey('order-😀', 'idempotencyKey')).toBe('order-😀');
+	});
+});
+
+describe('a value over the size limit', () => {
+	it('is refused with its size and a fix that names the setting that raises the limit', () => {
+		const error = refusal(() =>
+			serializePayload({ text: 'x'.repeat(3000) }, 'payload', {
+				bytes: 2048,
+				raisedBy: 'Max Payload Size (KB) in Options (now 2)',
+			}),
+		);
+		expect(error.message).toBe('payload: is 3011 bytes; the limit is 2048');
+		expect(error.httpStatus).toBe(413);
+		expect(error.fix).toBe(
+			'Send a smaller payload (store large documents elsewhere and pass a reference), or raise Max Payload Size (KB) in Options (now 2)',
+		);
+	});
+
+	it('a result gets a fix about storing a reference; where nothing raises the limit, none is offered', () => {
+		const error = refusal(() =>
+			serializePayload('é'.repeat(600), 'result', { bytes: 1000, raisedBy: null }),
+		);
+		expect(error.message).toBe('result: is 1202 bytes; the limit is 1000');
+		expect(error.fix).toBe(
+			'Store a smaller result (keep large documents elsewhere and store a reference)',
+		);
+	});
+
+	it('counts bytes of UTF-8, not characters', () => {
+		expect(
+			serializePayload('é'.repeat(499), 'payload', { bytes: 1000, raisedBy: null }),
+		).toHaveLength(501);
 	});
 });
