@@ -118,7 +118,7 @@ export class JobTrigger implements INodeType {
 						typeOptions: { minValue: 1 },
 						default: 30,
 						description:
-							'How often to look for jobs no notice announced: expired leases of crashed workers, notices lost while disconnected, jobs finished by another n8n instance',
+							'How often to look for jobs no notice announced: expired leases of crashed workers, notices lost while disconnected',
 					},
 					includeMetadataOption,
 					{

@@ -1,6 +1,7 @@
 import type { StoreContext } from './context';
 import { BACKOFF_BASE, BACKOFF_MAX, DELAY } from './defaults';
 import { ValidationError } from './errors';
+import { announceFinished } from './finishNotices';
 import { jobAttemptKey, writeRows, type BatchOptions, type ItemResults } from './items';
 import { completeQuery, type CompleteRow } from './sql/complete';
 import {
@@ -23,6 +24,8 @@ interface CompleteReturnRow {
 	ord: number;
 	applied: boolean;
 	status: Job['status'] | null;
+	/** The job's queue when applied. */
+	queue: string | null;
 	attempts: number | null;
 	max_attempts: number | null;
 	run_at: Date | null;
@@ -43,7 +46,8 @@ export async function complete(
 	items: CompleteInput[],
 	options: BatchOptions = {},
 ): Promise<ItemResults<CompleteResult>> {
-	return await writeRows<CompleteInput, CompleteRow, CompleteReturnRow, CompleteResult>(
+	const finishedQueues = new Set<string>();
+	const results = await writeRows<CompleteInput, CompleteRow, CompleteReturnRow, CompleteResult>(
 		ctx.db,
 		items,
 		options,
@@ -54,19 +58,26 @@ export async function complete(
 			coalesce: true,
 			sameRowKey: jobAttemptKey,
 			charsOf: (row) => (row.result?.length ?? 0) + (row.error_message?.length ?? 0),
-			toResult: (row) => ({
-				applied: row.applied,
-				status: row.applied ? row.status : row.current_status,
-				attempts: row.attempts,
-				maxAttempts: row.max_attempts,
-				runAt: row.run_at,
-				errorCode: row.error_code,
-				errorClass: row.error_class,
-				callbackEventId: row.callback_event_id,
-				leaseLostReason: row.applied ? null : leaseLostReason(row),
-			}),
+			toResult: (row) => {
+				if (row.applied && row.queue !== null && (row.status === 'done' || row.status === 'failed'))
+					finishedQueues.add(row.queue);
+				return {
+					applied: row.applied,
+					status: row.applied ? row.status : row.current_status,
+					attempts: row.attempts,
+					maxAttempts: row.max_attempts,
+					runAt: row.run_at,
+					errorCode: row.error_code,
+					errorClass: row.error_class,
+					callbackEventId: row.callback_event_id,
+					leaseLostReason: row.applied ? null : leaseLostReason(row),
+				};
+			},
 		},
 	);
+	// A retry or release queues its job again, and that update notifies at commit.
+	announceFinished(ctx.db.pool, ctx.schema, finishedQueues);
+	return results;
 }
 
 function completeRow(ctx: StoreContext, item: CompleteInput, ord: number): CompleteRow {

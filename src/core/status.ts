@@ -1,4 +1,5 @@
 import type { StoreContext } from './context';
+import { announceFinished } from './finishNotices';
 import {
 	DEFAULT_CANCEL_REASON,
 	PURGE_LIMIT,
@@ -176,9 +177,16 @@ export async function cancel(
 ): Promise<CancelledJob[]> {
 	const ids = validateIds(jobIds);
 	if (ids.length === 0) return [];
-	return await ctx.db.run<CancelledJob>(
+	const rows = await ctx.db.run<CancelledJob & { queue: string | null }>(
 		cancelQuery(ctx.s, ids, optionalText(reason, 'reason', 1000) ?? DEFAULT_CANCEL_REASON),
 	);
+	// A cancelled job frees its ordering key and, if it ran, its slot of a concurrency limit.
+	announceFinished(
+		ctx.db.pool,
+		ctx.schema,
+		rows.flatMap((row) => (row.queue === null ? [] : [row.queue])),
+	);
+	return rows.map(({ id, cancelled, status }) => ({ id, cancelled, status }));
 }
 
 export interface PurgeInput {

@@ -5,6 +5,7 @@ import {
 	DurableJobsError,
 	JobStore,
 	closeAllPools,
+	finishNoticesSent,
 	loadMigrations,
 	migrate,
 	quoteIdentifier,
@@ -240,6 +241,9 @@ export async function crossedWritersDeadlock<T>(
 export async function statementsSentDuring<T>(
 	work: () => Promise<T>,
 ): Promise<{ value: T; statements: string[] }> {
+	// A finish notice of an earlier completion (sent after it, see finishNotices.ts) is not
+	// `work`'s.
+	await finishNoticesSent();
 	const spy = jest.spyOn(pg.Client.prototype, 'query');
 	try {
 		const value = await work();

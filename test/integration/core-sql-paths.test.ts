@@ -10,7 +10,9 @@ import pg from 'pg';
 
 import {
 	DurableJobsError,
+	FINISH_NOTICE_INTERVAL_MS,
 	JobStore,
+	finishNoticesSent,
 	type CompleteInput,
 	type CompleteResult,
 	type QueueStats,
@@ -28,6 +30,7 @@ import {
 	newPool,
 	ok,
 	planNodes,
+	sleep,
 	statementsSentDuring,
 	succeedAll,
 	useTestSchema,
@@ -280,6 +283,8 @@ describe('job_counts stay exact on every status change path', () => {
 		const s = `"${schema}"`;
 		const notices: string[] = [];
 		listener.on('notification', (message) => notices.push(message.payload ?? ''));
+		// The earlier tests' finish notices (sent after their completions) are not this test's.
+		await finishNoticesSent();
 		await listener.query(`LISTEN "${notifyChannel(schema)}"`);
 		const [callbackJob] = await enqueue('notices-callback-source', 1, {
 			callbackUrl: 'https://example.com/hook',
@@ -1484,39 +1489,148 @@ describe('complete and heartbeat rewrites', () => {
 });
 
 describe('notifications', () => {
-	it('retry and requeue notify the queue; lease, heartbeat and completion do not', async () => {
-		const queue = 'notify-me';
-		await enqueue(queue, 2, { maxAttempts: 5 });
+	/** A client LISTENing on the schema's channel; `heard` holds the payloads of `queue`. */
+	async function listening(queue: string) {
 		const listener = new pg.Client({ connectionString: databaseUrl() });
 		await listener.connect();
-		const heard: string[] = [];
+		const heard: Array<{ at: number }> = [];
 		listener.on('notification', (message) => {
-			if (message.payload === queue) heard.push(message.payload);
+			if (message.payload === queue) heard.push({ at: Date.now() });
 		});
-		await listener.query(`LISTEN "durable_jobs_${schema}"`);
+		await listener.query(`LISTEN "${notifyChannel(schema)}"`);
+		/** Everything sent so far has arrived: notices come before the answer to a later query. */
+		const caughtUp = async () => {
+			await finishNoticesSent();
+			await listener.query('SELECT 1');
+		};
+		return { listener, heard, caughtUp };
+	}
+
+	it('retry notifies the queue in its own commit; a finished job is announced after its commit, by a statement of its own; lease and heartbeat do not notify', async () => {
+		const queue = 'notify-me';
+		await enqueue(queue, 3, { maxAttempts: 5 });
+		const { listener, heard, caughtUp } = await listening(queue);
 		try {
-			const leased = await store.lease({ queue, limit: 2 });
+			const leased = await store.lease({ queue, limit: 3 });
 			await store.extendLease(leased.map((job) => ({ jobId: job.id, attemptId: job.attempt_id })));
-			ok(
-				(
+			await caughtUp();
+			await sleep(FINISH_NOTICE_INTERVAL_MS + 100);
+			expect(heard).toEqual([]);
+
+			// The completing statement sends nothing; the notice follows it, on its own.
+			const { value: results, statements } = await statementsSentDuring(
+				async () =>
 					await store.complete([
 						{ jobId: leased[0].id, attemptId: leased[0].attempt_id, outcome: 'succeeded' },
-					])
-				)[0],
+					]),
 			);
-			await listener.query('SELECT 1');
-			await new Promise((resolve) => setTimeout(resolve, 100));
-			expect(heard).toEqual([]);
+			ok(results[0]);
+			expect(statements.some((text) => text.includes('pg_notify'))).toBe(false);
+			await caughtUp();
+			expect(heard).toHaveLength(1);
+
+			// A retry queues the job again; its statement's trigger notifies at its commit.
+			await sleep(FINISH_NOTICE_INTERVAL_MS + 50);
+			const retried = await store.complete([
+				{ jobId: leased[1].id, attemptId: leased[1].attempt_id, outcome: 'retry', delayMs: 0 },
+			]);
+			expect(ok(retried[0]).status).toBe('queued');
+			await caughtUp();
+			expect(heard).toHaveLength(2);
+
+			// Failing a job is a finish too; a completion that lost its lease announces nothing.
+			await sleep(FINISH_NOTICE_INTERVAL_MS + 50);
 			ok(
 				(
 					await store.complete([
-						{ jobId: leased[1].id, attemptId: leased[1].attempt_id, outcome: 'retry', delayMs: 0 },
+						{ jobId: leased[2].id, attemptId: leased[2].attempt_id, outcome: 'failed' },
 					])
 				)[0],
 			);
-			await listener.query('SELECT 1');
-			await new Promise((resolve) => setTimeout(resolve, 100));
-			expect(heard).toEqual([queue]);
+			await caughtUp();
+			expect(heard).toHaveLength(3);
+			await sleep(FINISH_NOTICE_INTERVAL_MS + 50);
+			const stale = await store.complete([
+				{ jobId: leased[0].id, attemptId: leased[0].attempt_id, outcome: 'succeeded' },
+			]);
+			expect(ok(stale[0]).applied).toBe(false);
+			await caughtUp();
+			expect(heard).toHaveLength(3);
+		} finally {
+			await listener.end();
+		}
+	});
+
+	it('a burst of 60 concurrent completions is announced by a few notices, the last one after the last completion', async () => {
+		const queue = 'notify-burst';
+		await enqueue(queue, 60);
+		const leased = await store.lease({ queue, limit: 60 });
+		expect(leased).toHaveLength(60);
+		const { listener, heard, caughtUp } = await listening(queue);
+		try {
+			await sleep(FINISH_NOTICE_INTERVAL_MS + 50);
+			const started = Date.now();
+			let lastCompletedAt = 0;
+			await Promise.all(
+				leased.map(async (job, index) => {
+					await sleep((index % 10) * 40);
+					ok(
+						(
+							await store.complete([
+								{ jobId: job.id, attemptId: job.attempt_id, outcome: 'succeeded' },
+							])
+						)[0],
+					);
+					lastCompletedAt = Math.max(lastCompletedAt, Date.now());
+				}),
+			);
+			await caughtUp();
+			const spanMs = lastCompletedAt - started;
+			expect(heard.length).toBeGreaterThanOrEqual(1);
+			// One notice per interval at most, plus the one that closes the burst.
+			expect(heard.length).toBeLessThanOrEqual(Math.ceil(spanMs / FINISH_NOTICE_INTERVAL_MS) + 2);
+			expect(heard.length).toBeLessThan(60);
+			expect(heard[heard.length - 1].at).toBeGreaterThanOrEqual(lastCompletedAt);
+			for (let n = 1; n < heard.length; n++)
+				expect(heard[n].at - heard[n - 1].at).toBeGreaterThanOrEqual(
+					FINISH_NOTICE_INTERVAL_MS - 50,
+				);
+		} finally {
+			await listener.end();
+		}
+	});
+
+	it('cancelling a job announces its queue; a notice that cannot be sent is dropped without an error', async () => {
+		const queue = 'notify-cancel';
+		const [jobId] = await enqueue(queue, 1);
+		const { listener, heard, caughtUp } = await listening(queue);
+		try {
+			await sleep(FINISH_NOTICE_INTERVAL_MS + 50);
+			const [cancelled] = await store.cancel([jobId]);
+			expect(cancelled).toEqual({ id: jobId, cancelled: true, status: 'cancelled' });
+			await caughtUp();
+			expect(heard).toHaveLength(1);
+
+			// The pool is closed right after the completion: the notice fails and is dropped.
+			const closingPool = newPool(2);
+			const closing = new JobStore(closingPool, { schema });
+			const [otherId] = await enqueue(queue, 1);
+			const [lease] = await closing.lease({ queue, limit: 1 });
+			expect(lease.id).toBe(otherId);
+			await caughtUp();
+			// The enqueue's own notice.
+			expect(heard).toHaveLength(2);
+			await sleep(FINISH_NOTICE_INTERVAL_MS + 50);
+			ok(
+				(
+					await closing.complete([
+						{ jobId: lease.id, attemptId: lease.attempt_id, outcome: 'succeeded' },
+					])
+				)[0],
+			);
+			await closingPool.end();
+			await caughtUp();
+			expect(heard).toHaveLength(2);
 		} finally {
 			await listener.end();
 		}

@@ -198,6 +198,94 @@ describe('wake-up by NOTIFY', () => {
 	});
 });
 
+describe('wake-up when a job finishes elsewhere', () => {
+	/**
+	 * Another n8n instance: its own pool and store, leasing and completing with Job Lease and
+	 * Job Complete. The trigger learns of those ends only from the finish notice (no backstop).
+	 */
+	async function otherInstance() {
+		const otherPool = newPool(4);
+		return { otherPool, other: new JobStore(otherPool, { schema }) };
+	}
+
+	it.each([
+		['completed', 'succeeded'],
+		['failed', 'failed'],
+	] as const)(
+		'a job held back by the Concurrency Limit starts when a job leased elsewhere is %s',
+		async (_name, outcome) => {
+			const queue = `limit-elsewhere-${outcome}`;
+			const { otherPool, other } = await otherInstance();
+			try {
+				const [held] = await enqueue(queue);
+				const [elsewhere] = await other.lease({ queue, limit: 1, concurrencyLimit: 1 });
+				expect(elsewhere.id).toBe(held.jobId);
+				const { trigger, emissions } = await startTrigger({ queue, concurrencyLimit: 1 });
+				const [waiting] = await enqueue(queue);
+				await waitFor(() => trigger.stats.notices >= 1, 'the enqueue notice');
+				await trigger.settled();
+				await sleep(300);
+				expect(emissions).toHaveLength(0);
+
+				const finishedAt = Date.now();
+				ok(
+					(
+						await other.complete([
+							{ jobId: elsewhere.id, attemptId: elsewhere.attempt_id, outcome },
+						])
+					)[0],
+				);
+				const emitted = await waitFor(() => emissions[0], 'the held-back job', 5_000);
+				expect(emitted.jobs[0].id).toBe(waiting.jobId);
+				expect(emitted.at - finishedAt).toBeLessThan(5_000);
+				expect(trigger.stats.wakes.backstop).toBe(0);
+				expect(trigger.stats.notices).toBeGreaterThanOrEqual(2);
+			} finally {
+				await otherPool.end();
+			}
+		},
+	);
+
+	it('the next job of an ordering key starts when the one before it, leased elsewhere, is done or cancelled', async () => {
+		const queue = 'ordered-elsewhere';
+		const { otherPool, other } = await otherInstance();
+		try {
+			const ids = (await enqueue(queue, 3, { orderingKey: 'customer-9' })).map((job) => job.jobId);
+			const [first] = await other.lease({ queue, limit: 1 });
+			expect(first.id).toBe(ids[0]);
+			const { trigger, emissions } = await startTrigger({ queue }, async (jobs) => {
+				for (const job of jobs) if (job.id !== ids[1]) await complete(job);
+			});
+			await waitFor(() => trigger.stats.leases >= 1, 'the first look');
+			await trigger.settled();
+			await sleep(300);
+			expect(emissions).toHaveLength(0);
+
+			ok(
+				(
+					await other.complete([
+						{ jobId: first.id, attemptId: first.attempt_id, outcome: 'succeeded' },
+					])
+				)[0],
+			);
+			const second = await waitFor(() => emissions[0], 'the second job of the key', 5_000);
+			expect(second.jobs[0].id).toBe(ids[1]);
+
+			// The second job stays running in this trigger's execution until it is cancelled
+			// elsewhere (Job Status → Cancel); its worker would get Lease Lost.
+			await sleep(300);
+			expect(emissions).toHaveLength(1);
+			const [cancelled] = await other.cancel([ids[1]]);
+			expect(cancelled.cancelled).toBe(true);
+			const third = await waitFor(() => emissions[1], 'the third job of the key', 5_000);
+			expect(third.jobs[0].id).toBe(ids[2]);
+			expect(trigger.stats.wakes.backstop).toBe(0);
+		} finally {
+			await otherPool.end();
+		}
+	});
+});
+
 describe('wake-up by timer and backstop', () => {
 	it('a delayed job and a retry backoff are emitted by the timer at their run_at, with no backstop sweep', async () => {
 		const queue = 'timer';

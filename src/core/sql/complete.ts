@@ -242,7 +242,7 @@ WITH updated AS (
 	FROM updated u
 	WHERE u.callback_url IS NOT NULL AND u.status IN ('done', 'failed')
 )
-SELECT $7::int AS ord, u.id IS NOT NULL AS applied, u.status,
+SELECT $7::int AS ord, u.id IS NOT NULL AS applied, u.status, u.queue,
 	${resultColumns(['attempts', 'max_attempts', 'error_code', 'error_class'], 'u')},
 	CASE WHEN u.status = 'queued' THEN u.run_at END AS run_at, c.callback_event_id,
 	cur.status AS current_status, cur.attempt_id AS current_attempt_id, cur.id IS NOT NULL AS job_exists
@@ -280,7 +280,7 @@ function callbacksAndAnswer(s: string): string {
 	FROM updated u
 	WHERE u.callback_url IS NOT NULL AND u.status IN ('done', 'failed')
 )
-SELECT x.ord, u.id IS NOT NULL AS applied, u.status,
+SELECT x.ord, u.id IS NOT NULL AS applied, u.status, u.queue,
 	${resultColumns(['attempts', 'max_attempts', 'error_code', 'error_class'], 'u')},
 	CASE WHEN u.status = 'queued' THEN u.run_at END AS run_at, c.callback_event_id,
 	cur.status AS current_status, cur.attempt_id AS current_attempt_id, cur.id IS NOT NULL AS job_exists

@@ -159,7 +159,7 @@ WITH target AS MATERIALIZED (
 	SET ${cancelledJobSet('$2')}
 	FROM target t
 	WHERE j.id = ANY($1::uuid[]) AND j.id = t.id AND j.status IN ('queued', 'running')
-	RETURNING j.id, j.attempt_id, j.attempts, j.status, t.previous_status, ${runningAttemptColumns('j')}
+	RETURNING j.id, j.queue, j.attempt_id, j.attempts, j.status, t.previous_status, ${runningAttemptColumns('j')}
 ), closed AS (
 	${closeAttemptsSql(
 		s,
@@ -167,7 +167,7 @@ WITH target AS MATERIALIZED (
 		FROM cancelled c WHERE c.previous_status = 'running'`,
 	)}
 )
-SELECT x.id, c.id IS NOT NULL AS cancelled, coalesce(c.status, cur.status) AS status
+SELECT x.id, c.id IS NOT NULL AS cancelled, coalesce(c.status, cur.status) AS status, c.queue
 FROM unnest($1::uuid[]) AS x(id)
 LEFT JOIN cancelled c ON c.id = x.id
 LEFT JOIN ${s}.jobs cur ON c.id IS NULL AND cur.id = x.id`,

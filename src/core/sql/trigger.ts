@@ -33,3 +33,14 @@ LIMIT 1`,
 		values: [queue],
 	};
 }
+
+/**
+ * One notice per queue whose jobs finished, on the channel enqueue's notices use (the payload is
+ * the queue name), sent in a transaction of its own (see finishNotices.ts).
+ */
+export function finishNoticeQuery(channel: string, queues: string[]): SqlQuery {
+	return {
+		text: 'SELECT pg_notify($1, queue) FROM unnest($2::text[]) AS queue',
+		values: [channel, queues],
+	};
+}

@@ -32,7 +32,8 @@ export interface JobTriggerStats {
  * Wake-ups (each only looks; nothing is emitted unless a job was leased):
  * - `start` / `connect`: after the first LISTEN and after every reconnect, claim what is
  *   already waiting (NOTIFY has no replay);
- * - `notice`: a NOTIFY for this queue (enqueue, retry, release, requeue; sent at commit);
+ * - `notice`: a NOTIFY for this queue (enqueue, retry, release, requeue, sent at commit; a
+ *   job of the queue finished or was cancelled anywhere, sent after it, see finishNotices.ts);
  * - `timer`: the earliest future run_at of the queue (delayed jobs, retry backoff), armed
  *   whenever a lease found nothing left to take;
  * - `done`: an emitted execution finished, so its slots are free;
