@@ -17,6 +17,7 @@ import { OPERATOR_KEY, startEnvironment, type Environment } from '../../scripts/
 import { waitFor } from '../../scripts/lib/standins';
 import { e2eLog } from './progress';
 import { databaseUrl } from '../helpers/db';
+import { JobStore } from '../../src/core';
 
 let env: Environment;
 let n8nDb: pg.Pool;
@@ -608,6 +609,29 @@ describe('GET /webhook/jobs/status', () => {
 			await hostile('GET /webhook/jobs/status', name, get(query), 404, same);
 		// Control: the right pair answers 200.
 		expect((await env.request(a.status_url.replace(/^\/webhook\//, ''))).status).toBe(200);
+	});
+
+	it('a cancelled job answers 200 with its reason as cancel_reason, and no error (error is for failed jobs)', async () => {
+		const answer = await env.request('jobs', {
+			body: { document: { id: 'to-cancel', text: 'withdrawn' } },
+		});
+		expect(answer.status).toBe(202);
+		const job = answer.body as Accepted;
+		const jobId = job.job_id;
+		const [cancelled] = await new JobStore(env.jobsDb, { schema: env.schema }).cancel(
+			[jobId],
+			'customer withdrew',
+		);
+		expect(cancelled).toMatchObject({ cancelled: true, status: 'cancelled' });
+		const status = await env.request(job.status_url.replace(/^\/webhook\//, ''));
+		expect(status.status).toBe(200);
+		expect(status.body).toMatchObject({
+			job_id: jobId,
+			status: 'cancelled',
+			cancel_reason: 'customer withdrew',
+		});
+		expect(status.body).not.toHaveProperty('error');
+		expect(status.body).not.toHaveProperty('result');
 	});
 });
 

@@ -124,6 +124,22 @@ describe('Job Status: Get', () => {
 			outcome: 'failed',
 			error_code: 'crm_rejected',
 		});
+		expect(found.json.cancel_reason).toBeNull();
+	});
+
+	it('a cancelled job shows its reason as cancel_reason, and no error', async () => {
+		const [job] = await enqueue('status-cancel', [{ n: 1 }]);
+		await nodes.run(new JobStatus(), {
+			items: [{ job_id: job.job_id }],
+			parameters: { operation: 'cancel', reason: 'customer withdrew' },
+		});
+		const [found] = (await nodes.run(new JobStatus(), { items: [job] })).output('Found');
+		expect(found.json).toMatchObject({
+			status: 'cancelled',
+			result: null,
+			error: null,
+			cancel_reason: 'customer withdrew',
+		});
 	});
 });
 

@@ -48,9 +48,11 @@ export function statusJson(view: JobStatusView): IDataObject {
 		correlation_id: job.correlation_id,
 		result: job.status === 'done' ? (job.result as IDataObject) : null,
 		error:
-			job.status === 'failed' || job.status === 'cancelled'
+			job.status === 'failed'
 				? { code: job.error_code, message: job.error_message, class: job.error_class }
 				: null,
+		// A cancellation is not an error of the job: its reason has a field of its own.
+		cancel_reason: job.status === 'cancelled' ? job.error_message : null,
 		timeline: attempts.map((attempt) => ({
 			attempt: attempt.attempt,
 			started_at: attempt.started_at.toISOString(),
