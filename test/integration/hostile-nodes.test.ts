@@ -17,7 +17,7 @@ import {
 	type INodeType,
 } from 'n8n-workflow';
 
-import { getPool, resetMigrationCache } from '../../src/core';
+import { finishNoticesSent, getPool, resetMigrationCache } from '../../src/core';
 import { IdempotencyCheck } from '../../nodes/IdempotencyCheck/IdempotencyCheck.node';
 import { JobComplete } from '../../nodes/JobComplete/JobComplete.node';
 import { JobEnqueue } from '../../nodes/JobEnqueue/JobEnqueue.node';
@@ -112,6 +112,8 @@ async function rejects(
 	options: NodeContextOptions,
 	expected: { field?: string; message: RegExp; noSql?: boolean },
 ): Promise<NodeOperationError> {
+	// An earlier completion's finish notice (sent after it, on this pool) is not this case's.
+	await finishNoticesSent();
 	const before = await snapshot();
 	const statements = sql.count;
 	const error = await nodes.run(nodeType, options).then(
