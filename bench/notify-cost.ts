@@ -11,6 +11,10 @@
  *   no_notify     the same triggers without any pg_notify (what the trigger node must not need)
  *   finish_notify shipped + a notice for every job that finishes (done / failed / cancelled)
  *
+ * The variants differ in the triggers' notices inside each transaction. All three also send
+ * JobStore.complete's finish notice, a statement of its own at most every 200 ms
+ * (finishNotices.ts), so it is outside what they compare; bench/compare.ts measures it.
+ *
  *   DATABASE_URL=postgres://… npx tsx bench/notify-cost.ts [--rounds 3] [--seconds 3] [--clients 1,8]
  */
 import { cpus, loadavg } from 'node:os';

@@ -7,7 +7,8 @@ import { finishNoticeQuery } from './sql/trigger';
  * The least time between two finish notices of one process for one schema. A notice sent inside
  * a completion's own transaction would make every completing commit wait for PostgreSQL's
  * server-wide notify lock (0.60–0.74× the completions per second, PERFORMANCE.md, "What the
- * wake-up notices cost"); one statement of its own at most this often costs nothing measurable.
+ * wake-up notices cost"); one statement of its own at most this often is what PERFORMANCE.md
+ * measures ("Finish notices").
  */
 export const FINISH_NOTICE_INTERVAL_MS = 200;
 
@@ -38,7 +39,8 @@ class FinishNotices {
 		for (const queue of queues) this.queues.add(queue);
 		if (this.queues.size === 0 || this.timer !== undefined) return;
 		// Sent from a timer even when due at once: never inside the completing call.
-		const wait = Math.max(0, this.lastSentAt + FINISH_NOTICE_INTERVAL_MS - Date.now());
+		// A monotonic clock: a wall clock set back would hold every notice for as long.
+		const wait = Math.max(0, this.lastSentAt + FINISH_NOTICE_INTERVAL_MS - performance.now());
 		this.timer = setTimeout(() => this.send(), wait);
 		// A pending notice never keeps a process alive.
 		this.timer.unref();
@@ -47,7 +49,7 @@ class FinishNotices {
 
 	private send(): void {
 		this.timer = undefined;
-		this.lastSentAt = Date.now();
+		this.lastSentAt = performance.now();
 		const queues = [...this.queues];
 		this.queues.clear();
 		const sent = Promise.resolve()
@@ -81,7 +83,12 @@ export function announceFinished(pool: pg.Pool, schema: string, queues: Iterable
 	noticesOf(pool, schema).announce(queues);
 }
 
-/** Resolves once every finish notice of this process has been sent (or dropped). */
-export async function finishNoticesSent(): Promise<void> {
-	while (unsent.size > 0) await new Promise((resolve) => setTimeout(resolve, 10));
+/**
+ * Resolves once every finish notice of this process has been sent or dropped, or after
+ * `timeoutMs` (a notice waiting for a connection of a pool being closed never is).
+ */
+export async function finishNoticesSent(timeoutMs = 5_000): Promise<void> {
+	const deadline = performance.now() + timeoutMs;
+	while (unsent.size > 0 && performance.now() < deadline)
+		await new Promise((resolve) => setTimeout(resolve, 10));
 }

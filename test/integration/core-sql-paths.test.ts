@@ -1591,10 +1591,6 @@ describe('notifications', () => {
 			expect(heard.length).toBeLessThanOrEqual(Math.ceil(spanMs / FINISH_NOTICE_INTERVAL_MS) + 2);
 			expect(heard.length).toBeLessThan(60);
 			expect(heard[heard.length - 1].at).toBeGreaterThanOrEqual(lastCompletedAt);
-			for (let n = 1; n < heard.length; n++)
-				expect(heard[n].at - heard[n - 1].at).toBeGreaterThanOrEqual(
-					FINISH_NOTICE_INTERVAL_MS - 50,
-				);
 		} finally {
 			await listener.end();
 		}

@@ -246,6 +246,67 @@ describe('wake-up when a job finishes elsewhere', () => {
 		},
 	);
 
+	it('a job held back by the Concurrency Limit starts when a lease elsewhere fails the job whose lease expired on its last attempt', async () => {
+		const queue = 'limit-expired-elsewhere';
+		const { otherPool, other } = await otherInstance();
+		try {
+			const [dying] = await enqueue(queue, 1, { maxAttempts: 1 });
+			const [elsewhere] = await other.lease({
+				queue,
+				limit: 1,
+				concurrencyLimit: 1,
+				leaseMs: 1_000,
+			});
+			expect(elsewhere.id).toBe(dying.jobId);
+			const { trigger, emissions } = await startTrigger({ queue, concurrencyLimit: 1 });
+			const [waiting] = await enqueue(queue);
+			await waitFor(() => trigger.stats.notices >= 1, 'the enqueue notice');
+			await trigger.settled();
+			await sleep(1_200);
+			expect(emissions).toHaveLength(0);
+
+			// The other instance's next lease finds the lease expired on the last attempt: it
+			// fails that job, and its slot is free only after that lease.
+			expect(await other.lease({ queue, limit: 1, concurrencyLimit: 1, leaseMs: 1_000 })).toEqual(
+				[],
+			);
+			const emitted = await waitFor(() => emissions[0], 'the held-back job', 5_000);
+			expect(emitted.jobs[0].id).toBe(waiting.jobId);
+			expect(trigger.stats.wakes.backstop).toBe(0);
+			const { rows } = await pool.query(
+				`SELECT status, error_code FROM "${schema}".jobs WHERE id = $1`,
+				[dying.jobId],
+			);
+			expect(rows).toEqual([{ status: 'failed', error_code: 'lease_expired' }]);
+		} finally {
+			await otherPool.end();
+		}
+	});
+
+	it('the next job of an ordering key starts when a delayed job before it is cancelled from the dashboard', async () => {
+		const queue = 'ordered-dashboard-cancel';
+		const [delayed] = await enqueue(queue, 1, { orderingKey: 'customer-3', delayMs: 600_000 });
+		const [next] = await enqueue(queue, 1, { orderingKey: 'customer-3' });
+		const { trigger, emissions } = await startTrigger({ queue });
+		await waitFor(() => trigger.stats.leases >= 1, 'the first look');
+		await trigger.settled();
+		await sleep(300);
+		// The delayed job holds the key: the one behind it waits.
+		expect(emissions).toHaveLength(0);
+		const { otherPool, other } = await otherInstance();
+		try {
+			const cancelled = await other.cancelQueuedJobs({ jobIds: [delayed.jobId] });
+			expect(cancelled.jobs).toEqual([
+				{ job_id: delayed.jobId, changed: true, status: 'cancelled' },
+			]);
+			const emitted = await waitFor(() => emissions[0], 'the job behind it', 5_000);
+			expect(emitted.jobs[0].id).toBe(next.jobId);
+			expect(trigger.stats.wakes.backstop).toBe(0);
+		} finally {
+			await otherPool.end();
+		}
+	});
+
 	it('the next job of an ordering key starts when the one before it, leased elsewhere, is done or cancelled', async () => {
 		const queue = 'ordered-elsewhere';
 		const { otherPool, other } = await otherInstance();

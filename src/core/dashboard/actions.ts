@@ -1,5 +1,6 @@
 import type { StoreContext } from '../context';
 import { ValidationError } from '../errors';
+import { announceFinished } from '../finishNotices';
 import { cancelQueuedQuery, statusesQuery } from '../sql/dashboard';
 import { requeueQuery } from '../sql/status';
 import { integerInRange, optionalText, validateUuid } from '../validate';
@@ -99,8 +100,17 @@ export async function cancelQueuedJobs(
 ): Promise<DashboardActionResult> {
 	const ids = actionJobIds(input.jobIds);
 	const reason = optionalText(input.reason, 'reason', 1000) ?? 'Cancelled from the jobs dashboard';
-	const rows = await ctx.db.run<{ id: string; changed: boolean; status: string | null }>(
-		cancelQueuedQuery(ctx.s, ids, reason),
+	const rows = await ctx.db.run<{
+		id: string;
+		changed: boolean;
+		status: string | null;
+		queue: string | null;
+	}>(cancelQueuedQuery(ctx.s, ids, reason));
+	// A cancelled job frees the jobs behind it of its ordering key.
+	announceFinished(
+		ctx.db.pool,
+		ctx.schema,
+		rows.flatMap((row) => (row.queue === null ? [] : [row.queue])),
 	);
 	const byId = new Map(rows.map((row) => [row.id, row]));
 	return actionResult(

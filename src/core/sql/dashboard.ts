@@ -333,9 +333,9 @@ WITH cancelled AS (
 	UPDATE ${s}.jobs j
 	SET ${cancelledJobSet('$2')}
 	WHERE j.id = ANY($1::uuid[]) AND j.status = 'queued'
-	RETURNING j.id, j.status
+	RETURNING j.id, j.status, j.queue
 )
-SELECT x.id, c.id IS NOT NULL AS changed, coalesce(c.status, cur.status) AS status
+SELECT x.id, c.id IS NOT NULL AS changed, coalesce(c.status, cur.status) AS status, c.queue
 FROM unnest($1::uuid[]) AS x(id)
 LEFT JOIN cancelled c ON c.id = x.id
 LEFT JOIN ${s}.jobs cur ON c.id IS NULL AND cur.id = x.id`,

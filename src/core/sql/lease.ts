@@ -1,3 +1,4 @@
+import { notifyChannel } from '../identifiers';
 import { closeAttemptsSql, runningAttemptColumns } from './attempts';
 import { countTerminalSql, countedMark } from './counting';
 import { jsonRows } from './json';
@@ -152,6 +153,12 @@ const LEASED_SET = leasedSet({
  * Without `waitForFlush`, the statement sets synchronous_commit off for its own transaction
  * (set_config's third argument), so its commit does not wait for the WAL flush (see
  * StoreOptions.durableLeases for what that trades). It is evaluated only when a job was leased.
+ *
+ * A job failed because its lease expired on its last attempt frees its ordering key and its
+ * slot of a concurrency limit: the statement then notifies its queue, at its commit, as a
+ * finish notice (finishNotices.ts) would; like the callbacks, the condition of the final
+ * WHERE is uncorrelated, so it is evaluated once, whether or not a job was leased. Only these
+ * rare leases take the notify lock.
  */
 export function leaseQuery(
 	schema: string,
@@ -243,6 +250,7 @@ WITH queued AS (
 SELECT ${resultColumns(columns)}, ord, expired
 FROM leased${commitWithoutFlush(options)}
 WHERE (SELECT count(*) FROM callbacks) >= 0
+	AND (SELECT count(pg_notify('${notifyChannel(schema)}', $1::text)) FROM (SELECT FROM exhausted_jobs LIMIT 1) x) >= 0
 ORDER BY slot`,
 	);
 }

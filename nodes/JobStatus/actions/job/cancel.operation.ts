@@ -19,7 +19,7 @@ const properties: INodeProperties[] = [
 		type: 'string',
 		default: '',
 		description:
-			'Stored as the error message of every job this execution cancels (read from the first item: all IDs go in one statement)',
+			'The reason of every job this execution cancels, shown by Get as cancel_reason (read from the first item: all IDs go in one statement)',
 	},
 ];
 
