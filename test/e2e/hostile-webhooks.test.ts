@@ -318,6 +318,10 @@ describe('POST /webhook/jobs (receiver)', () => {
 			(answer) => {
 				problem(413, 'payload')(answer);
 				expect((answer.body as { detail: string }).detail).toMatch(/the limit is 1048576/);
+				// The caller is told what it can do; the workflow's option is not its business.
+				expect((answer.body as { fix: string }).fix).toBe(
+					'Send a smaller document: store it elsewhere and send a reference to it (a URL, an object key)',
+				);
 			},
 		);
 	});
