@@ -36,11 +36,13 @@ LIMIT 1`,
 
 /**
  * One notice per queue whose jobs finished, on the channel enqueue's notices use (the payload is
- * the queue name), sent in a transaction of its own (see finishNotices.ts).
+ * the queue name), sent in a transaction of its own (see finishNotices.ts). A notifying
+ * transaction gets a transaction id and so a commit record; a notice is a hint, so its commit
+ * does not wait for the WAL flush (synchronous_commit off for this transaction only).
  */
 export function finishNoticeQuery(channel: string, queues: string[]): SqlQuery {
 	return {
-		text: 'SELECT pg_notify($1, queue) FROM unnest($2::text[]) AS queue',
+		text: "SELECT pg_notify($1, queue), set_config('synchronous_commit', 'off', true) FROM unnest($2::text[]) AS queue",
 		values: [channel, queues],
 	};
 }
