@@ -17,7 +17,7 @@ import {
 	type CompleteResult,
 	type ErrorClass,
 } from '../../src/core';
-import { parseJsonParameter, runBatch, secondsToMs, sizeLimitKb } from '../shared/batch';
+import { parseJsonParameter, runBatch, secondsToMs, sizeLimitOption } from '../shared/batch';
 import { lazyStore } from '../shared/connection';
 import {
 	attemptIdField,
@@ -241,16 +241,13 @@ export class JobComplete implements INodeType {
 	methods = credentialTestMethods;
 
 	async execute(this: IExecuteFunctions): Promise<INodeExecutionData[][]> {
-		const resultLimit = sizeLimitKb(
+		const resultLimit = sizeLimitOption(
 			this,
 			'maxResultKb',
 			'Max Result Size (KB)',
 			DEFAULT_MAX_RESULT_KB,
 		);
-		const store = lazyStore(this, {
-			maxPayloadBytes: Math.round(resultLimit.kb * 1024),
-			payloadLimitSetting: `Max Result Size (KB) in Options (now ${resultLimit.kb})`,
-		});
+		const store = lazyStore(this, resultLimit.storeOptions);
 		const workflowId = this.getWorkflow().id ?? null;
 		const executionId = this.getExecutionId() ?? null;
 		// Version 2's default, or a version 1 node (a bundled template) set to the same expression.

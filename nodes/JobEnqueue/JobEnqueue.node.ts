@@ -21,7 +21,7 @@ import {
 	parseJsonParameter,
 	runBatch,
 	secondsToMs,
-	sizeLimitKb,
+	sizeLimitOption,
 } from '../shared/batch';
 import {
 	commonDescription,
@@ -183,16 +183,13 @@ export class JobEnqueue implements INodeType {
 		// collection would evaluate the expressions it holds for each item (a receiver's Callback
 		// URL and Correlation ID, say) once more, and evaluating them is most of what the node
 		// costs in n8n (about 1.3 ms per collection read; docs/PERFORMANCE.md, fourteenth part).
-		const payloadLimit = sizeLimitKb(
+		const payloadLimit = sizeLimitOption(
 			this,
 			'maxPayloadKb',
 			'Max Payload Size (KB)',
 			DEFAULT_MAX_PAYLOAD_KB,
 		);
-		const store = lazyStore(this, {
-			maxPayloadBytes: Math.round(payloadLimit.kb * 1024),
-			payloadLimitSetting: `Max Payload Size (KB) in Options (now ${payloadLimit.kb})`,
-		});
+		const store = lazyStore(this, payloadLimit.storeOptions);
 		const onConflict =
 			this.getNodeParameter('options.onConflict', 0, 'error') === 'existing' ? 'existing' : 'error';
 		const statusUrlBases: string[] = [];

@@ -6,7 +6,7 @@ import {
 	type ItemResults,
 	type JobStore,
 } from '../../src/core';
-import { lazyStore } from './connection';
+import { lazyStore, type NodeStoreOptions } from './connection';
 import { leaseSecondsField } from './descriptions';
 import { asDurableError, errorItem, invalidInput, toNodeError } from './errors';
 
@@ -246,27 +246,32 @@ export function optionalNumber(
 
 /**
  * An execution-wide size limit in KB from the first item's Options (Job Enqueue's *Max Payload
- * Size (KB)*, Job Complete's *Max Result Size (KB)*): unset, or an expression giving nothing, is
- * `defaultKb`. A bad value stops the node (item 0) without "continue"; with it, `refusal` is the
- * error every item then fails with. The option is read alone: reading the whole collection would
- * evaluate every expression it holds once more (docs/PERFORMANCE.md, fourteenth part).
+ * Size (KB)*, Job Complete's *Max Result Size (KB)*), as the store options that apply it and name
+ * it in the too-large fix: unset, or an expression giving nothing, is `defaultKb`. A bad value
+ * stops the node (item 0) without "continue"; with it, `refusal` is the error every item then
+ * fails with. The option is read alone: reading the whole collection would evaluate every
+ * expression it holds once more (docs/PERFORMANCE.md, fourteenth part).
  */
-export function sizeLimitKb(
+export function sizeLimitOption(
 	context: IExecuteFunctions,
 	option: string,
 	displayName: string,
 	defaultKb: number,
-): { kb: number; refusal?: unknown } {
+): { storeOptions: NodeStoreOptions; refusal?: unknown } {
+	const storeOptions = (kb: number): NodeStoreOptions => ({
+		maxPayloadBytes: Math.round(kb * 1024),
+		payloadLimitSetting: `${displayName} in Options (now ${kb})`,
+	});
 	try {
 		const kb = optionalNumber(context.getNodeParameter(`options.${option}`, 0, null), displayName, {
 			min: 1,
 			expected: 'a number of at least 1',
 			fix: `Set ${displayName} to 1 or more, or remove it for the default ${defaultKb}`,
 		});
-		return { kb: kb ?? defaultKb };
+		return { storeOptions: storeOptions(kb ?? defaultKb) };
 	} catch (error) {
 		if (!context.continueOnFail()) throw toNodeError(context.getNode(), error, 0);
-		return { kb: defaultKb, refusal: error };
+		return { storeOptions: storeOptions(defaultKb), refusal: error };
 	}
 }
 

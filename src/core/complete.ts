@@ -46,7 +46,7 @@ export async function complete(
 	items: CompleteInput[],
 	options: BatchOptions = {},
 ): Promise<ItemResults<CompleteResult>> {
-	const finishedQueues = new Set<string>();
+	const finishedQueues = new Set<string | null>();
 	const results = await writeRows<CompleteInput, CompleteRow, CompleteReturnRow, CompleteResult>(
 		ctx.db,
 		items,
@@ -59,7 +59,7 @@ export async function complete(
 			sameRowKey: jobAttemptKey,
 			charsOf: (row) => (row.result?.length ?? 0) + (row.error_message?.length ?? 0),
 			toResult: (row) => {
-				if (row.applied && row.queue !== null && (row.status === 'done' || row.status === 'failed'))
+				if (row.applied && (row.status === 'done' || row.status === 'failed'))
 					finishedQueues.add(row.queue);
 				return {
 					applied: row.applied,
@@ -76,7 +76,7 @@ export async function complete(
 		},
 	);
 	// A retry or release queues its job again, and that update notifies at commit.
-	announceFinished(ctx.db.pool, ctx.schema, finishedQueues);
+	announceFinished(ctx, finishedQueues);
 	return results;
 }
 

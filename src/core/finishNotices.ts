@@ -1,5 +1,6 @@
 import type pg from 'pg';
 
+import type { StoreContext } from './context';
 import { notifyChannel } from './identifiers';
 import { finishNoticeQuery } from './sql/trigger';
 
@@ -35,8 +36,8 @@ class FinishNotices {
 		return this.timer === undefined && this.sending === undefined;
 	}
 
-	announce(queues: Iterable<string>): void {
-		for (const queue of queues) this.queues.add(queue);
+	announce(queues: Iterable<string | null>): void {
+		for (const queue of queues) if (queue !== null) this.queues.add(queue);
 		if (this.queues.size === 0 || this.timer !== undefined) return;
 		// Sent from a timer even when due at once: never inside the completing call.
 		// A monotonic clock: a wall clock set back would hold every notice for as long.
@@ -78,9 +79,12 @@ function noticesOf(pool: pg.Pool, schema: string): FinishNotices {
 	return notices;
 }
 
-/** Announces that jobs of these queues finished (done, failed or cancelled; see FinishNotices). */
-export function announceFinished(pool: pg.Pool, schema: string, queues: Iterable<string>): void {
-	noticesOf(pool, schema).announce(queues);
+/**
+ * Announces that jobs of these queues finished (done, failed or cancelled; see FinishNotices).
+ * A null (a row that finished no job) is skipped.
+ */
+export function announceFinished(ctx: StoreContext, queues: Iterable<string | null>): void {
+	noticesOf(ctx.db.pool, ctx.schema).announce(queues);
 }
 
 /**

@@ -182,9 +182,8 @@ export async function cancel(
 	);
 	// A cancelled job frees its ordering key and, if it ran, its slot of a concurrency limit.
 	announceFinished(
-		ctx.db.pool,
-		ctx.schema,
-		rows.flatMap((row) => (row.queue === null ? [] : [row.queue])),
+		ctx,
+		rows.map((row) => row.queue),
 	);
 	return rows.map(({ id, cancelled, status }) => ({ id, cancelled, status }));
 }

@@ -108,9 +108,8 @@ export async function cancelQueuedJobs(
 	}>(cancelQueuedQuery(ctx.s, ids, reason));
 	// A cancelled job frees the jobs behind it of its ordering key.
 	announceFinished(
-		ctx.db.pool,
-		ctx.schema,
-		rows.flatMap((row) => (row.queue === null ? [] : [row.queue])),
+		ctx,
+		rows.map((row) => row.queue),
 	);
 	const byId = new Map(rows.map((row) => [row.id, row]));
 	return actionResult(
