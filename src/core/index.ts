@@ -3,7 +3,12 @@ export * from './identifiers';
 export * from './types';
 export * from './dashboard';
 export { JobStore, type ItemResults, type StoreOptions } from './store';
-export { finishNoticesSent, FINISH_NOTICE_INTERVAL_MS } from './finishNotices';
+export {
+	finishNoticesSent,
+	FINISH_NOTICE_INTERVAL_MS,
+	NOTICE_APPLICATION_NAME,
+	NOTICE_CONNECTION_IDLE_MS,
+} from './finishNotices';
 export type { CoalescingStats } from './coalescer';
 export { parseTimestamptz } from './timestamps';
 export { hashToken } from './tokens';

@@ -1,6 +1,8 @@
 import { createHash } from 'node:crypto';
 import pg from 'pg';
 
+import { closeNoticeConnections } from './finishNotices';
+
 export type SslMode = 'disable' | 'require' | 'verify';
 
 export interface ConnectionConfig {
@@ -111,11 +113,14 @@ export function newPool(config: pg.PoolConfig, onError?: (error: Error) => void)
 	return pool;
 }
 
-/** Closes every cached pool (tests, CLI). */
+/** Closes every cached pool and the connections that send finish notices (tests, CLI). */
 export async function closeAllPools(): Promise<void> {
 	const entries = [...pools.values()];
 	pools.clear();
-	await Promise.all(entries.map(async (entry) => await entry.pool.end().catch(() => undefined)));
+	await Promise.all([
+		...entries.map(async (entry) => await entry.pool.end().catch(() => undefined)),
+		closeNoticeConnections(),
+	]);
 }
 
 export function cachedPoolCount(): number {

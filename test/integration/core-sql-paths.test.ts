@@ -12,6 +12,9 @@ import {
 	DurableJobsError,
 	FINISH_NOTICE_INTERVAL_MS,
 	JobStore,
+	NOTICE_APPLICATION_NAME,
+	NOTICE_CONNECTION_IDLE_MS,
+	closeAllPools,
 	finishNoticesSent,
 	type CompleteInput,
 	type CompleteResult,
@@ -1493,9 +1496,9 @@ describe('notifications', () => {
 	async function listening(queue: string) {
 		const listener = new pg.Client({ connectionString: databaseUrl() });
 		await listener.connect();
-		const heard: Array<{ at: number }> = [];
+		const heard: Array<{ at: number; from: number }> = [];
 		listener.on('notification', (message) => {
-			if (message.payload === queue) heard.push({ at: Date.now() });
+			if (message.payload === queue) heard.push({ at: Date.now(), from: message.processId });
 		});
 		await listener.query(`LISTEN "${notifyChannel(schema)}"`);
 		/** Everything sent so far has arrived: notices come before the answer to a later query. */
@@ -1595,6 +1598,69 @@ describe('notifications', () => {
 			await listener.end();
 		}
 	});
+
+	it('finish notices go on a connection of their own, not a pooled one: opened again after it is lost, closed by closeAllPools and after NOTICE_CONNECTION_IDLE_MS without a notice', async () => {
+		const queue = 'notify-connection';
+		const ownPool = newPool(2);
+		const own = new JobStore(ownPool, { schema });
+		const { listener, heard, caughtUp } = await listening(queue);
+		/** The application name of a backend, or undefined once it is gone. */
+		const applicationOf = async (pid: number): Promise<string | undefined> =>
+			(
+				await pool.query<{ application_name: string }>(
+					'SELECT application_name FROM pg_stat_activity WHERE pid = $1',
+					[pid],
+				)
+			).rows[0]?.application_name;
+		try {
+			await enqueue(queue, 3);
+			const leased = await own.lease({ queue, limit: 3 });
+			expect(leased).toHaveLength(3);
+			await caughtUp();
+			heard.length = 0;
+			const finish = async (index: number): Promise<number> => {
+				await sleep(FINISH_NOTICE_INTERVAL_MS + 50);
+				const job = leased[index];
+				ok(
+					(
+						await own.complete([{ jobId: job.id, attemptId: job.attempt_id, outcome: 'succeeded' }])
+					)[0],
+				);
+				await caughtUp();
+				expect(heard).toHaveLength(index + 1);
+				return heard[index].from;
+			};
+
+			const first = await finish(0);
+			expect(await applicationOf(first)).toBe(NOTICE_APPLICATION_NAME);
+
+			await pool.query('SELECT pg_terminate_backend($1)', [first]);
+			await waitFor(async () => (await applicationOf(first)) === undefined, 'the kill');
+			const second = await finish(1);
+			expect(second).not.toBe(first);
+			expect(await applicationOf(second)).toBe(NOTICE_APPLICATION_NAME);
+
+			await closeAllPools();
+			await waitFor(
+				async () => (await applicationOf(second)) === undefined,
+				'closeAllPools to close the notice connection',
+				NOTICE_CONNECTION_IDLE_MS / 2,
+			);
+
+			const third = await finish(2);
+			const openedAt = Date.now();
+			expect(await applicationOf(third)).toBe(NOTICE_APPLICATION_NAME);
+			await waitFor(
+				async () => (await applicationOf(third)) === undefined,
+				'the idle notice connection to close',
+				NOTICE_CONNECTION_IDLE_MS + 10_000,
+			);
+			expect(Date.now() - openedAt).toBeGreaterThanOrEqual(NOTICE_CONNECTION_IDLE_MS - 1_000);
+		} finally {
+			await listener.end();
+			await ownPool.end();
+		}
+	}, 60_000);
 
 	it('cancelling a job announces its queue; a notice that cannot be sent is dropped without an error', async () => {
 		const queue = 'notify-cancel';
