@@ -589,9 +589,16 @@ function main(): void {
 		if (story.attempts_total > story.attempts.length)
 			parts.push(h('p', { className: 'muted' }, `Showing the newest ${story.attempts.length}.`));
 		if (job.result) parts.push(h('h3', {}, 'Result'), textBlock('Result', job.result, true));
-		if (job.error) {
+		if (job.error && job.status === 'cancelled') {
+			// A cancel is no error: its message is the reason given for it (Job Status shows it
+			// as cancel_reason, not as error).
 			parts.push(
-				h('h3', {}, job.status === 'failed' || job.status === 'cancelled' ? 'Error' : 'Last error'),
+				h('h3', {}, 'Cancelled'),
+				facts([['Reason', job.error.message ? h('pre', {}, job.error.message) : null]]),
+			);
+		} else if (job.error) {
+			parts.push(
+				h('h3', {}, job.status === 'failed' ? 'Error' : 'Last error'),
 				facts([
 					['Code', job.error.code],
 					['Class', job.error.class],

@@ -660,6 +660,13 @@ if (!chromium) console.warn(`[dashboard.test] ${CHROMIUM_MISSING_MESSAGE}`);
 			undefined,
 			{ timeout: 20_000 },
 		);
+		// The reason of the cancel, not an error.
+		const headings = await page.locator('#story h3').allTextContents();
+		expect(headings).toContain('Cancelled');
+		expect(headings).not.toContain('Error');
+		const reason = page.locator('#story h3:text-is("Cancelled") + dl.facts');
+		expect(await reason.locator('dt').allTextContents()).toEqual(['Reason']);
+		expect(await reason.locator('dd').textContent()).toBe('Cancelled from the jobs dashboard');
 	});
 
 	it('requeue of a filtered set with a limit; repeating the request changes nothing more', async () => {
