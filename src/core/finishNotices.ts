@@ -1,6 +1,7 @@
 import pg from 'pg';
 
 import type { StoreContext } from './context';
+import { closeClient } from './closeClient';
 import { notifyChannel } from './identifiers';
 import { finishNoticeQuery } from './sql/trigger';
 import type { SqlQuery } from './sql/types';
@@ -30,92 +31,100 @@ interface ReferencedClient {
 	unref(): void;
 }
 
+/** After the notice connection could not be opened, notices are dropped for this long. */
+export const NOTICE_RECONNECT_DELAY_MS = 5_000;
+
 /**
  * One connection of its own per pool that sends the finish notices. Borrowing a pooled
  * connection for them made the workers wait for one: single-job drains lost 4–8% (PERFORMANCE.md,
- * twenty-sixth part), and nothing measurable on a connection of their own. It is opened with the
- * pool's settings when a notice is due, closed after NOTICE_CONNECTION_IDLE_MS without one, and
- * like the pool's idle connections (allowExitOnIdle) never keeps the process alive while idle.
- * It is one more connection per process than the pool's Max Connections, while jobs finish.
+ * twenty-sixth and twenty-seventh parts), and nothing measurable on a connection of their own.
+ * It is opened with the pool's settings when a notice is due, closed after
+ * NOTICE_CONNECTION_IDLE_MS without one, and like the pool's idle connections (allowExitOnIdle)
+ * never keeps the process alive while idle. It is one more connection per process than the
+ * pool's Max Connections, while jobs finish. Its notices are sent one after the other.
  */
 class NoticeConnection {
-	private connection: Promise<pg.Client> | undefined;
+	private client: pg.Client | undefined;
 	private idleTimer: NodeJS.Timeout | undefined;
-	private sending = 0;
+	/** The last notice sent or waiting: the next one is sent after it. */
+	private tail: Promise<void> = Promise.resolve();
+	/** After a connect failed (a wrong password, the server down), no other is tried until then. */
+	private refusedUntil = Number.NEGATIVE_INFINITY;
 
 	constructor(private readonly pool: pg.Pool) {}
 
+	/** Sends `query` after the notices before it; rejects when it could not be sent. */
 	async send(query: SqlQuery): Promise<void> {
-		if (this.pool.ending || this.pool.ended) {
-			await this.close();
-			return;
-		}
-		clearTimeout(this.idleTimer);
-		this.sending++;
-		const connection = this.open();
-		try {
-			const client = await connection;
-			(client as unknown as ReferencedClient).ref();
-			await client.query(query);
-		} catch (error) {
-			this.forget(connection);
-			throw error;
-		} finally {
-			this.sending--;
-			if (this.sending === 0 && this.connection === connection) this.idle(connection);
-		}
+		const sent = this.tail.then(async () => await this.sendNow(query));
+		this.tail = sent.catch(() => undefined);
+		await sent;
 	}
 
 	async close(): Promise<void> {
 		clearTimeout(this.idleTimer);
+		const client = this.client;
+		this.client = undefined;
 		openConnections.delete(this);
-		const connection = this.connection;
-		this.connection = undefined;
-		if (connection) await endQuietly(connection);
+		if (client) await closeClient(client);
 	}
 
-	private open(): Promise<pg.Client> {
-		if (this.connection) return this.connection;
-		const client = new pg.Client({
-			...this.pool.options,
-			application_name: NOTICE_APPLICATION_NAME,
-		});
-		const connection = client.connect().then(() => client);
-		// Errors of this client only forget it (the next notice opens another); without a listener
-		// an 'error' event would crash the n8n process.
-		client.on('error', () => this.forget(connection));
-		client.on('end', () => this.forget(connection));
-		connection.catch(() => this.forget(connection));
-		this.connection = connection;
-		openConnections.add(this);
-		return connection;
-	}
-
-	private idle(connection: Promise<pg.Client>): void {
-		void connection.then(
-			(client) => (client as unknown as ReferencedClient).unref(),
-			() => undefined,
-		);
+	private async sendNow(query: SqlQuery): Promise<void> {
+		clearTimeout(this.idleTimer);
+		if (this.pool.ending || this.pool.ended) {
+			await this.close();
+			throw new Error('the pool is closed');
+		}
+		// Opening one connection per notice while the server refuses would take a backend slot
+		// each until the server's authentication timeout; the backstop sweep covers the notices.
+		if (performance.now() < this.refusedUntil)
+			throw new Error('the notice connection was refused a moment ago');
+		const client = this.client ?? (await this.open());
+		try {
+			(client as unknown as ReferencedClient).ref();
+			await client.query(query);
+		} catch (error) {
+			this.forget(client);
+			throw error;
+		}
+		if (this.client !== client) return;
+		(client as unknown as ReferencedClient).unref();
 		this.idleTimer = setTimeout(() => void this.close(), NOTICE_CONNECTION_IDLE_MS);
 		this.idleTimer.unref();
 	}
 
-	private forget(connection: Promise<pg.Client>): void {
-		if (this.connection !== connection) return;
-		this.connection = undefined;
+	private async open(): Promise<pg.Client> {
+		const client = new pg.Client({
+			...this.pool.options,
+			// pg-pool keeps the password as a property that a spread does not copy.
+			password: this.pool.options.password,
+			application_name: NOTICE_APPLICATION_NAME,
+		});
+		// Errors of this client only forget it (the next notice opens another); without a listener
+		// an 'error' event would crash the n8n process.
+		client.on('error', () => this.forget(client));
+		client.on('end', () => this.forget(client));
+		this.client = client;
+		openConnections.add(this);
+		try {
+			await client.connect();
+		} catch (error) {
+			// Not when close() ended it meanwhile: that refused nothing.
+			if (this.client === client) this.refusedUntil = performance.now() + NOTICE_RECONNECT_DELAY_MS;
+			this.forget(client);
+			throw error;
+		}
+		return client;
+	}
+
+	/** `client` failed or ended: closed, and the next notice opens another. */
+	private forget(client: pg.Client): void {
+		// Another client, or none: close() or an earlier forget() has closed this one.
+		if (this.client !== client) return;
+		this.client = undefined;
 		clearTimeout(this.idleTimer);
 		openConnections.delete(this);
-		void endQuietly(connection);
+		void closeClient(client);
 	}
-}
-
-async function endQuietly(connection: Promise<pg.Client>): Promise<void> {
-	await connection
-		.then(
-			async (client) => await client.end(),
-			() => undefined,
-		)
-		.catch(() => undefined);
 }
 
 const noticeConnections = new WeakMap<pg.Pool, NoticeConnection>();
@@ -214,7 +223,7 @@ export function announceFinished(ctx: StoreContext, queues: Iterable<string | nu
 
 /**
  * Resolves once every finish notice of this process has been sent or dropped, or after
- * `timeoutMs` (a notice waiting for a connection of a pool being closed never is).
+ * `timeoutMs` (a notice waits for its connection to open, up to the pool's connection timeout).
  */
 export async function finishNoticesSent(timeoutMs = 5_000): Promise<void> {
 	const deadline = performance.now() + timeoutMs;

@@ -8,6 +8,7 @@ export {
 	FINISH_NOTICE_INTERVAL_MS,
 	NOTICE_APPLICATION_NAME,
 	NOTICE_CONNECTION_IDLE_MS,
+	NOTICE_RECONNECT_DELAY_MS,
 } from './finishNotices';
 export type { CoalescingStats } from './coalescer';
 export { parseTimestamptz } from './timestamps';

@@ -14,18 +14,23 @@ import {
 	JobStore,
 	NOTICE_APPLICATION_NAME,
 	NOTICE_CONNECTION_IDLE_MS,
+	NOTICE_RECONNECT_DELAY_MS,
 	closeAllPools,
 	finishNoticesSent,
 	type CompleteInput,
 	type CompleteResult,
 	type QueueStats,
 } from '../../src/core';
+import type { StoreContext } from '../../src/core/context';
+import { announceFinished } from '../../src/core/finishNotices';
 import { notifyChannel } from '../../src/core/identifiers';
+import { toPoolConfig } from '../../src/core/pool';
 import { completeQuery, type CompleteRow } from '../../src/core/sql/complete';
 import { enqueueQuery, enqueueWithoutKeysQuery, type EnqueueRow } from '../../src/core/sql/enqueue';
 import { extendLeaseQuery, leaseQuery } from '../../src/core/sql/lease';
 import { loggedPlans } from '../../scripts/lib/explain';
 import {
+	connectionConfig,
 	databaseUrl,
 	drainQueue,
 	dropSchema,
@@ -1661,6 +1666,77 @@ describe('notifications', () => {
 			await ownPool.end();
 		}
 	}, 60_000);
+
+	/** Records the password of every notice connection that connects (and lets it connect). */
+	function noticeLogins(): { passwords: unknown[] } {
+		const logins = { passwords: [] as unknown[] };
+		const connect = pg.Client.prototype.connect;
+		spy = jest.spyOn(pg.Client.prototype, 'connect').mockImplementation(function (
+			this: pg.Client,
+			...args: unknown[]
+		) {
+			const client = this as unknown as {
+				connectionParameters: { application_name?: string };
+				password?: unknown;
+			};
+			if (client.connectionParameters.application_name === NOTICE_APPLICATION_NAME)
+				logins.passwords.push(client.password);
+			return (connect as unknown as (...callArgs: unknown[]) => Promise<void>).apply(this, args);
+		});
+		return logins;
+	}
+
+	it('the notice connection logs in as the pool does, with its password (which pg-pool keeps out of a spread of its options)', async () => {
+		const queue = 'notify-password';
+		const withPassword = new pg.Pool(
+			toPoolConfig(connectionConfig(databaseUrl(), { password: 'the-pools-password' })),
+		);
+		withPassword.on('error', () => undefined);
+		const own = new JobStore(withPassword, { schema });
+		const { listener, heard, caughtUp } = await listening(queue);
+		try {
+			await enqueue(queue, 1);
+			const [job] = await own.lease({ queue });
+			await caughtUp();
+			heard.length = 0;
+			const logins = noticeLogins();
+			await sleep(FINISH_NOTICE_INTERVAL_MS + 50);
+			ok(
+				(await own.complete([{ jobId: job.id, attemptId: job.attempt_id, outcome: 'failed' }]))[0],
+			);
+			await caughtUp();
+			expect(heard).toHaveLength(1);
+			expect(logins.passwords).toEqual(['the-pools-password']);
+		} finally {
+			await listener.end();
+			await withPassword.end();
+		}
+	});
+
+	it('after the notice connection was refused, none is tried for NOTICE_RECONNECT_DELAY_MS: the notices of that time are dropped', async () => {
+		const refusing = new pg.Pool(
+			toPoolConfig(connectionConfig(databaseUrl(), { database: `${schema}_no_such_database` })),
+		);
+		refusing.on('error', () => undefined);
+		const context = { db: { pool: refusing }, schema } as unknown as StoreContext;
+		const logins = noticeLogins();
+		try {
+			announceFinished(context, ['refused']);
+			await finishNoticesSent();
+			const refusedAt = Date.now();
+			expect(logins.passwords).toHaveLength(1);
+			await sleep(FINISH_NOTICE_INTERVAL_MS + 50);
+			announceFinished(context, ['refused']);
+			await finishNoticesSent();
+			expect(logins.passwords).toHaveLength(1);
+			await sleep(Math.max(0, refusedAt + NOTICE_RECONNECT_DELAY_MS + 100 - Date.now()));
+			announceFinished(context, ['refused']);
+			await finishNoticesSent();
+			expect(logins.passwords).toHaveLength(2);
+		} finally {
+			await refusing.end();
+		}
+	}, 30_000);
 
 	it('cancelling a job announces its queue; a notice that cannot be sent is dropped without an error', async () => {
 		const queue = 'notify-cancel';

@@ -112,7 +112,7 @@ async function rejects(
 	options: NodeContextOptions,
 	expected: { field?: string; message: RegExp; noSql?: boolean },
 ): Promise<NodeOperationError> {
-	// An earlier completion's finish notice (sent after it, on this pool) is not this case's.
+	// An earlier completion's finish notice (sent after it) is not this case's.
 	await finishNoticesSent();
 	const before = await snapshot();
 	const statements = sql.count;

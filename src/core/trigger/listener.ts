@@ -1,5 +1,6 @@
 import pg from 'pg';
 
+import { closeClient } from '../closeClient';
 import { classifyDatabaseError } from '../errors';
 import { quoteIdentifier } from '../identifiers';
 import { toPoolConfig, type ConnectionConfig } from '../pool';
@@ -44,8 +45,6 @@ const DEFAULT_KEEP_ALIVE_MS = 30_000;
 const DEFAULT_KEEP_ALIVE_TIMEOUT_MS = 10_000;
 const DEFAULT_RECONNECT_INITIAL_MS = 500;
 const DEFAULT_RECONNECT_MAX_MS = 30_000;
-/** How long a clean close may take before the socket is simply destroyed. */
-const CLOSE_TIMEOUT_MS = 5_000;
 
 /**
  * One dedicated connection that LISTENs on a channel, and keeps doing so.
@@ -226,21 +225,5 @@ export class NotificationListener {
 			);
 		}, delay);
 		this.reconnectTimer.unref();
-	}
-}
-
-/** Ends a client; if the server does not answer in time (a dead peer), destroys the socket. */
-async function closeClient(client: pg.Client): Promise<void> {
-	let timer: NodeJS.Timeout | undefined;
-	const ended = client.end().catch(() => undefined);
-	const timedOut = new Promise<'timeout'>((resolve) => {
-		timer = setTimeout(() => resolve('timeout'), CLOSE_TIMEOUT_MS);
-	});
-	const outcome = await Promise.race([ended, timedOut]);
-	clearTimeout(timer);
-	if (outcome === 'timeout') {
-		(
-			client as unknown as { connection?: { stream?: { destroy(): void } } }
-		).connection?.stream?.destroy();
 	}
 }
