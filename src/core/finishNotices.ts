@@ -50,6 +50,8 @@ class NoticeConnection {
 	private tail: Promise<void> = Promise.resolve();
 	/** After a connect failed (a wrong password, the server down), no other is tried until then. */
 	private refusedUntil = Number.NEGATIVE_INFINITY;
+	/** How often close() ran: a connect it ended was not refused. */
+	private closes = 0;
 
 	constructor(private readonly pool: pg.Pool) {}
 
@@ -61,6 +63,7 @@ class NoticeConnection {
 	}
 
 	async close(): Promise<void> {
+		this.closes++;
 		clearTimeout(this.idleTimer);
 		const client = this.client;
 		this.client = undefined;
@@ -105,11 +108,18 @@ class NoticeConnection {
 		client.on('end', () => this.forget(client));
 		this.client = client;
 		openConnections.add(this);
+		const closesBefore = this.closes;
 		try {
-			await client.connect();
+			await new Promise<void>((resolve, reject) => {
+				// pg never settles a connect that client.end() interrupted (close() meanwhile).
+				client.once('end', () => reject(new Error('the notice connection ended')));
+				client.connect().then(() => resolve(), reject);
+			});
 		} catch (error) {
-			// Not when close() ended it meanwhile: that refused nothing.
-			if (this.client === client) this.refusedUntil = performance.now() + NOTICE_RECONNECT_DELAY_MS;
+			// Not when close() ended it meanwhile: that refused nothing. A server that hangs up
+			// without an answer is a refusal too, though pg's 'end' has forgotten the client.
+			if (this.closes === closesBefore)
+				this.refusedUntil = performance.now() + NOTICE_RECONNECT_DELAY_MS;
 			this.forget(client);
 			throw error;
 		}
@@ -168,7 +178,14 @@ class FinishNotices {
 
 	announce(queues: Iterable<string | null>): void {
 		for (const queue of queues) if (queue !== null) this.queues.add(queue);
-		if (this.queues.size === 0 || this.timer !== undefined) return;
+		this.schedule();
+	}
+
+	/** Sets the timer of the next notice, unless one is set or a notice is being sent. */
+	private schedule(): void {
+		// While a notice is being sent (its connection opening, say), the next waits for it: at
+		// most one statement per interval, never a backlog sent back to back.
+		if (this.queues.size === 0 || this.timer !== undefined || this.sending !== undefined) return;
 		// Sent from a timer even when due at once: never inside the completing call.
 		// A monotonic clock: a wall clock set back would hold every notice for as long.
 		const wait = Math.max(0, this.lastSentAt + FINISH_NOTICE_INTERVAL_MS - performance.now());
@@ -190,7 +207,8 @@ class FinishNotices {
 				() => undefined,
 			)
 			.finally(() => {
-				if (this.sending === sent) this.sending = undefined;
+				this.sending = undefined;
+				this.schedule();
 				if (this.idle) unsent.delete(this);
 			});
 		this.sending = sent;

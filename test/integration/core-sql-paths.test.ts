@@ -5,6 +5,7 @@
  * events and notifications.
  */
 import { randomUUID } from 'node:crypto';
+import { createServer, type Socket } from 'node:net';
 
 import pg from 'pg';
 
@@ -1688,9 +1689,10 @@ describe('notifications', () => {
 
 	it('the notice connection logs in as the pool does, with its password (which pg-pool keeps out of a spread of its options)', async () => {
 		const queue = 'notify-password';
-		const withPassword = new pg.Pool(
-			toPoolConfig(connectionConfig(databaseUrl(), { password: 'the-pools-password' })),
-		);
+		// The server's own password where it asks for one (the embedded server does); with trust
+		// authentication any password logs in, and the connection must still carry the pool's.
+		const password = connectionConfig().password ?? 'the-pools-password';
+		const withPassword = new pg.Pool(toPoolConfig(connectionConfig(databaseUrl(), { password })));
 		withPassword.on('error', () => undefined);
 		const own = new JobStore(withPassword, { schema });
 		const { listener, heard, caughtUp } = await listening(queue);
@@ -1706,7 +1708,7 @@ describe('notifications', () => {
 			);
 			await caughtUp();
 			expect(heard).toHaveLength(1);
-			expect(logins.passwords).toEqual(['the-pools-password']);
+			expect(logins.passwords).toEqual([password]);
 		} finally {
 			await listener.end();
 			await withPassword.end();
@@ -1735,6 +1737,45 @@ describe('notifications', () => {
 			expect(logins.passwords).toHaveLength(2);
 		} finally {
 			await refusing.end();
+		}
+	}, 30_000);
+
+	it('closeAllPools while the notice connection waits for a server that never answers: the connection is closed and the notice dropped', async () => {
+		const sockets: Socket[] = [];
+		const closed: Socket[] = [];
+		// Reads what it is sent (so it sees the client hang up) and never answers.
+		const silent = createServer((socket) => {
+			sockets.push(socket);
+			socket.on('close', () => closed.push(socket));
+			socket.resume();
+		});
+		await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+		const { port } = silent.address() as { port: number };
+		const waiting = new pg.Pool(
+			toPoolConfig(
+				connectionConfig(databaseUrl(), {
+					host: '127.0.0.1',
+					port,
+					connectionTimeoutMs: 120_000,
+				}),
+			),
+		);
+		waiting.on('error', () => undefined);
+		try {
+			announceFinished({ db: { pool: waiting }, schema } as unknown as StoreContext, ['silent']);
+			await waitFor(() => sockets.length === 1, 'the notice connection to reach the server');
+			await closeAllPools();
+			await waitFor(() => closed.length === 1, 'the notice connection to be closed');
+			// The notice is dropped, not left waiting for a connect that never ends.
+			const outcome = await Promise.race([
+				finishNoticesSent(60_000).then(() => 'settled'),
+				sleep(5_000).then(() => 'still waiting'),
+			]);
+			expect(outcome).toBe('settled');
+		} finally {
+			for (const socket of sockets) socket.destroy();
+			await new Promise((resolve) => silent.close(resolve));
+			await waiting.end();
 		}
 	}, 30_000);
 
