@@ -15,6 +15,7 @@ export { parseTimestamptz } from './timestamps';
 export { hashToken } from './tokens';
 export {
 	getPool,
+	holdPool,
 	closeAllPools,
 	poolKey,
 	toPoolConfig,

@@ -98,10 +98,18 @@ export async function lease(
 	async function leaseAnyNumber(): Promise<LeaseReturnRow[]> {
 		const callSlots = slots(limit);
 		// Leases of one queue from concurrent calls share a statement (everything else a call
-		// sends is in its slots).
+		// sends is in its slots), if their stores write the failure events of jobs whose last
+		// attempt expired into one callback queue. Queue names may hold any separator.
 		const run = (kind: string, query: typeof leaseQuery) =>
 			ctx.db.runRows<LeaseReturnRow, LeaseSlot>({
-				key: `${kind}:${ctx.s}:${queue}:${ctx.durableLeases ? 'durable' : 'flush-later'}:${metadata ? 'metadata' : 'essentials'}`,
+				key: JSON.stringify([
+					kind,
+					ctx.s,
+					queue,
+					ctx.callbackQueue,
+					ctx.durableLeases ? 'durable' : 'flush-later',
+					metadata ? 'metadata' : 'essentials',
+				]),
 				rows: callSlots,
 				build: (batch) => query(ctx.schema, ctx.s, queue, batch, statementOptions),
 				coalesce: true,

@@ -21,10 +21,16 @@ export interface ConnectionConfig {
 
 interface CachedPool {
 	pool: pg.Pool;
+	/** When the pool was last asked for or lent a connection (Date.now()). */
 	lastUsed: number;
+	/** Users that keep the pool for as long as they run (holdPool): it is not closed meanwhile. */
+	holders: number;
 }
 
-/** Pools nobody asked for in this long are closed on the next access (no timers: see sweep). */
+/**
+ * Pools nobody asked for or queried in this long, and nobody holds, are closed on the next
+ * access (no timers: see sweep).
+ */
 const POOL_IDLE_TTL_MS = 5 * 60 * 1000;
 
 const pools = new Map<string, CachedPool>();
@@ -78,7 +84,7 @@ export function toPoolConfig(config: ConnectionConfig): pg.PoolConfig {
 function sweepIdlePools(now: number): void {
 	for (const [key, entry] of pools) {
 		const busy = entry.pool.totalCount - entry.pool.idleCount > 0 || entry.pool.waitingCount > 0;
-		if (!busy && now - entry.lastUsed > POOL_IDLE_TTL_MS) {
+		if (!busy && entry.holders === 0 && now - entry.lastUsed > POOL_IDLE_TTL_MS) {
 			pools.delete(key);
 			void entry.pool.end().catch(() => undefined);
 		}
@@ -100,8 +106,33 @@ export function getPool(config: ConnectionConfig, onError?: (error: Error) => vo
 		return cached.pool;
 	}
 	const pool = newPool(toPoolConfig(config), onError);
-	pools.set(key, { pool, lastUsed: now });
+	const entry: CachedPool = { pool, lastUsed: now, holders: 0 };
+	// A store keeps its pool after asking for it once, so every query counts as a use.
+	pool.on('acquire', () => {
+		entry.lastUsed = Date.now();
+	});
+	pools.set(key, entry);
 	return pool;
+}
+
+/**
+ * Keeps a cached pool open for a user that holds on to it for longer than it queries it: an
+ * active Job Trigger keeps one store while its queue may stay quiet for hours (its backstop can
+ * be a day apart), and a pool closed under it would fail every later lease. Returns the function
+ * that lets go (once); the pool idles from then on. A pool that is not cached (closed already,
+ * or one of newPool's) is not held.
+ */
+export function holdPool(pool: pg.Pool): () => void {
+	const entry = [...pools.values()].find((cached) => cached.pool === pool);
+	if (!entry) return () => undefined;
+	entry.holders++;
+	let held = true;
+	return () => {
+		if (!held) return;
+		held = false;
+		entry.holders--;
+		entry.lastUsed = Date.now();
+	};
 }
 
 /** A pool of its own, not cached: for one task such as the credential test. Close it when done. */

@@ -650,6 +650,24 @@ describe('call coalescing', () => {
 		expect(results.every(([result]) => ok(result).applied)).toBe(true);
 		expect(delta(beforeSeparate)).toMatchObject({ flushes: 0, calls: 0 });
 	});
+
+	it('stores with different callback queues do not share a lease statement (it writes the failure events of jobs whose last attempt expired into one callback queue); stores with the same one do', async () => {
+		const queue = 'callback-queues';
+		await enqueueJobs(queue, 4);
+		const elsewhere = new JobStore(pool, { schema, callbackQueue: 'elsewhere_callbacks' });
+		const before = stats();
+		const leased = await Promise.all([
+			store.lease({ queue, limit: 1 }),
+			elsewhere.lease({ queue, limit: 1 }),
+		]);
+		expect(delta(before)).toMatchObject({ flushes: 2, calls: 2, mergedFlushes: 0 });
+		expect(leased.flat()).toHaveLength(2);
+
+		const sameQueue = new JobStore(pool, { schema, callbackQueue: store.callbackQueue });
+		const beforeSame = stats();
+		await Promise.all([store.lease({ queue, limit: 1 }), sameQueue.lease({ queue, limit: 1 })]);
+		expect(delta(beforeSame)).toMatchObject({ flushes: 1, calls: 2, mergedFlushes: 1 });
+	});
 });
 
 describe('result parsers', () => {

@@ -2,6 +2,7 @@ import {
 	DatabaseUnavailableError,
 	closeAllPools,
 	getPool,
+	holdPool,
 	loadMigrations,
 	cachedPoolCount,
 	openStore,
@@ -128,5 +129,78 @@ describe('connections', () => {
 			await dropSchema(admin, schema);
 			await admin.end();
 		}
+	});
+});
+
+describe('idle pools', () => {
+	const MINUTE = 60_000;
+	let offset = 0;
+	const realNow = Date.now.bind(Date);
+	beforeEach(() => {
+		offset = 0;
+		jest.spyOn(Date, 'now').mockImplementation(() => realNow() + offset);
+	});
+	afterEach(() => {
+		jest.restoreAllMocks();
+	});
+
+	/** A config of its own per test, so that no other test's pool is in play. */
+	const configFor = (name: string) =>
+		connectionConfig(undefined, { applicationName: `durable-jobs idle pools ${name}` });
+	/** What another node does on its first use: ask for a pool, which sweeps idle ones first. */
+	const anotherNodeRuns = () => getPool(configFor('another node'));
+
+	it('a pool nobody asked for or queried in 5 minutes is closed on the next use of another', async () => {
+		const pool = getPool(configFor('unused'));
+		await pool.query('SELECT 1');
+		offset = 6 * MINUTE;
+		anotherNodeRuns();
+		expect(pool.ending).toBe(true);
+		const again = getPool(configFor('unused'));
+		expect(again).not.toBe(pool);
+		expect((await again.query('SELECT 1 AS one')).rows[0].one).toBe(1);
+	});
+
+	it('every query counts as a use: a store that keeps its pool and queries it is never closed under it', async () => {
+		const pool = getPool(configFor('queried'));
+		for (let minute = 4; minute <= 20; minute += 4) {
+			offset = minute * MINUTE;
+			await pool.query('SELECT 1');
+			offset += 3 * MINUTE;
+			anotherNodeRuns();
+			expect(pool.ending).toBe(false);
+		}
+	});
+
+	it('a held pool stays open however long it idles, and idles from when it is let go', async () => {
+		const pool = getPool(configFor('held'));
+		const letGo = holdPool(pool);
+		offset = 24 * 60 * MINUTE;
+		anotherNodeRuns();
+		expect(pool.ending).toBe(false);
+		expect(getPool(configFor('held'))).toBe(pool);
+		offset += 10 * MINUTE;
+		letGo();
+		letGo();
+		offset += 4 * MINUTE;
+		anotherNodeRuns();
+		expect(pool.ending).toBe(false);
+		offset += 2 * MINUTE;
+		anotherNodeRuns();
+		expect(pool.ending).toBe(true);
+	});
+
+	it('two holders: the pool stays open until both let go', async () => {
+		const pool = getPool(configFor('two holders'));
+		const first = holdPool(pool);
+		const second = holdPool(pool);
+		first();
+		offset = 60 * MINUTE;
+		anotherNodeRuns();
+		expect(pool.ending).toBe(false);
+		second();
+		offset += 6 * MINUTE;
+		anotherNodeRuns();
+		expect(pool.ending).toBe(true);
 	});
 });

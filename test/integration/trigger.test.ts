@@ -5,6 +5,8 @@ import pg from 'pg';
 import {
 	JobStore,
 	JobTriggerEngine,
+	closeAllPools,
+	openStore,
 	type ConnectionConfig,
 	type JobTriggerOptions,
 	type LeasedJob,
@@ -487,6 +489,99 @@ describe('connection loss', () => {
 		});
 		await expect(refused.start()).rejects.toThrow(/does not exist/);
 	});
+
+	it('a server that stops answering after the login: start gives up within the connection timeout and the keep-alive timeout, and the trigger keeps trying', async () => {
+		const queue = 'mute-after-login';
+		const proxy = await muteAfterLoginProxy();
+		try {
+			const trigger = new JobTriggerEngine({
+				...triggerBase(),
+				queue,
+				connection: {
+					...connectionConfig(),
+					host: '127.0.0.1',
+					port: proxy.port,
+					connectionTimeoutMs: 1_000,
+				},
+				listener: { keepAliveTimeoutMs: 500, reconnectInitialMs: 200, reconnectMaxMs: 400 },
+				emit: async () => undefined,
+			});
+			triggers.push(trigger);
+			const started = await settlesWithin(trigger.start(), 6_000);
+			expect(started).toBe(true);
+			expect(proxy.mutedQueries()).toBeGreaterThanOrEqual(1);
+			expect(trigger.listenerPid).toBeNull();
+			await waitFor(() => proxy.mutedQueries() >= 2, 'a second try in the background', 8_000);
+		} finally {
+			await proxy.close();
+		}
+	});
+
+	it('stopped while its LISTEN connection is still connecting (a test run cancelled at once): start settles', async () => {
+		const silent = createServer((socket) => socket.resume());
+		await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+		const { port } = silent.address() as { port: number };
+		try {
+			const trigger = new JobTriggerEngine({
+				...triggerBase(),
+				queue: 'stopped-while-connecting',
+				connection: { ...connectionConfig(), host: '127.0.0.1', port, connectionTimeoutMs: 60_000 },
+				listener: { keepAliveTimeoutMs: 60_000 },
+				emit: async () => undefined,
+			});
+			const starting = trigger.start();
+			await sleep(200);
+			await trigger.stop();
+			expect(await settlesWithin(starting, 3_000)).toBe(true);
+		} finally {
+			silent.close();
+		}
+	});
+});
+
+describe('the pool the trigger keeps', () => {
+	afterEach(() => {
+		jest.restoreAllMocks();
+	});
+
+	/** The store as the node opens it: from the process's pool cache. */
+	const cachedConfig = () => ({
+		...connectionConfig(undefined, { applicationName: 'durable-jobs trigger cached pool' }),
+		schema,
+	});
+
+	it('a queue quiet for longer than idle pools live: another node using the credential does not close the pool under the trigger', async () => {
+		const queue = 'quiet-for-long';
+		const realNow = Date.now.bind(Date);
+		let offset = 0;
+		jest.spyOn(Date, 'now').mockImplementation(() => realNow() + offset);
+		const { trigger, emissions } = await startTrigger({
+			queue,
+			store: async () => await openStore(cachedConfig()),
+		});
+		await waitFor(() => trigger.listenerPid ?? undefined, 'LISTEN');
+		// Hours without a job, its backstop a day apart: the trigger asks the cache for nothing.
+		offset = 3 * 60 * 60_000;
+		// A Job Enqueue with the same credential opens its store (the cache sweeps idle pools).
+		const receiver = await openStore(cachedConfig());
+		const [result] = await receiver.enqueue([{ queue, payload: {} }]);
+		const emitted = await waitFor(() => emissions[0], 'the job after hours of quiet');
+		expect(emitted.jobs[0].id).toBe(ok(result).jobId);
+		expect(trigger.stats.leaseErrors).toBe(0);
+	});
+
+	it('a pool closed under the trigger all the same (closeAllPools): it opens the store again and leases on', async () => {
+		const queue = 'pool-closed';
+		const { trigger, emissions } = await startTrigger({
+			queue,
+			store: async () => await openStore(cachedConfig()),
+		});
+		await waitFor(() => trigger.listenerPid ?? undefined, 'LISTEN');
+		await closeAllPools();
+		const [job] = await enqueue(queue);
+		const emitted = await waitFor(() => emissions[0], 'the job after the pool was closed');
+		expect(emitted.jobs[0].id).toBe(job.jobId);
+	});
 });
 
 describe('back-pressure and limits', () => {
@@ -512,6 +607,40 @@ describe('back-pressure and limits', () => {
 		expect([...seen.values()].every((count) => count === 1)).toBe(true);
 		expect(new Set(seen.keys())).toEqual(new Set(ids));
 		expect(trigger.inFlight).toBe(0);
+	});
+
+	it('executions that cannot start: the trigger waits longer after each (1 s, 2 s, …) instead of using an attempt of every job in turn; once executions run again, the rest is done', async () => {
+		const queue = 'cannot-start';
+		let canStart = false;
+		const { trigger, emissions } = await startTrigger({ queue, maxInFlight: 2 }, async (jobs) => {
+			if (!canStart) throw new Error('the execution could not be enqueued');
+			for (const job of jobs) await complete(job);
+		});
+		const ids = (await enqueue(queue, 20)).map((result) => result.jobId);
+		await waitFor(() => emissions.length >= 2, 'the first two emissions');
+		// Both slots failed at once: no lease for 1 s, then one for the next failure's 2 s.
+		await sleep(2_500);
+		expect(emissions.length).toBeGreaterThanOrEqual(3);
+		expect(emissions.length).toBeLessThanOrEqual(5);
+		const { rows } = await pool.query<{ n: number }>(
+			`SELECT count(*)::int AS n FROM "${schema}".jobs WHERE queue = $1 AND attempts > 0`,
+			[queue],
+		);
+		expect(rows[0].n).toBe(emissions.length);
+		canStart = true;
+		await waitFor(
+			async () =>
+				(
+					await pool.query<{ n: number }>(
+						`SELECT count(*)::int AS n FROM "${schema}".jobs WHERE queue = $1 AND status = 'done'`,
+						[queue],
+					)
+				).rows[0].n ===
+				ids.length - rows[0].n,
+			'the jobs that never ran, done once executions start',
+			40_000,
+		);
+		expect(trigger.stats.leaseErrors).toBe(0);
 	});
 
 	it('one execution per batch: up to Batch Size jobs per emission, still bounded by Max Jobs in Flight', async () => {
@@ -750,6 +879,69 @@ describe('polling and stopping', () => {
  * A loopback TCP forwarder to the test database that can stop forwarding on its open connections without closing
  * them (a peer that vanished without a FIN), and refuse or accept new ones.
  */
+/** Whether `promise` settles within `ms`. */
+async function settlesWithin(promise: Promise<unknown>, ms: number): Promise<boolean> {
+	let timer: NodeJS.Timeout | undefined;
+	const late = new Promise<false>((resolve) => {
+		timer = setTimeout(() => resolve(false), ms);
+	});
+	try {
+		return await Promise.race([
+			promise.then(
+				() => true as const,
+				() => true as const,
+			),
+			late,
+		]);
+	} finally {
+		clearTimeout(timer);
+	}
+}
+
+/**
+ * A proxy to the database that passes the login through, then swallows every simple query the
+ * client sends (a 'Q' message) and all that follows: a server that stops answering right after
+ * the login.
+ */
+async function muteAfterLoginProxy() {
+	const url = new URL(databaseUrl());
+	const target = { host: url.hostname, port: Number(url.port || 5432) };
+	const sockets = new Set<Socket>();
+	let muted = 0;
+	const server: Server = createServer((client) => {
+		const upstream = createConnection(target);
+		sockets.add(client).add(upstream);
+		let mute = false;
+		client.on('data', (chunk: Buffer) => {
+			if (!mute && chunk[0] === 0x51) {
+				mute = true;
+				muted++;
+			}
+			if (!mute) upstream.write(chunk);
+		});
+		upstream.on('data', (chunk: Buffer) => {
+			if (!mute) client.write(chunk);
+		});
+		for (const socket of [client, upstream]) {
+			socket.on('error', () => undefined);
+			socket.on('close', () => {
+				client.destroy();
+				upstream.destroy();
+			});
+		}
+	});
+	await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
+	const { port } = server.address() as { port: number };
+	return {
+		port,
+		mutedQueries: () => muted,
+		async close() {
+			for (const socket of sockets) socket.destroy();
+			await new Promise<void>((resolve) => server.close(() => resolve()));
+		},
+	};
+}
+
 async function freezableProxy() {
 	const url = new URL(databaseUrl());
 	const target = { host: url.hostname, port: Number(url.port || 5432) };

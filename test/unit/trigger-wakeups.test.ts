@@ -58,4 +58,32 @@ describe('trigger wake-ups', () => {
 			jest.useRealTimers();
 		}
 	});
+
+	it('a hold-off: wake-ups meanwhile start no look, one look runs when it ends, a shorter one does not cut it, stop clears it', async () => {
+		jest.useFakeTimers();
+		try {
+			let looks = 0;
+			const wakes = counters();
+			const wakeUps = new WakeUps(async () => void looks++, wakes);
+			wakeUps.holdOff(2_000);
+			wakeUps.holdOff(500);
+			expect(wakeUps.isHeldOff).toBe(true);
+			wakeUps.wake('notice');
+			wakeUps.wake('done');
+			await jest.advanceTimersByTimeAsync(1_900);
+			expect(looks).toBe(0);
+			await jest.advanceTimersByTimeAsync(100);
+			expect(looks).toBe(1);
+			expect(wakeUps.isHeldOff).toBe(false);
+			expect(wakes).toMatchObject({ notice: 1, done: 1, retry: 1 });
+
+			wakeUps.holdOff(1_000);
+			await wakeUps.stop();
+			await jest.advanceTimersByTimeAsync(5_000);
+			expect(looks).toBe(1);
+			expect(jest.getTimerCount()).toBe(0);
+		} finally {
+			jest.useRealTimers();
+		}
+	});
 });

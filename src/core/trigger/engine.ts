@@ -1,5 +1,6 @@
 import { isUnreachableError } from '../errors';
 import { notifyChannel } from '../identifiers';
+import { holdPool } from '../pool';
 import type { JobStore } from '../store';
 import type { Job, LeasedJobEssentials } from '../types';
 import { NotificationListener, silentLogger, type TriggerLogger } from './listener';
@@ -9,7 +10,7 @@ import {
 	type JobTriggerOptions,
 	type TriggerSettings,
 } from './options';
-import { WakeUps, type WakeReason } from './wakeups';
+import { WakeUps, backoffMs, type WakeReason } from './wakeups';
 
 export interface JobTriggerStats {
 	wakes: Record<WakeReason, number>;
@@ -63,8 +64,12 @@ export class JobTriggerEngine {
 	private readonly logger: TriggerLogger;
 	private readonly wakeUps: WakeUps;
 	private storePromise: Promise<JobStore> | undefined;
+	/** The pool the trigger keeps open while it runs (see holdPool), and how to let go of it. */
+	private heldPool: { pool: JobStore['pool']; letGo: () => void } | undefined;
 	private listener: NotificationListener | undefined;
 	private inFlightJobs = 0;
+	/** Emissions whose promise was rejected, in a row (see emissionFailed). */
+	private emissionFailures = 0;
 	private started = false;
 	private emissionsLeft: number;
 	private readonly running = new Set<Promise<unknown>>();
@@ -153,6 +158,8 @@ export class JobTriggerEngine {
 		const listener = this.listener;
 		this.listener = undefined;
 		await Promise.all([listener?.stop(), wakeUpsStopped]);
+		this.heldPool?.letGo();
+		this.heldPool = undefined;
 	}
 
 	/** Resolves once every emitted execution has settled (tests, shutdown). */
@@ -175,7 +182,12 @@ export class JobTriggerEngine {
 			return;
 		}
 		let dry = false;
-		while (!this.stopped && this.emissionsLeft > 0 && this.inFlightJobs < this.maxInFlight) {
+		while (
+			!this.stopped &&
+			!this.wakeUps.isHeldOff &&
+			this.emissionsLeft > 0 &&
+			this.inFlightJobs < this.maxInFlight
+		) {
 			const room = Math.min(
 				this.maxInFlight - this.inFlightJobs,
 				this.emissionsLeft * this.batchSize,
@@ -231,20 +243,40 @@ export class JobTriggerEngine {
 				finished = Promise.reject(error as Error);
 			}
 			const tracked = finished
-				.catch((error: unknown) => {
-					// The execution could not start or ended abnormally; its jobs keep their lease
-					// and come back when it expires, exactly as after a crash.
-					this.logger.warn(
-						`Durable Jobs: an execution for ${batch.length} job(s) of queue "${this.queue}" ended without a result (${(error as Error)?.message ?? String(error)}); its jobs come back when their lease expires`,
-					);
-				})
-				.finally(() => {
+				.then(
+					() => {
+						this.emissionFailures = 0;
+						return true;
+					},
+					(error: unknown) => {
+						this.emissionFailed(batch.length, error);
+						return false;
+					},
+				)
+				.then((succeeded) => {
 					this.inFlightJobs -= batch.length;
 					this.running.delete(tracked);
-					this.wake('done');
+					if (succeeded) this.wake('done');
 				});
 			this.running.add(tracked);
 		}
+	}
+
+	/**
+	 * The execution could not start or ended abnormally (n8n rejects the emission's promise when
+	 * it cannot run the workflow, say while queue mode's Redis is down). Its jobs keep their
+	 * lease and come back when it expires, exactly as after a crash, having used an attempt. The
+	 * trigger waits before it leases again, 1 s after one such failure and up to 30 s after
+	 * several in a row: taking the next jobs at once would use an attempt of every job of the
+	 * queue, in turn, while no execution can run them.
+	 */
+	private emissionFailed(jobs: number, error: unknown): void {
+		this.emissionFailures++;
+		const delayMs = backoffMs(this.emissionFailures);
+		this.wakeUps.holdOff(delayMs);
+		const message = `Durable Jobs: an execution for ${jobs} job(s) of queue "${this.queue}" ended without a result (${(error as Error)?.message ?? String(error)}); its jobs come back when their lease expires, and the trigger leases again in ${Math.round(delayMs / 1000)} s`;
+		if (this.emissionFailures === 1 || this.emissionFailures % 10 === 0) this.logger.warn(message);
+		else this.logger.debug(message);
 	}
 
 	private leaseFailed(error: unknown): void {
@@ -267,14 +299,32 @@ export class JobTriggerEngine {
 		this.wakeUps.wakeWhenDue(dueInMs);
 	}
 
+	/**
+	 * The trigger's store, kept while it runs, and its pool held open (see holdPool). A store
+	 * whose pool was closed all the same (closeAllPools) is opened again, so the trigger leases
+	 * on instead of failing every later lease.
+	 */
 	private async openStore(): Promise<JobStore> {
 		const { store } = this.options;
-		if (typeof store !== 'function') return store;
+		if (typeof store !== 'function') return this.holding(store);
+		const opening = this.storePromise;
+		if (opening) {
+			const opened = await opening;
+			if (!opened.pool.ending) return this.holding(opened);
+			if (this.storePromise === opening) this.storePromise = undefined;
+		}
 		this.storePromise ??= store().catch((error: unknown) => {
 			this.storePromise = undefined;
 			throw error;
 		});
-		return await this.storePromise;
+		return this.holding(await this.storePromise);
+	}
+
+	private holding(store: JobStore): JobStore {
+		if (this.stopped || this.heldPool?.pool === store.pool) return store;
+		this.heldPool?.letGo();
+		this.heldPool = { pool: store.pool, letGo: holdPool(store.pool) };
+		return store;
 	}
 }
 

@@ -117,19 +117,45 @@ export class NotificationListener {
 			if (message.channel === this.options.channel) this.options.onNotice(message.payload ?? '');
 		});
 		this.client = client;
+		let timer: NodeJS.Timeout | undefined;
 		try {
-			await client.connect();
-			await client.query(`LISTEN ${quoteIdentifier(this.options.channel)}`);
-			const { rows } = await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
+			const listening = (async () => {
+				await client.connect();
+				await client.query(`LISTEN ${quoteIdentifier(this.options.channel)}`);
+				return (await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0].pid;
+			})();
+			listening.catch(() => undefined);
+			// pg bounds the login only, and leaves a connect that stop() interrupts pending for
+			// ever: without this, a server that stops answering after the login, or a test run
+			// cancelled while connecting, would keep the trigger's start waiting.
+			const limitMs =
+				(this.options.connection.connectionTimeoutMs ?? 10_000) +
+				(this.options.keepAliveTimeoutMs ?? DEFAULT_KEEP_ALIVE_TIMEOUT_MS);
+			const abandoned = new Promise<never>((_, reject) => {
+				timer = setTimeout(
+					() =>
+						reject(
+							Object.assign(new Error(`no answer within ${limitMs} ms while starting to listen`), {
+								code: 'ETIMEDOUT',
+							}),
+						),
+					limitMs,
+				);
+				client.once('end', () => reject(new Error('Connection terminated')));
+			});
+			const pid = await Promise.race([listening, abandoned]);
 			if (this.stopped || this.client !== client) {
 				await closeClient(client);
 				return;
 			}
-			this.pid = rows[0].pid;
+			this.pid = pid;
 		} catch (error) {
 			if (this.client === client) this.client = undefined;
 			await closeClient(client);
+			if (this.stopped) return;
 			throw classifyDatabaseError(error);
+		} finally {
+			clearTimeout(timer);
 		}
 		this.connects++;
 		this.attempt = 0;

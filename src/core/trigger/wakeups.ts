@@ -15,6 +15,11 @@ const TIMER_MARGIN_MS = 5;
 const MAX_TIMER_MS = 2 ** 31 - 1;
 const RETRY_INITIAL_MS = 1_000;
 const RETRY_MAX_MS = 30_000;
+
+/** The backoff after `failures` failures in a row: 1 s, doubling, at most 30 s. */
+export function backoffMs(failures: number): number {
+	return Math.min(RETRY_MAX_MS, RETRY_INITIAL_MS * 2 ** (Math.max(1, failures) - 1));
+}
 /** How long stopping waits for a running look (see stop). */
 const STOP_WAIT_MS = 10_000;
 
@@ -31,6 +36,8 @@ export class WakeUps {
 	private dueTimer: NodeJS.Timeout | undefined;
 	private retryTimer: NodeJS.Timeout | undefined;
 	private sweepTimer: NodeJS.Timeout | undefined;
+	private holdOffTimer: NodeJS.Timeout | undefined;
+	private holdOffEndsAt = 0;
 	private consecutiveFailures = 0;
 
 	/**
@@ -51,12 +58,35 @@ export class WakeUps {
 		return this.looking !== undefined;
 	}
 
-	/** Look for work now (coalesced with any look already running). */
+	/** Whether looks wait for a hold-off to end (see holdOff). */
+	get isHeldOff(): boolean {
+		return this.holdOffTimer !== undefined;
+	}
+
+	/** Look for work now (coalesced with any look already running), or when a hold-off ends. */
 	wake(reason: WakeReason): void {
 		if (this.stopped) return;
 		this.wakes[reason]++;
 		this.pending = true;
-		if (!this.looking) this.startLooking();
+		if (!this.looking && !this.isHeldOff) this.startLooking();
+	}
+
+	/**
+	 * No look starts for `delayMs` (a running one ends at its next check of isHeldOff); wake-ups
+	 * meanwhile are kept, and a look runs when the hold-off ends. A longer hold-off already set
+	 * is kept.
+	 */
+	holdOff(delayMs: number): void {
+		if (this.stopped) return;
+		const endsAt = performance.now() + delayMs;
+		if (this.holdOffTimer && endsAt <= this.holdOffEndsAt) return;
+		clearTimeout(this.holdOffTimer);
+		this.holdOffEndsAt = endsAt;
+		this.holdOffTimer = setTimeout(() => {
+			this.holdOffTimer = undefined;
+			this.wake('retry');
+		}, delayMs);
+		this.holdOffTimer.unref();
 	}
 
 	private startLooking(): void {
@@ -64,12 +94,12 @@ export class WakeUps {
 			this.looking = undefined;
 			// A wake-up between the loop's last check and this callback found a look running and
 			// only set pending; without this it would wait for the next wake-up.
-			if (this.pending && !this.stopped) this.startLooking();
+			if (this.pending && !this.stopped && !this.isHeldOff) this.startLooking();
 		});
 	}
 
 	private async lookWhilePending(): Promise<void> {
-		while (this.pending && !this.stopped) {
+		while (this.pending && !this.stopped && !this.isHeldOff) {
 			this.pending = false;
 			await this.look();
 		}
@@ -107,7 +137,7 @@ export class WakeUps {
 	 */
 	retryAfterFailure(): { failures: number; delayMs: number } {
 		this.consecutiveFailures++;
-		const delayMs = Math.min(RETRY_MAX_MS, RETRY_INITIAL_MS * 2 ** (this.consecutiveFailures - 1));
+		const delayMs = backoffMs(this.consecutiveFailures);
 		if (!this.stopped && !this.retryTimer) {
 			this.retryTimer = setTimeout(() => {
 				this.retryTimer = undefined;
@@ -134,7 +164,8 @@ export class WakeUps {
 		clearTimeout(this.dueTimer);
 		clearTimeout(this.retryTimer);
 		clearInterval(this.sweepTimer);
-		this.dueTimer = this.retryTimer = this.sweepTimer = undefined;
+		clearTimeout(this.holdOffTimer);
+		this.dueTimer = this.retryTimer = this.sweepTimer = this.holdOffTimer = undefined;
 		if (!this.looking) return;
 		let timer: NodeJS.Timeout | undefined;
 		const waited = new Promise<void>((resolve) => {
