@@ -1,9 +1,9 @@
 import type { StoreContext } from './context';
 import { BACKOFF_BASE, BACKOFF_MAX, DELAY } from './defaults';
-import { ValidationError } from './errors';
+import { DurableJobsError, ValidationError } from './errors';
 import { announceFinished } from './finishNotices';
 import { jobAttemptKey, writeRows, type BatchOptions, type ItemResults } from './items';
-import { completeQuery, type CompleteRow } from './sql/complete';
+import { completeQuery, currentAttemptsQuery, type CompleteRow } from './sql/complete';
 import {
 	COMPLETE_OUTCOMES,
 	ERROR_CLASSES,
@@ -47,12 +47,19 @@ export async function complete(
 	options: BatchOptions = {},
 ): Promise<ItemResults<CompleteResult>> {
 	const finishedQueues = new Set<string | null>();
+	/** The rows sent, by item (`ord`). */
+	const sent: CompleteRow[] = [];
+	const staleAnswers: number[] = [];
 	const results = await writeRows<CompleteInput, CompleteRow, CompleteReturnRow, CompleteResult>(
 		ctx.db,
 		items,
 		options,
 		{
-			toRow: (item, ord) => completeRow(ctx, item, ord),
+			toRow: (item, ord) => {
+				const row = completeRow(ctx, item, ord);
+				sent[ord] = row;
+				return row;
+			},
 			key: `complete:${ctx.s}:${ctx.callbackQueue}`,
 			build: (batch) => completeQuery(ctx.schema, ctx.s, batch, ctx.callbackQueue),
 			coalesce: true,
@@ -61,6 +68,7 @@ export async function complete(
 			toResult: (row) => {
 				if (row.applied && (row.status === 'done' || row.status === 'failed'))
 					finishedQueues.add(row.queue);
+				if (answeredFromStaleSnapshot(row, sent[row.ord])) staleAnswers.push(row.ord);
 				return {
 					applied: row.applied,
 					status: row.applied ? row.status : row.current_status,
@@ -77,7 +85,52 @@ export async function complete(
 	);
 	// A retry or release queues its job again, and that update notifies at commit.
 	announceFinished(ctx, finishedQueues);
+	if (staleAnswers.length > 0) await answerAsNow(ctx, results, staleAnswers, sent);
 	return results;
+}
+
+/**
+ * Whether an item's Lease Lost answer was read from the statement's snapshot while another
+ * transaction changed the job. The statement's UPDATE waits for a transaction that holds the
+ * job's row and checks the fence on the row that transaction committed, but the answer's read
+ * of the job (READ COMMITTED) still sees the row as it was when the statement began: a second
+ * completion of one attempt, from another process, found the job still running that attempt,
+ * which it no longer was (`attempt_superseded` instead of `job_done`).
+ */
+function answeredFromStaleSnapshot(row: CompleteReturnRow, sent: CompleteRow | undefined): boolean {
+	return (
+		!row.applied &&
+		row.current_status === 'running' &&
+		sent !== undefined &&
+		row.current_attempt_id === sent.attempt_id
+	);
+}
+
+/** Reads the jobs of `ords` again, and answers their items with what they are now. */
+async function answerAsNow(
+	ctx: StoreContext,
+	results: ItemResults<CompleteResult>,
+	ords: number[],
+	sent: CompleteRow[],
+): Promise<void> {
+	const jobIds = [...new Set(ords.map((ord) => sent[ord].job_id))];
+	const now = new Map(
+		(
+			await ctx.db.run<{ id: string; status: Job['status']; attempt_id: string | null }>(
+				currentAttemptsQuery(ctx.s, jobIds),
+			)
+		).map((job) => [job.id, job]),
+	);
+	for (const ord of ords) {
+		const result = results[ord];
+		if (!result || result instanceof DurableJobsError) continue;
+		const job = now.get(sent[ord].job_id);
+		result.status = job?.status ?? null;
+		result.leaseLostReason = leaseLostReason({
+			job_exists: job !== undefined,
+			current_status: job?.status ?? null,
+		});
+	}
 }
 
 function completeRow(ctx: StoreContext, item: CompleteInput, ord: number): CompleteRow {
@@ -129,7 +182,7 @@ function completeRow(ctx: StoreContext, item: CompleteInput, ord: number): Compl
 	return row;
 }
 
-function leaseLostReason(row: CompleteReturnRow): string {
+function leaseLostReason(row: Pick<CompleteReturnRow, 'job_exists' | 'current_status'>): string {
 	if (!row.job_exists) return 'not_found';
 	if (row.current_status === 'running') return 'attempt_superseded';
 	return `job_${row.current_status ?? 'unknown'}`;

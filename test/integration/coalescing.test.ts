@@ -7,6 +7,7 @@ import {
 	type EnqueueResult,
 	type LeasedJob,
 } from '../../src/core';
+import { completeQuery } from '../../src/core/sql/complete';
 
 import {
 	PoolDate,
@@ -649,6 +650,63 @@ describe('call coalescing', () => {
 		);
 		expect(results.every(([result]) => ok(result).applied)).toBe(true);
 		expect(delta(beforeSeparate)).toMatchObject({ flushes: 0, calls: 0 });
+	});
+
+	it('a completion that waits for another session completing the same attempt gets Lease Lost with job_done, the status that commit left', async () => {
+		const queue = 'completed-elsewhere';
+		await enqueueJobs(queue, 2);
+		const jobs = await leaseEach(queue, 2);
+		for (const [index, outcome] of (['succeeded', 'release'] as const).entries()) {
+			const job = jobs[index];
+			const elsewhere = newPool(1);
+			const session = await elsewhere.connect();
+			try {
+				await session.query('BEGIN');
+				const first = completeQuery(
+					schema,
+					`"${schema}"`,
+					[
+						{
+							ord: 0,
+							job_id: job.id,
+							attempt_id: job.attempt_id,
+							outcome,
+							result: null,
+							error_code: null,
+							error_message: null,
+							error_class: null,
+							error_node: null,
+							error_workflow: null,
+							error_execution: null,
+							delay_ms: null,
+							backoff_base_ms: null,
+							backoff_max_ms: null,
+							jitter: null,
+						},
+					],
+					store.callbackQueue,
+				);
+				const { rows } = await session.query({
+					text: first.text,
+					values: first.values as unknown[],
+				});
+				expect(rows[0].applied).toBe(true);
+				const second = store.complete([
+					{ jobId: job.id, attemptId: job.attempt_id, outcome: 'succeeded' },
+				]);
+				await lockWaiter('the second completion to wait for the first');
+				await session.query('COMMIT');
+				const [result] = await second;
+				expect(ok(result)).toMatchObject({
+					applied: false,
+					status: outcome === 'succeeded' ? 'done' : 'queued',
+					leaseLostReason: outcome === 'succeeded' ? 'job_done' : 'job_queued',
+				});
+			} finally {
+				session.release();
+				await elsewhere.end();
+			}
+		}
 	});
 
 	it('stores with different callback queues do not share a lease statement (it writes the failure events of jobs whose last attempt expired into one callback queue); stores with the same one do', async () => {
