@@ -85,7 +85,9 @@ export async function complete(
 	);
 	// A retry or release queues its job again, and that update notifies at commit.
 	announceFinished(ctx, finishedQueues);
-	if (staleAnswers.length > 0) await answerAsNow(ctx, results, staleAnswers, sent);
+	// The writes have committed: a failed re-read keeps the statement's answers, never fails them.
+	if (staleAnswers.length > 0)
+		await answerAsNow(ctx, results, staleAnswers, sent).catch(() => undefined);
 	return results;
 }
 

@@ -555,9 +555,13 @@ describe('the pool the trigger keeps', () => {
 		const realNow = Date.now.bind(Date);
 		let offset = 0;
 		jest.spyOn(Date, 'now').mockImplementation(() => realNow() + offset);
+		let opened = 0;
 		const { trigger, emissions } = await startTrigger({
 			queue,
-			store: async () => await openStore(cachedConfig()),
+			store: async () => {
+				opened++;
+				return await openStore(cachedConfig());
+			},
 		});
 		await waitFor(() => trigger.listenerPid ?? undefined, 'LISTEN');
 		// Hours without a job, its backstop a day apart: the trigger asks the cache for nothing.
@@ -568,6 +572,8 @@ describe('the pool the trigger keeps', () => {
 		const emitted = await waitFor(() => emissions[0], 'the job after hours of quiet');
 		expect(emitted.jobs[0].id).toBe(ok(result).jobId);
 		expect(trigger.stats.leaseErrors).toBe(0);
+		// The same store and pool throughout: nothing was closed under the trigger and reopened.
+		expect(opened).toBe(1);
 	});
 
 	it('a pool closed under the trigger all the same (closeAllPools): it opens the store again and leases on', async () => {
@@ -609,7 +615,7 @@ describe('back-pressure and limits', () => {
 		expect(trigger.inFlight).toBe(0);
 	});
 
-	it('executions that cannot start: the trigger waits longer after each (1 s, 2 s, …) instead of using an attempt of every job in turn; once executions run again, the rest is done', async () => {
+	it('executions that cannot start: the trigger waits longer after each round of them (1 s, 2 s, …) instead of using an attempt of every job in turn; once executions run again, the rest is done', async () => {
 		const queue = 'cannot-start';
 		let canStart = false;
 		const { trigger, emissions } = await startTrigger({ queue, maxInFlight: 2 }, async (jobs) => {
@@ -618,7 +624,7 @@ describe('back-pressure and limits', () => {
 		});
 		const ids = (await enqueue(queue, 20)).map((result) => result.jobId);
 		await waitFor(() => emissions.length >= 2, 'the first two emissions');
-		// Both slots failed at once: no lease for 1 s, then one for the next failure's 2 s.
+		// Both slots failed at once, one round: no lease for 1 s; the next round's failures wait 2 s.
 		await sleep(2_500);
 		expect(emissions.length).toBeGreaterThanOrEqual(3);
 		expect(emissions.length).toBeLessThanOrEqual(5);

@@ -242,18 +242,17 @@ export class JobTriggerEngine {
 			} catch (error) {
 				finished = Promise.reject(error as Error);
 			}
+			let succeeded = false;
 			const tracked = finished
 				.then(
 					() => {
+						succeeded = true;
 						this.emissionFailures = 0;
-						return true;
 					},
-					(error: unknown) => {
-						this.emissionFailed(batch.length, error);
-						return false;
-					},
+					(error: unknown) => this.emissionFailed(batch.length, error),
 				)
-				.then((succeeded) => {
+				.catch(() => undefined)
+				.finally(() => {
 					this.inFlightJobs -= batch.length;
 					this.running.delete(tracked);
 					if (succeeded) this.wake('done');
@@ -266,16 +265,21 @@ export class JobTriggerEngine {
 	 * The execution could not start or ended abnormally (n8n rejects the emission's promise when
 	 * it cannot run the workflow, say while queue mode's Redis is down). Its jobs keep their
 	 * lease and come back when it expires, exactly as after a crash, having used an attempt. The
-	 * trigger waits before it leases again, 1 s after one such failure and up to 30 s after
-	 * several in a row: taking the next jobs at once would use an attempt of every job of the
+	 * trigger waits before it leases again: 1 s after a failure, doubling with every round of
+	 * leases whose executions failed in a row, up to 30 s (failures during a wait belong to the
+	 * round before it). Taking the next jobs at once would use an attempt of every job of the
 	 * queue, in turn, while no execution can run them.
 	 */
 	private emissionFailed(jobs: number, error: unknown): void {
-		this.emissionFailures++;
-		const delayMs = backoffMs(this.emissionFailures);
-		this.wakeUps.holdOff(delayMs);
-		const message = `Durable Jobs: an execution for ${jobs} job(s) of queue "${this.queue}" ended without a result (${(error as Error)?.message ?? String(error)}); its jobs come back when their lease expires, and the trigger leases again in ${Math.round(delayMs / 1000)} s`;
-		if (this.emissionFailures === 1 || this.emissionFailures % 10 === 0) this.logger.warn(message);
+		const newRound = !this.wakeUps.isHeldOff;
+		if (newRound) {
+			this.emissionFailures++;
+			this.wakeUps.holdOff(backoffMs(this.emissionFailures));
+		}
+		const reason = error instanceof Error ? error.message : 'no reason given';
+		const message = `Durable Jobs: an execution for ${jobs} job(s) of queue "${this.queue}" ended without a result (${reason}); its jobs come back when their lease expires, and the trigger leases again in up to ${Math.round(backoffMs(this.emissionFailures) / 1000)} s`;
+		if (newRound && (this.emissionFailures === 1 || this.emissionFailures % 10 === 0))
+			this.logger.warn(message);
 		else this.logger.debug(message);
 	}
 

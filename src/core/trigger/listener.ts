@@ -128,19 +128,26 @@ export class NotificationListener {
 			// pg bounds the login only, and leaves a connect that stop() interrupts pending for
 			// ever: without this, a server that stops answering after the login, or a test run
 			// cancelled while connecting, would keep the trigger's start waiting.
+			// A connection timeout of 0 is pg's "no limit", and stays one.
+			const loginMs = this.options.connection.connectionTimeoutMs ?? 10_000;
 			const limitMs =
-				(this.options.connection.connectionTimeoutMs ?? 10_000) +
-				(this.options.keepAliveTimeoutMs ?? DEFAULT_KEEP_ALIVE_TIMEOUT_MS);
+				loginMs > 0
+					? loginMs + (this.options.keepAliveTimeoutMs ?? DEFAULT_KEEP_ALIVE_TIMEOUT_MS)
+					: null;
 			const abandoned = new Promise<never>((_, reject) => {
-				timer = setTimeout(
-					() =>
-						reject(
-							Object.assign(new Error(`no answer within ${limitMs} ms while starting to listen`), {
-								code: 'ETIMEDOUT',
-							}),
-						),
-					limitMs,
-				);
+				if (limitMs !== null)
+					timer = setTimeout(
+						() =>
+							reject(
+								Object.assign(
+									new Error(`no answer within ${limitMs} ms while starting to listen`),
+									{
+										code: 'ETIMEDOUT',
+									},
+								),
+							),
+						limitMs,
+					);
 				client.once('end', () => reject(new Error('Connection terminated')));
 			});
 			const pid = await Promise.race([listening, abandoned]);
@@ -239,7 +246,7 @@ export class NotificationListener {
 			if (this.stopped) return;
 			this.connect().then(
 				() => {
-					this.logger.info('Durable Jobs: LISTEN connection restored');
+					if (this.connected) this.logger.info('Durable Jobs: LISTEN connection restored');
 				},
 				(error: unknown) => {
 					if (this.stopped) return;
