@@ -1,7 +1,16 @@
 import type pg from 'pg';
 
 import { JobStore, ValidationError, type JobListPage } from '../../src/core';
-import { dropSchema, freshStore, newPool, ok, tableSnapshot, testSchema } from '../helpers/db';
+import { leaseQueuedQuery } from '../../src/core/sql/lease';
+import {
+	dropSchema,
+	freshStore,
+	newPool,
+	ok,
+	tableSnapshot,
+	testSchema,
+	waitFor,
+} from '../helpers/db';
 
 /**
  * The dashboard's SQL and JSON contract on a real PostgreSQL: src/core/dashboard/ through the
@@ -663,6 +672,47 @@ describe('dashboard writes', () => {
 		expect((await store.cancelQueuedJobs({ jobIds: [queued] })).changed).toBe(0);
 	});
 
+	it('cancel of a job that a lease takes while the cancel waits for its row: left unchanged, and answered as running', async () => {
+		const [id] = await enqueue('act-cancel-race', 1);
+		const elsewhere = newPool(1);
+		const session = await elsewhere.connect();
+		try {
+			await session.query('BEGIN');
+			const lease = leaseQueuedQuery(
+				schema,
+				`"${schema}"`,
+				'act-cancel-race',
+				[
+					{
+						ord: 0,
+						attempt_id: '0190d1a2-0000-7000-8000-0000000000aa',
+						lease_ms: 60_000,
+						workflow_id: null,
+						execution_id: null,
+					},
+				],
+				{ waitForFlush: true, metadata: false },
+			);
+			const { rows: leased } = await session.query({
+				text: lease.text,
+				values: lease.values as unknown[],
+			});
+			expect(leased[0].id).toBe(id);
+			const cancelling = store.cancelQueuedJobs({ jobIds: [id] });
+			await waitForLockWait();
+			await session.query('COMMIT');
+			expect(await cancelling).toEqual({
+				action: 'cancel',
+				requested: 1,
+				changed: 0,
+				jobs: [{ job_id: id, changed: false, status: 'running' }],
+			});
+		} finally {
+			session.release();
+			await elsewhere.end();
+		}
+	});
+
 	it('bad requests write nothing and name the field', async () => {
 		const [id] = await enqueue('act-bad', 1);
 		await finish('act-bad', 1, 'failed');
@@ -697,3 +747,15 @@ describe('dashboard writes', () => {
 		expect(await tableSnapshot(pool, schema)).toEqual(before);
 	});
 });
+
+/** Resolves once a statement on this file's schema waits for a row lock. */
+async function waitForLockWait(): Promise<void> {
+	await waitFor(async () => {
+		const { rows } = await pool.query(
+			`SELECT 1 FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE $1`,
+			[`%"${schema}".jobs%`],
+		);
+		return rows.length > 0;
+	}, 'the cancel to wait for the leased row');
+}

@@ -100,23 +100,28 @@ export async function cancelQueuedJobs(
 ): Promise<DashboardActionResult> {
 	const ids = actionJobIds(input.jobIds);
 	const reason = optionalText(input.reason, 'reason', 1000) ?? 'Cancelled from the jobs dashboard';
-	const rows = await ctx.db.run<{
-		id: string;
-		changed: boolean;
-		status: string | null;
-		queue: string | null;
-	}>(cancelQueuedQuery(ctx.s, ids, reason));
+	const cancelled = await ctx.db.run<{ id: string; status: string; queue: string }>(
+		cancelQueuedQuery(ctx.s, ids, reason),
+	);
 	// A cancelled job frees the jobs behind it of its ordering key.
 	announceFinished(
 		ctx,
-		rows.map((row) => row.queue),
+		cancelled.map((row) => row.queue),
 	);
-	const byId = new Map(rows.map((row) => [row.id, row]));
+	const changedIds = new Set(cancelled.map((row) => row.id));
+	const statusById = new Map<string, string | null>(cancelled.map((row) => [row.id, row.status]));
+	const unchanged = ids.filter((id) => !statusById.has(id));
+	if (unchanged.length > 0) {
+		const current = await ctx.db.run<{ id: string; status: string | null }>(
+			statusesQuery(ctx.s, unchanged),
+		);
+		for (const row of current) statusById.set(row.id, row.status);
+	}
 	return actionResult(
 		'cancel',
 		ids,
-		(id) => byId.get(id)?.changed === true,
-		(id) => byId.get(id)?.status ?? null,
+		(id) => changedIds.has(id),
+		(id) => statusById.get(id) ?? null,
 	);
 }
 

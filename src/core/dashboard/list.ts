@@ -77,8 +77,8 @@ function parseCursor(value: unknown): ListJobsParams['cursor'] {
 /**
  * One page of jobs, newest first (by the time they were received), filtered by queue, status,
  * creation time and text (exact job id, idempotency key or correlation id). Pages are keyset
- * pages: pass `next_cursor` to get the next, older page; a job received while paging appears on
- * no later page and shifts nothing.
+ * pages: pass `next_cursor` to get the next, older page; a job received after the first page was
+ * read appears on no later page and shifts nothing (see ARCHITECTURE, "List order and pages").
  */
 export async function listJobs(ctx: StoreContext, input: ListJobsInput): Promise<JobListPage> {
 	const queue =

@@ -322,28 +322,23 @@ WHERE j.id = $1::uuid`,
 }
 
 /**
- * Cancels the listed jobs that are still queued (nothing else: a running job keeps its lease).
- * Every id comes back with whether this call changed it and the job's status now, so calling it
- * again changes nothing and says so.
+ * Cancels the listed jobs that are still queued (nothing else: a running job keeps its lease),
+ * and returns those it cancelled. The status of the others is read by statusesQuery after it:
+ * a read in this statement would see a job as it was when the statement began, so a job that a
+ * lease took while the cancel waited for its row would be answered as still queued.
  */
 export function cancelQueuedQuery(s: string, jobIds: string[], reason: string): SqlQuery {
 	return {
 		text: `
-WITH cancelled AS (
-	UPDATE ${s}.jobs j
-	SET ${cancelledJobSet('$2')}
-	WHERE j.id = ANY($1::uuid[]) AND j.status = 'queued'
-	RETURNING j.id, j.status, j.queue
-)
-SELECT x.id, c.id IS NOT NULL AS changed, coalesce(c.status, cur.status) AS status, c.queue
-FROM unnest($1::uuid[]) AS x(id)
-LEFT JOIN cancelled c ON c.id = x.id
-LEFT JOIN ${s}.jobs cur ON c.id IS NULL AND cur.id = x.id`,
+UPDATE ${s}.jobs j
+SET ${cancelledJobSet('$2')}
+WHERE j.id = ANY($1::uuid[]) AND j.status = 'queued'
+RETURNING j.id, j.status, j.queue`,
 		values: [jobIds, reason],
 	};
 }
 
-/** Current status of the given jobs (after a requeue: what the ids it did not change are now). */
+/** Current status of the given jobs (after a requeue or a cancel: what the ids it did not change are now). */
 export function statusesQuery(s: string, jobIds: string[]): SqlQuery {
 	return {
 		text: `SELECT x.id, j.status FROM unnest($1::uuid[]) AS x(id) LEFT JOIN ${s}.jobs j ON j.id = x.id`,
