@@ -153,7 +153,7 @@ function eventOutcome(
 			'The event could not be stored or found; retry the request',
 			{ httpStatus: 503 },
 		);
-	if (returned.deduplicated && returned.existing_fingerprint !== row.fingerprint)
+	if (returned.deduplicated && !sameEvent(returned.existing_fingerprint, row))
 		return new EventIdReusedError(row.event_id, returned.id);
 	return {
 		jobId: returned.id,
@@ -253,7 +253,13 @@ function outboxRow(
 		queue,
 		event_id: eventId,
 		envelope,
-		fingerprint: fingerprint(envelope.payload),
+		// The event, not only its payload: two events of other types or for other destinations
+		// that happen to share an id and a payload are not one event sent twice.
+		fingerprint: fingerprint({
+			event_type: eventType,
+			destination: envelope.destination,
+			payload: envelope.payload,
+		}),
 		ordering_key: envelope.ordering_key,
 		correlation_id: envelope.correlation_id,
 		max_attempts: inRange(item.maxAttempts, 'maxAttempts', {
@@ -263,6 +269,18 @@ function outboxRow(
 		run_at: runAt ? runAt.toISOString() : null,
 	};
 	return row;
+}
+
+/**
+ * Whether a stored event with this fingerprint is the event of `row`. Events written before the
+ * fingerprint covered the type and destination hold their payload's fingerprint alone, and a
+ * retry of one of those still matches it.
+ */
+function sameEvent(existingFingerprint: string | null, row: OutboxRow): boolean {
+	return (
+		existingFingerprint === row.fingerprint ||
+		existingFingerprint === fingerprint((row.envelope as { payload: unknown }).payload)
+	);
 }
 
 /** The companion SQL's own error, with its text: the database is fine, the user's SQL is not. */

@@ -1,3 +1,5 @@
+import { createHash } from 'node:crypto';
+
 import pg from 'pg';
 
 import { DurableJobsError, EventIdReusedError, JobStore } from '../../src/core';
@@ -233,6 +235,50 @@ describe('outbox write', () => {
 		}
 		const { rows } = await pool.query(`SELECT amount FROM ${orders} WHERE id = 'paid-1'`);
 		expect(rows).toEqual([{ amount: 10 }]);
+	});
+
+	it('one event id and payload for another event type or destination is another event: event_id_reused, its SQL undone, not a silent repeat', async () => {
+		const payload = { event_id: 'e-shared', order_id: 7 };
+		const first = ok(
+			(await store.writeOutbox([{ eventId: 'e-shared', eventType: 'order.paid', payload }]))[0],
+		);
+		const results = await store.writeOutbox([
+			{
+				eventId: 'e-shared',
+				eventType: 'invoice.requested',
+				payload,
+				companionSql: `INSERT INTO ${orders} (id, amount) VALUES ('invoice-for-e-shared', 1)`,
+			},
+			{
+				eventId: 'e-shared',
+				eventType: 'order.paid',
+				payload,
+				destination: 'https://b.example/hook',
+			},
+			{ eventId: 'e-shared', eventType: 'order.paid', payload },
+		]);
+		for (const conflicted of [results[0], results[1]])
+			expect(conflicted).toMatchObject({ code: 'event_id_reused', existingJobId: first.jobId });
+		expect(ok(results[2])).toMatchObject({ deduplicated: true, jobId: first.jobId });
+		expect(
+			(
+				await pool.query(
+					`SELECT count(*)::int AS n FROM ${orders} WHERE id = 'invoice-for-e-shared'`,
+				)
+			).rows[0].n,
+		).toBe(0);
+
+		// An event stored before the fingerprint covered type and destination (its payload's
+		// fingerprint alone): a retry of it is still the same event.
+		await store.writeOutbox([{ eventId: 'e-before', eventType: 'order.paid', payload: { n: 1 } }]);
+		await pool.query(
+			`UPDATE ${schema}.jobs SET payload_fingerprint = $1 WHERE idempotency_key = 'e-before'`,
+			[createHash('sha256').update('{"n":1}').digest('hex')],
+		);
+		const [retried] = await store.writeOutbox([
+			{ eventId: 'e-before', eventType: 'order.paid', payload: { n: 1 } },
+		]);
+		expect(ok(retried).deduplicated).toBe(true);
 	});
 
 	it('one event id with another payload fails as event_id_reused and writes nothing of its item', async () => {
