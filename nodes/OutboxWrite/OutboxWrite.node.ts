@@ -133,7 +133,7 @@ export class OutboxWrite implements INodeType {
 				default: '',
 				placeholder: 'UPDATE orders SET status = $1 WHERE ID = $2',
 				description:
-					"Your business write. It and the event commit together or not at all. Runs once per item; use $1, $2 … for values. It runs in the credential's database, as the credential's user, with that user's default search path (usually \"$user\", public); the credential's Schema is not on it, so name tables as that user would in any session, or qualify them (schema.table).",
+					"Your business write: one statement, without BEGIN or COMMIT (the node holds the transaction). It and the event commit together or not at all. Runs once per item; use $1, $2 … for values. It runs in the credential's database, as the credential's user, with that user's default search path (usually \"$user\", public); the credential's Schema is not on it, so name tables as that user would in any session, or qualify them (schema.table).",
 			},
 			{
 				displayName: 'Query Parameters',

@@ -162,6 +162,8 @@ abstract class Sender implements Session {
 		const config: pg.QueryConfig = { text: query.text, values: query.values };
 		if (this.resultTypes) config.types = this.resultTypes;
 		if (query.prepare && this.preparedStatements) config.name = statementName(query.text);
+		// pg's option, missing from its type definitions.
+		if (query.oneStatement) Object.assign(config, { queryMode: 'extended' });
 		return await this.target().query(config);
 	}
 }

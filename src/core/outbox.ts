@@ -8,6 +8,7 @@ import {
 	classifyDatabaseError,
 	isDeadlock,
 	runAgainAfterDeadlock,
+	ValidationError,
 } from './errors';
 import type { Transaction } from './executor';
 import { validateQueueName } from './identifiers';
@@ -71,7 +72,10 @@ export async function writeOutbox(
 				item.companionSql !== null &&
 				item.companionSql.trim() !== ''
 			) {
-				companions.set(ord, { sql: item.companionSql, params: item.companionParams ?? [] });
+				companions.set(ord, {
+					sql: validateCompanionSql(item.companionSql),
+					params: item.companionParams ?? [],
+				});
 			}
 			return row;
 		},
@@ -283,6 +287,25 @@ function sameEvent(existingFingerprint: string | null, row: OutboxRow): boolean 
 	);
 }
 
+/**
+ * Statements that would end or split the transaction the business write and its event share
+ * (after any leading comments). A COMMIT there would commit the write without its event.
+ */
+const TRANSACTION_CONTROL =
+	/^(?:\s|--[^\n]*(?:\n|$)|\/\*[\s\S]*?\*\/)*(BEGIN|START\s+TRANSACTION|COMMIT|END|ROLLBACK|ABORT|SAVEPOINT|RELEASE|PREPARE\s+TRANSACTION)\b/i;
+
+function validateCompanionSql(sql: string): string {
+	const control = TRANSACTION_CONTROL.exec(sql);
+	if (control) {
+		throw new ValidationError(
+			'companionSql',
+			`${control[1].toUpperCase()} controls the transaction, which the node holds`,
+			'Write only the business statement (one INSERT, UPDATE, DELETE or SELECT): the node runs it and the event in one transaction and commits both',
+		);
+	}
+	return sql;
+}
+
 /** The companion SQL's own error, with its text: the database is fine, the user's SQL is not. */
 function companionError(error: unknown): DurableJobsError {
 	const classified = classifyDatabaseError(error);
@@ -293,7 +316,9 @@ function companionError(error: unknown): DurableJobsError {
 		`The SQL to run in the same transaction failed, so no event was written: ${(original as Error).message ?? String(original)}`,
 		{
 			field: 'companionSql',
-			fix: 'Fix the SQL or its parameters; the business write and the event commit together or not at all',
+			fix: /multiple commands/.test((original as Error).message ?? '')
+				? 'Write one statement (a data-modifying WITH can do several writes in one); the business write and the event commit together or not at all'
+				: 'Fix the SQL or its parameters; the business write and the event commit together or not at all',
 			httpStatus: 400,
 			cause: original,
 		},

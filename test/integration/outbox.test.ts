@@ -237,6 +237,52 @@ describe('outbox write', () => {
 		expect(rows).toEqual([{ amount: 10 }]);
 	});
 
+	it('SQL to run in the same transaction is one statement that cannot end the transaction: a COMMIT or several statements fail the item and nothing of it is written', async () => {
+		const cases: Array<[string, string, RegExp]> = [
+			[
+				`BEGIN; INSERT INTO ${orders} (id, amount) VALUES ('tx-1', 1); COMMIT;`,
+				'invalid_input',
+				/BEGIN controls the transaction/,
+			],
+			[`/* mine */ -- note\n COMMIT`, 'invalid_input', /COMMIT controls the transaction/],
+			[
+				`INSERT INTO ${orders} (id, amount) VALUES ('tx-2', 1); COMMIT`,
+				'companion_sql_failed',
+				/multiple commands/,
+			],
+			[
+				`INSERT INTO ${orders} (id, amount) VALUES ('tx-3', 1); SELECT 1`,
+				'companion_sql_failed',
+				/multiple commands/,
+			],
+		];
+		for (const [sql, code, message] of cases) {
+			const eventId = `one-statement-${code}-${cases.findIndex(([text]) => text === sql)}`;
+			const [result] = await store.writeOutbox([
+				{ eventId, eventType: 'probe', payload: { sql }, companionSql: sql },
+			]);
+			expect(result).toBeInstanceOf(DurableJobsError);
+			expect(result).toMatchObject({ code, field: 'companionSql' });
+			expect((result as DurableJobsError).message).toMatch(message);
+			const written = await pool.query(
+				`SELECT (SELECT count(*)::int FROM ${orders} WHERE id LIKE 'tx-%') AS orders,
+					(SELECT count(*)::int FROM ${schema}.jobs WHERE idempotency_key = $1) AS events`,
+				[eventId],
+			);
+			expect(written.rows[0]).toEqual({ orders: 0, events: 0 });
+		}
+		// One statement without parameters still runs, with the event.
+		const [single] = await store.writeOutbox([
+			{
+				eventId: 'one-statement-ok',
+				eventType: 'probe',
+				payload: {},
+				companionSql: `INSERT INTO ${orders} (id, amount) VALUES ('tx-ok', 1)`,
+			},
+		]);
+		expect(ok(single).companionRowCount).toBe(1);
+	});
+
 	it('one event id and payload for another event type or destination is another event: event_id_reused, its SQL undone, not a silent repeat', async () => {
 		const payload = { event_id: 'e-shared', order_id: 7 };
 		const first = ok(

@@ -53,5 +53,5 @@ ORDER BY x.ord`,
 
 /** The user's own SQL for an outbox item (the business write), with that item's parameters. */
 export function companionQuery(sql: string, params: unknown[]): SqlQuery {
-	return { text: sql, values: params };
+	return { text: sql, values: params, oneStatement: true };
 }

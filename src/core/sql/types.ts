@@ -7,6 +7,12 @@ export interface SqlQuery {
 	 * plan does not depend on the parameter values, i.e. no `$1 IS NULL OR …` filters.
 	 */
 	prepare?: boolean;
+	/**
+	 * Send with the extended protocol even without parameters: the server then runs exactly one
+	 * statement (text with several fails), as it does for every statement with parameters. For
+	 * SQL the user wrote, which must not end the transaction it runs in.
+	 */
+	oneStatement?: boolean;
 }
 
 /**
