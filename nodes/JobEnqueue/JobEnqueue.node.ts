@@ -209,8 +209,11 @@ export class JobEnqueue implements INodeType {
 				else if (source === 'item') payload = item.json;
 				else payload = itemPayload(item.json);
 				const rawKey = this.getNodeParameter('idempotencyKey', itemIndex, '') as unknown;
-				// An expression may return a number (e.g. an order number); keys are text.
-				const explicitKey = (typeof rawKey === 'number' ? String(rawKey) : rawKey) as string;
+				// An expression may return a number (e.g. an order number); keys are text. One that
+				// finds nothing (null, undefined) is no key, as an empty one is: the header is used.
+				const explicitKey = (
+					typeof rawKey === 'number' ? String(rawKey) : (rawKey ?? '')
+				) as string;
 				statusUrlBases[itemIndex] = String(options.statusUrlBase ?? '/webhook/jobs/status');
 				return {
 					queue: this.getNodeParameter('queue', itemIndex) as string,

@@ -48,9 +48,9 @@ interface CompanionResult {
 }
 
 /**
- * Writes events to the outbox. Companion SQL (the business write) runs in the same
- * transaction, once per item with that item's parameters, followed by that item's event; the
- * events of items without companion SQL are inserted in one statement. An event id already in
+ * Writes events to the outbox, in input order. Companion SQL (the business write) runs in the
+ * same transaction, once per item with that item's parameters, followed by that item's event;
+ * the events of consecutive items without companion SQL are inserted in one statement. An event id already in
  * the outbox is accepted once: with the same payload the item answers `deduplicated: true` and
  * its companion SQL is undone (it committed with that event before); with another payload the
  * item fails with `event_id_reused` and nothing of it is written. With `allOrNothing`, any
@@ -92,23 +92,33 @@ export async function writeOutbox(
 
 	async function writeEvents(): Promise<void> {
 		await ctx.db.transaction(async (tx) => {
-			const plain: OutboxRow[] = [];
+			// In input order, so that of two items with one event id the earlier one is stored:
+			// the events without companion SQL before an item with it go in one INSERT first.
+			let plain: OutboxRow[] = [];
+			const insertPlain = async () => {
+				if (plain.length === 0) return;
+				const byOrd = new Map(plain.map((row) => [row.ord, row]));
+				const inserted = await insertEvents(ctx, tx, plain);
+				plain = [];
+				fillResults(results, inserted, (returned) => {
+					const outcome = eventOutcome(byOrd.get(returned.ord)!, returned, null);
+					if (outcome instanceof DurableJobsError && allOrNothing) {
+						outcome.itemPosition = returned.ord;
+						throw outcome;
+					}
+					return outcome;
+				});
+			};
 			for (const row of rows) {
 				const companion = companions.get(row.ord);
-				if (companion)
-					results[row.ord] = await writeWithCompanion(ctx, tx, row, companion, allOrNothing);
-				else plain.push(row);
-			}
-			if (plain.length === 0) return;
-			const byOrd = new Map(plain.map((row) => [row.ord, row]));
-			fillResults(results, await insertEvents(ctx, tx, plain), (returned) => {
-				const outcome = eventOutcome(byOrd.get(returned.ord)!, returned, null);
-				if (outcome instanceof DurableJobsError && allOrNothing) {
-					outcome.itemPosition = returned.ord;
-					throw outcome;
+				if (!companion) {
+					plain.push(row);
+					continue;
 				}
-				return outcome;
-			});
+				await insertPlain();
+				results[row.ord] = await writeWithCompanion(ctx, tx, row, companion, allOrNothing);
+			}
+			await insertPlain();
 		});
 	}
 }

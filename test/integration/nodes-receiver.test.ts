@@ -211,6 +211,21 @@ describe('Job Enqueue: the receiver chain with zero configuration', () => {
 		expect(a).toMatchObject({ idempotency_key: '1234', deduplicated: false });
 		expect(b).toMatchObject({ job_id: a.job_id, deduplicated: true });
 	});
+
+	it('a key expression that finds nothing (null or undefined) is no key: the Idempotency-Key header is used', async () => {
+		for (const [expression, header] of [
+			['={{ $json.body.order_ref }}', 'hdr-undefined'],
+			['={{ null }}', 'hdr-null'],
+		]) {
+			const [item] = (
+				await nodes.run(new JobEnqueue(), {
+					items: [webhookItem({ order: 1 }, { 'idempotency-key': header })],
+					parameters: { idempotencyKey: expression },
+				})
+			).output('main');
+			expect(item.json).toMatchObject({ idempotency_key: header, deduplicated: false });
+		}
+	});
 });
 
 describe('Job Enqueue: bad items and continue-on-fail, with pairedItem intact', () => {

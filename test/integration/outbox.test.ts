@@ -237,6 +237,41 @@ describe('outbox write', () => {
 		expect(rows).toEqual([{ amount: 10 }]);
 	});
 
+	it('items are written in input order: of two items with one event id, the earlier wins, whether it has SQL or not', async () => {
+		const results = await store.writeOutbox([
+			{ eventId: 'order-first-plain', eventType: 'probe', payload: { n: 1 } },
+			{
+				eventId: 'order-first-plain',
+				eventType: 'probe',
+				payload: { n: 2 },
+				companionSql: `INSERT INTO ${orders} (id, amount) VALUES ('order-second', 1)`,
+			},
+			{
+				eventId: 'order-first-sql',
+				eventType: 'probe',
+				payload: { n: 3 },
+				companionSql: `INSERT INTO ${orders} (id, amount) VALUES ('order-third', 1)`,
+			},
+			{ eventId: 'order-first-sql', eventType: 'probe', payload: { n: 4 } },
+		]);
+		expect(ok(results[0]).deduplicated).toBe(false);
+		expect(results[1]).toMatchObject({ code: 'event_id_reused' });
+		expect(ok(results[2]).companionRowCount).toBe(1);
+		expect(results[3]).toMatchObject({ code: 'event_id_reused' });
+		const stored = await pool.query(
+			`SELECT idempotency_key AS id, (payload->'payload'->>'n')::int AS n FROM ${schema}.jobs
+			WHERE idempotency_key LIKE 'order-first-%' ORDER BY 1`,
+		);
+		expect(stored.rows).toEqual([
+			{ id: 'order-first-plain', n: 1 },
+			{ id: 'order-first-sql', n: 3 },
+		]);
+		const written = await pool.query(
+			`SELECT id FROM ${orders} WHERE id IN ('order-second', 'order-third') ORDER BY 1`,
+		);
+		expect(written.rows).toEqual([{ id: 'order-third' }]);
+	});
+
 	it('SQL to run in the same transaction is one statement that cannot end the transaction: a COMMIT or several statements fail the item and nothing of it is written', async () => {
 		const cases: Array<[string, string, RegExp]> = [
 			[
