@@ -8,6 +8,7 @@ import {
 	type LeasedJob,
 } from '../../src/core';
 import { completeQuery } from '../../src/core/sql/complete';
+import { completeRow } from '../helpers/sql-rows';
 
 import {
 	PoolDate,
@@ -665,25 +666,7 @@ describe('call coalescing', () => {
 				const first = completeQuery(
 					schema,
 					`"${schema}"`,
-					[
-						{
-							ord: 0,
-							job_id: job.id,
-							attempt_id: job.attempt_id,
-							outcome,
-							result: null,
-							error_code: null,
-							error_message: null,
-							error_class: null,
-							error_node: null,
-							error_workflow: null,
-							error_execution: null,
-							delay_ms: null,
-							backoff_base_ms: null,
-							backoff_max_ms: null,
-							jitter: null,
-						},
-					],
+					[completeRow(0, job, outcome)],
 					store.callbackQueue,
 				);
 				const { rows } = await session.query({

@@ -26,10 +26,11 @@ import type { StoreContext } from '../../src/core/context';
 import { announceFinished } from '../../src/core/finishNotices';
 import { notifyChannel } from '../../src/core/identifiers';
 import { toPoolConfig } from '../../src/core/pool';
-import { completeQuery, type CompleteRow } from '../../src/core/sql/complete';
+import { completeQuery } from '../../src/core/sql/complete';
 import { enqueueQuery, enqueueWithoutKeysQuery, type EnqueueRow } from '../../src/core/sql/enqueue';
 import { extendLeaseQuery, leaseQuery } from '../../src/core/sql/lease';
 import { loggedPlans } from '../../scripts/lib/explain';
+import { completeRow } from '../helpers/sql-rows';
 import {
 	connectionConfig,
 	databaseUrl,
@@ -64,31 +65,6 @@ async function enqueue(
 			Array.from({ length: count }, (_, n) => ({ queue, payload: { n }, ...extra })),
 		)
 	).map((result) => ok(result).jobId);
-}
-
-/** A completion item for completeQuery, with nothing but its outcome. */
-function completeRow(
-	ord: number,
-	job: { id: string; attempt_id: string },
-	outcome: CompleteRow['outcome'],
-): CompleteRow {
-	return {
-		ord,
-		job_id: job.id,
-		attempt_id: job.attempt_id,
-		outcome,
-		result: null,
-		error_code: null,
-		error_message: null,
-		error_class: null,
-		error_node: null,
-		error_workflow: null,
-		error_execution: null,
-		delay_ms: null,
-		backoff_base_ms: null,
-		backoff_max_ms: null,
-		jitter: null,
-	};
 }
 
 /** A row for the enqueue statements, with nothing but its queue and key. */
