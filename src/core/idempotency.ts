@@ -2,7 +2,7 @@ import { v7 as uuidv7 } from 'uuid';
 
 import type { StoreContext } from './context';
 import { CLAIM, KEY_TTL } from './defaults';
-import { ValidationError } from './errors';
+import { DurableJobsError, ValidationError } from './errors';
 import type { Session } from './executor';
 import {
 	runWithReread,
@@ -328,34 +328,82 @@ export async function settle(
 	status: 'completed' | 'failed',
 	options: BatchOptions = {},
 ): Promise<ItemResults<SettleResult>> {
-	return await writeRows<
+	/** The rows sent, by item (`ord`). */
+	const sent: SettleRow[] = [];
+	const staleAnswers: number[] = [];
+	const results = await writeRows<
 		SettleInput,
 		SettleRow,
-		{ ord: number; applied: boolean; expires_at: Date | null; current_status: string | null },
+		{
+			ord: number;
+			applied: boolean;
+			expires_at: Date | null;
+			current_status: string | null;
+			current_claim_id: string | null;
+		},
 		SettleResult
 	>(ctx.db, items, options, {
-		toRow: (item, ord) => ({
-			ord,
-			scope: validateKey(item.scope, 'scope'),
-			key: validateKey(item.key, 'key'),
-			claim_id: item.claimId ? validateUuid(item.claimId, 'claimId') : null,
-			result:
-				status === 'completed' && item.result !== undefined
-					? serializePayload(item.result, 'result', ctx.payloadLimit)
-					: null,
-			error_message: storableMessage(item.errorMessage, 'errorMessage'),
-			ttl_ms: optionalInRange(item.ttlMs, 'ttlMs', KEY_TTL),
-		}),
+		toRow: (item, ord) => {
+			const row: SettleRow = {
+				ord,
+				scope: validateKey(item.scope, 'scope'),
+				key: validateKey(item.key, 'key'),
+				claim_id: item.claimId ? validateUuid(item.claimId, 'claimId') : null,
+				result:
+					status === 'completed' && item.result !== undefined
+						? serializePayload(item.result, 'result', ctx.payloadLimit)
+						: null,
+				error_message: storableMessage(item.errorMessage, 'errorMessage'),
+				ttl_ms: optionalInRange(item.ttlMs, 'ttlMs', KEY_TTL),
+			};
+			sent[ord] = row;
+			return row;
+		},
 		key: `settle:${ctx.s}:${status}`,
 		build: (batch) => settleClaimsQuery(ctx.s, batch, status),
 		// Two items of one key in one call go one after the other, each answered as if sent alone
 		// after the other (the first settles the key, the second finds it settled).
 		sameRowKey: (row) => JSON.stringify([row.scope, row.key]),
 		charsOf: (row) => (row.result?.length ?? 0) + (row.error_message?.length ?? 0),
-		toResult: (row) => ({
-			applied: row.applied,
-			expiresAt: row.expires_at,
-			currentStatus: row.applied ? status : row.current_status,
-		}),
+		toResult: (row) => {
+			// The claim looks settleable in the statement's snapshot, yet its fenced UPDATE did not
+			// apply: it waited for another transaction that settled or took over the key, and the
+			// read of the key still sees it as before that commit.
+			const claimId = sent[row.ord]?.claim_id ?? null;
+			if (
+				!row.applied &&
+				row.current_status === 'in_progress' &&
+				(claimId === null || row.current_claim_id === claimId)
+			)
+				staleAnswers.push(row.ord);
+			return {
+				applied: row.applied,
+				expiresAt: row.expires_at,
+				currentStatus: row.applied ? status : row.current_status,
+			};
+		},
 	});
+	// The writes have committed: a failed re-read keeps the statement's answers.
+	if (staleAnswers.length > 0)
+		await answerSettlesAsNow(ctx, results, staleAnswers, sent).catch(() => undefined);
+	return results;
+}
+
+/** Reads the keys of `ords` again, and answers their items with the key's status now. */
+async function answerSettlesAsNow(
+	ctx: StoreContext,
+	results: ItemResults<SettleResult>,
+	ords: number[],
+	sent: SettleRow[],
+): Promise<void> {
+	const now = await ctx.db.run<{ ord: number; existing_status: string | null }>(
+		readKeysQuery(
+			ctx.s,
+			ords.map((ord) => ({ ord, scope: sent[ord].scope, key: sent[ord].key })),
+		),
+	);
+	for (const row of now) {
+		const result = results[row.ord];
+		if (result && !(result instanceof DurableJobsError)) result.currentStatus = row.existing_status;
+	}
 }

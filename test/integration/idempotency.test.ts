@@ -1,5 +1,6 @@
 import { DurableJobsError, JobStore, type ClaimResult } from '../../src/core';
-import { ok, useTestSchema } from '../helpers/db';
+import { settleClaimsQuery } from '../../src/core/sql/idempotency';
+import { newPool, ok, useTestSchema, waitFor } from '../helpers/db';
 
 const { schema, pool, store } = useTestSchema(__filename, { poolSize: 50, migrate: true });
 
@@ -11,6 +12,54 @@ async function claimOne(
 }
 
 describe('idempotency claims', () => {
+	it('a settle that waits for another process settling the same claim gets Claim Lost with the status that commit left', async () => {
+		for (const [index, first] of (['completed', 'failed'] as const).entries()) {
+			const key = `settled-elsewhere-${index}`;
+			const claimed = await claimOne({ scope: 'settles', key, fingerprint: 'fp' });
+			const elsewhere = newPool(1);
+			const session = await elsewhere.connect();
+			try {
+				await session.query('BEGIN');
+				const settleFirst = settleClaimsQuery(
+					`"${schema}"`,
+					[
+						{
+							ord: 0,
+							scope: 'settles',
+							key,
+							claim_id: claimed.claimId,
+							result: first === 'completed' ? '{"crm_id":"C-9"}' : null,
+							error_message: null,
+							ttl_ms: null,
+						},
+					],
+					first,
+				);
+				const { rows } = await session.query({
+					text: settleFirst.text,
+					values: settleFirst.values as unknown[],
+				});
+				expect(rows[0].applied).toBe(true);
+				const second = store.completeClaims([
+					{ scope: 'settles', key, claimId: claimed.claimId, result: { crm_id: 'C-10' } },
+				]);
+				await waitFor(async () => {
+					const waiting = await pool.query(
+						`SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE $1`,
+						[`%"${schema}".idempotency_keys%`],
+					);
+					return waiting.rows.length > 0;
+				}, 'the second settle to wait for the first');
+				await session.query('COMMIT');
+				const [result] = await second;
+				expect(ok(result)).toMatchObject({ applied: false, currentStatus: first });
+			} finally {
+				session.release();
+				await elsewhere.end();
+			}
+		}
+	});
+
 	it('32 concurrent claims of one key → exactly one New; after complete → Duplicate with the stored result', async () => {
 		const results = await Promise.all(
 			Array.from(
