@@ -402,8 +402,11 @@ async function answerSettlesAsNow(
 			ords.map((ord) => ({ ord, scope: sent[ord].scope, key: sent[ord].key })),
 		),
 	);
-	for (const row of now) {
-		const result = results[row.ord];
-		if (result && !(result instanceof DurableJobsError)) result.currentStatus = row.existing_status;
+	const statusByOrd = new Map(now.map((row) => [row.ord, row.existing_status]));
+	for (const ord of ords) {
+		const result = results[ord];
+		// A key no longer there (purged meanwhile) has no status.
+		if (result && !(result instanceof DurableJobsError))
+			result.currentStatus = statusByOrd.get(ord) ?? null;
 	}
 }

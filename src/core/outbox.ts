@@ -19,8 +19,7 @@ import {
 	type BatchOptions,
 	type ItemResults,
 } from './items';
-import { rereadByKey } from './enqueue';
-import { companionQuery, outboxInsertQuery, type OutboxRow } from './sql/outbox';
+import { companionQuery, findEventsQuery, outboxInsertQuery, type OutboxRow } from './sql/outbox';
 import type { Job, OutboxEventInput, OutboxResult } from './types';
 import {
 	fingerprint,
@@ -130,6 +129,8 @@ type InsertedEvent = {
 	status: Job['status'];
 	deduplicated: boolean;
 	existing_fingerprint: string | null;
+	existing_event_type: string | null;
+	existing_destination: string | null;
 };
 
 /**
@@ -151,7 +152,15 @@ async function insertEvents(
 			build: (batch) => outboxInsertQuery(ctx.s, batch),
 			charsOf: (row) => (row as SizedOutboxRow)[PAYLOAD_CHARS] ?? 0,
 		},
-		rereadByKey(ctx.s, (row) => row.event_id),
+		{
+			unresolved: (returned) => returned.id === null,
+			query: (missing) =>
+				findEventsQuery(
+					ctx.s,
+					missing.map(({ row }) => ({ ord: row.ord, queue: row.queue, event_id: row.event_id })),
+				),
+			merge: (returned, found) => Object.assign(returned, found, { deduplicated: true }),
+		},
 	);
 }
 
@@ -167,7 +176,7 @@ function eventOutcome(
 			'The event could not be stored or found; retry the request',
 			{ httpStatus: 503 },
 		);
-	if (returned.deduplicated && !sameEvent(returned.existing_fingerprint, row))
+	if (returned.deduplicated && !sameEvent(returned, row))
 		return new EventIdReusedError(row.event_id, returned.id);
 	return {
 		jobId: returned.id,
@@ -267,13 +276,7 @@ function outboxRow(
 		queue,
 		event_id: eventId,
 		envelope,
-		// The event, not only its payload: two events of other types or for other destinations
-		// that happen to share an id and a payload are not one event sent twice.
-		fingerprint: fingerprint({
-			event_type: eventType,
-			destination: envelope.destination,
-			payload: envelope.payload,
-		}),
+		fingerprint: fingerprint(envelope.payload),
 		ordering_key: envelope.ordering_key,
 		correlation_id: envelope.correlation_id,
 		max_attempts: inRange(item.maxAttempts, 'maxAttempts', {
@@ -286,26 +289,55 @@ function outboxRow(
 }
 
 /**
- * Whether a stored event with this fingerprint is the event of `row`. Events written before the
- * fingerprint covered the type and destination hold their payload's fingerprint alone, and a
- * retry of one of those still matches it.
+ * Whether the stored event is the event of `row`: the same payload, type and destination. Two
+ * events of other types or for other destinations that share an id and a payload (two Outbox
+ * Write nodes deriving one id from one body) are not one event sent twice.
  */
-function sameEvent(existingFingerprint: string | null, row: OutboxRow): boolean {
+function sameEvent(returned: InsertedEvent, row: OutboxRow): boolean {
+	const envelope = row.envelope as { event_type: string; destination: string | null };
 	return (
-		existingFingerprint === row.fingerprint ||
-		existingFingerprint === fingerprint((row.envelope as { payload: unknown }).payload)
+		returned.existing_fingerprint === row.fingerprint &&
+		returned.existing_event_type === envelope.event_type &&
+		(returned.existing_destination ?? null) === envelope.destination
 	);
 }
 
 /**
  * Statements that would end or split the transaction the business write and its event share
- * (after any leading comments). A COMMIT there would commit the write without its event.
+ * (after what PostgreSQL skips before a statement, see statementStart). A COMMIT there would
+ * commit the write without its event.
  */
 const TRANSACTION_CONTROL =
-	/^(?:\s|--[^\n]*(?:\n|$)|\/\*[\s\S]*?\*\/)*(BEGIN|START\s+TRANSACTION|COMMIT|END|ROLLBACK|ABORT|SAVEPOINT|RELEASE|PREPARE\s+TRANSACTION)\b/i;
+	/^(BEGIN|START\s+TRANSACTION|COMMIT|END|ROLLBACK|ABORT|SAVEPOINT|RELEASE|PREPARE\s+TRANSACTION)\b/i;
+
+/**
+ * The SQL after what PostgreSQL skips before a statement: white space, empty statements (`;`),
+ * `--` comments (to a line feed or a carriage return) and nested block comments.
+ */
+function statementStart(sql: string): string {
+	let at = 0;
+	for (;;) {
+		while (at < sql.length && /[\s;]/.test(sql[at])) at++;
+		if (sql.startsWith('--', at)) {
+			while (at < sql.length && sql[at] !== '\n' && sql[at] !== '\r') at++;
+		} else if (sql.startsWith('/*', at)) {
+			let depth = 0;
+			while (at < sql.length) {
+				if (sql.startsWith('/*', at)) {
+					depth++;
+					at += 2;
+				} else if (sql.startsWith('*/', at)) {
+					depth--;
+					at += 2;
+					if (depth === 0) break;
+				} else at++;
+			}
+		} else return sql.slice(at);
+	}
+}
 
 function validateCompanionSql(sql: string): string {
-	const control = TRANSACTION_CONTROL.exec(sql);
+	const control = TRANSACTION_CONTROL.exec(statementStart(sql));
 	if (control) {
 		throw new ValidationError(
 			'companionSql',
