@@ -3,7 +3,8 @@ import { BACKOFF_BASE, BACKOFF_MAX, DELAY } from './defaults';
 import { DurableJobsError, ValidationError } from './errors';
 import { announceFinished } from './finishNotices';
 import { jobAttemptKey, writeRows, type BatchOptions, type ItemResults } from './items';
-import { completeQuery, currentAttemptsQuery, type CompleteRow } from './sql/complete';
+import { completeQuery, type CompleteRow } from './sql/complete';
+import { statusesQuery } from './sql/status';
 import {
 	COMPLETE_OUTCOMES,
 	ERROR_CLASSES,
@@ -116,21 +117,19 @@ async function answerAsNow(
 	sent: CompleteRow[],
 ): Promise<void> {
 	const jobIds = [...new Set(ords.map((ord) => sent[ord].job_id))];
-	const now = new Map(
+	const statusById = new Map(
 		(
-			await ctx.db.run<{ id: string; status: Job['status']; attempt_id: string | null }>(
-				currentAttemptsQuery(ctx.s, jobIds),
-			)
-		).map((job) => [job.id, job]),
+			await ctx.db.run<{ id: string; status: Job['status'] | null }>(statusesQuery(ctx.s, jobIds))
+		).map((job) => [job.id, job.status]),
 	);
 	for (const ord of ords) {
 		const result = results[ord];
 		if (!result || result instanceof DurableJobsError) continue;
-		const job = now.get(sent[ord].job_id);
-		result.status = job?.status ?? null;
+		const status = statusById.get(sent[ord].job_id) ?? null;
+		result.status = status;
 		result.leaseLostReason = leaseLostReason({
-			job_exists: job !== undefined,
-			current_status: job?.status ?? null,
+			job_exists: status !== null,
+			current_status: status,
 		});
 	}
 }

@@ -1,8 +1,8 @@
 import type { StoreContext } from '../context';
 import { ValidationError } from '../errors';
 import { announceFinished } from '../finishNotices';
-import { cancelQueuedQuery, statusesQuery } from '../sql/dashboard';
-import { requeueQuery } from '../sql/status';
+import { cancelQueuedQuery } from '../sql/dashboard';
+import { requeueQuery, statusesQuery } from '../sql/status';
 import { integerInRange, optionalText, validateUuid } from '../validate';
 import type { DashboardActionResult } from './contract';
 

@@ -294,14 +294,3 @@ LEFT JOIN LATERAL (
 ) cur ON true
 ORDER BY x.ord`;
 }
-
-/**
- * The status and attempt of jobs as they are now: a statement of its own, whose snapshot is
- * taken after the completion's (see complete.ts, answeredFromStaleSnapshot).
- */
-export function currentAttemptsQuery(s: string, jobIds: string[]): SqlQuery {
-	return {
-		text: `SELECT id, status, attempt_id FROM ${s}.jobs WHERE id = ANY($1::uuid[])`,
-		values: [jobIds],
-	};
-}

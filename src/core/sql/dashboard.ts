@@ -337,11 +337,3 @@ RETURNING j.id, j.status, j.queue`,
 		values: [jobIds, reason],
 	};
 }
-
-/** Current status of the given jobs (after a requeue or a cancel: what the ids it did not change are now). */
-export function statusesQuery(s: string, jobIds: string[]): SqlQuery {
-	return {
-		text: `SELECT x.id, j.status FROM unnest($1::uuid[]) AS x(id) LEFT JOIN ${s}.jobs j ON j.id = x.id`,
-		values: [jobIds],
-	};
-}

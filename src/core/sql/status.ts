@@ -241,3 +241,15 @@ export function tokenSecretQuery(s: string): SqlQuery {
 		values: [],
 	};
 }
+
+/**
+ * The status of the given jobs now (null for an unknown id), in a statement of its own: after a
+ * write that left some of them unchanged, its own read of them would show them as they were when
+ * it began (a dashboard requeue or cancel, a completion's Lease Lost answer).
+ */
+export function statusesQuery(s: string, jobIds: string[]): SqlQuery {
+	return {
+		text: `SELECT x.id, j.status FROM unnest($1::uuid[]) AS x(id) LEFT JOIN ${s}.jobs j ON j.id = x.id`,
+		values: [jobIds],
+	};
+}
