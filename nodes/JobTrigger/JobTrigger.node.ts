@@ -11,6 +11,7 @@ import {
 } from 'n8n-workflow';
 
 import {
+	COUNT_LIMITS,
 	DEFAULT_BACKSTOP_MS,
 	DURATION_LIMITS_MS,
 	JobTriggerEngine,
@@ -30,8 +31,16 @@ import {
 	leaseSecondsField,
 	queueField,
 } from '../shared/descriptions';
-import { leaseSecondsToMs, secondsToMs } from '../shared/batch';
+import {
+	concurrencyLimitParameter,
+	leaseSecondsToMs,
+	secondsToMs,
+	wholeNumberParameter,
+} from '../shared/batch';
 import { toNodeError } from '../shared/errors';
+
+const MAX_JOBS_IN_FLIGHT_DEFAULT = 10;
+const BATCH_SIZE_DEFAULT = 10;
 
 /** A test run that leases a real job holds it at most this long if the run is abandoned. */
 export const TEST_LEASE_MAX_SECONDS = 60;
@@ -70,7 +79,7 @@ export class JobTrigger implements INodeType {
 				name: 'maxJobsInFlight',
 				type: 'number',
 				typeOptions: { minValue: 1, maxValue: 10000 },
-				default: 10,
+				default: MAX_JOBS_IN_FLIGHT_DEFAULT,
 				description:
 					'Most jobs this trigger has started and whose execution has not finished yet. A new job is leased only when an execution ends.',
 			},
@@ -99,7 +108,7 @@ export class JobTrigger implements INodeType {
 				name: 'batchSize',
 				type: 'number',
 				typeOptions: { minValue: 1, maxValue: 10000 },
-				default: 10,
+				default: BATCH_SIZE_DEFAULT,
 				displayOptions: { show: { emit: ['batch'] } },
 				description:
 					'Most jobs in one execution (each job still counts against Max Jobs in Flight)',
@@ -169,14 +178,27 @@ export class JobTrigger implements INodeType {
 		}
 		const queue = this.getNodeParameter('queue') as string;
 		const options = this.getNodeParameter('options', {}) as IDataObject;
-		const maxInFlight = this.getNodeParameter('maxJobsInFlight', 10) as number;
-		const concurrencyLimit = this.getNodeParameter('concurrencyLimit', 0) as number;
-		const batchSize =
-			this.getNodeParameter('emit', 'perJob') === 'batch'
-				? (this.getNodeParameter('batchSize', 10) as number)
-				: 1;
 		let durations: TriggerDurations;
+		let maxInFlight: number;
+		let concurrencyLimit: number | null;
+		let batchSize: number;
 		try {
+			maxInFlight = wholeNumberParameter(
+				this.getNodeParameter('maxJobsInFlight', null),
+				'Max Jobs in Flight',
+				COUNT_LIMITS.inFlight,
+				MAX_JOBS_IN_FLIGHT_DEFAULT,
+			);
+			concurrencyLimit = concurrencyLimitParameter(this.getNodeParameter('concurrencyLimit', null));
+			batchSize =
+				this.getNodeParameter('emit', 'perJob') === 'batch'
+					? wholeNumberParameter(
+							this.getNodeParameter('batchSize', null),
+							'Batch Size',
+							COUNT_LIMITS.triggerBatch,
+							BATCH_SIZE_DEFAULT,
+						)
+					: 1;
 			durations = triggerDurations(this.getNodeParameter('leaseSeconds', 300), options);
 		} catch (error) {
 			throw toNodeError(node, error);
@@ -212,7 +234,7 @@ export class JobTrigger implements INodeType {
 				maxInFlight: manual ? 1 : maxInFlight,
 				maxEmissions: manual ? 1 : undefined,
 				leaseMs: Math.round(leasedSeconds * 1000),
-				concurrencyLimit: concurrencyLimit > 0 ? concurrencyLimit : null,
+				concurrencyLimit,
 				batchSize: manual ? 1 : batchSize,
 				backstopMs: durations.backstopMs,
 				pollIntervalMs: durations.pollIntervalMs,

@@ -1,8 +1,10 @@
 import type { IDataObject, IExecuteFunctions, INodeExecutionData } from 'n8n-workflow';
 
 import {
+	COUNT_LIMITS,
 	DURATION_LIMITS_MS,
 	DurableJobsError,
+	integerInRange,
 	type ItemResults,
 	type JobStore,
 } from '../../src/core';
@@ -273,6 +275,35 @@ export function sizeLimitOption(
 		if (!context.continueOnFail()) throw toNodeError(context.getNode(), error, 0);
 		return { storeOptions: storeOptions(defaultKb), refusal: error };
 	}
+}
+
+/**
+ * A whole-number parameter, checked under its display name before the core sees it: empty (an
+ * expression that gives nothing) is `emptyIs`, the field's own default, and anything but a whole
+ * number in `range` stops the node naming the field.
+ */
+export function wholeNumberParameter(
+	value: unknown,
+	field: string,
+	range: { readonly min: number; readonly max: number },
+	emptyIs: number,
+): number {
+	return integerInRange(value, field, range.min, range.max, emptyIs);
+}
+
+/**
+ * *Concurrency Limit* (Job Lease, Job Trigger): null for no limit (0, or empty). Anything that is
+ * not a whole number is refused: read as "no limit" it would silently lift the cap it was set to
+ * keep.
+ */
+export function concurrencyLimitParameter(value: unknown): number | null {
+	const limit = wholeNumberParameter(
+		value,
+		'Concurrency Limit',
+		{ min: 0, max: COUNT_LIMITS.concurrency.max },
+		0,
+	);
+	return limit === 0 ? null : limit;
 }
 
 const UNIT_MS = { seconds: 1000, hours: 3_600_000, days: 86_400_000 } as const;

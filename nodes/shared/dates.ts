@@ -72,3 +72,17 @@ function instantOfObject(value: unknown): Date | null {
 	const millis = toMillis.call(value) as unknown;
 	return typeof millis === 'number' && Number.isFinite(millis) ? new Date(millis) : null;
 }
+
+/**
+ * A database row as item JSON: its timestamps (Date objects) as ISO strings, as every other
+ * output item has them and as n8n keeps them in saved and pinned data, so an expression that
+ * reads one works alike in a live run and on saved data.
+ */
+export function datesAsIso(row: Record<string, unknown>): Record<string, unknown> {
+	return Object.fromEntries(
+		Object.entries(row).map(([key, value]) => [
+			key,
+			value instanceof Date ? value.toISOString() : value,
+		]),
+	);
+}

@@ -69,6 +69,17 @@ export const PURGE_LIMIT = { min: 1, max: 100_000, default: 10_000 } as const;
 export const TERMINAL_STATUSES = ['done', 'failed', 'cancelled'] as const;
 export const UNKNOWN_OUTCOMES_LIMIT = { min: 1, max: 10_000, default: 100 } as const;
 
+/** The accepted ranges of the counts the nodes take (Max Jobs, Limit, Concurrency Limit …). */
+export const COUNT_LIMITS = {
+	lease: LEASE_LIMIT,
+	concurrency: CONCURRENCY_LIMIT,
+	inFlight: { min: 1, max: 10_000 },
+	triggerBatch: { min: 1, max: 10_000 },
+	requeue: REQUEUE_LIMIT,
+	additionalAttempts: REQUEUE_ADDITIONAL_ATTEMPTS,
+	unknownOutcomes: UNKNOWN_OUTCOMES_LIMIT,
+} as const;
+
 /** The accepted ranges of the durations the nodes take in seconds, hours or days (ms). */
 export const DURATION_LIMITS_MS = {
 	delay: DELAY,

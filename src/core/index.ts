@@ -32,7 +32,7 @@ export {
 } from './migrate';
 export { openStore, resetMigrationCache, type StoreConfig, type StoreEvents } from './connect';
 export { testConnection, type ConnectionTestResult } from './connectionTest';
-export { DEFAULT_MAX_PAYLOAD_BYTES, DURATION_LIMITS_MS } from './defaults';
+export { COUNT_LIMITS, DEFAULT_MAX_PAYLOAD_BYTES, DURATION_LIMITS_MS } from './defaults';
 export {
 	canonicalJson,
 	daysInMonth,

@@ -615,14 +615,26 @@ describe('Job Lease', () => {
 			'Lease with Max Jobs 0',
 			new JobLease(),
 			{ parameters: { queue: 'alpha', maxJobs: 0 } },
-			{ field: 'limit', message: /whole number from 1 to 10000/ },
+			{ field: 'Max Jobs', message: /^Max Jobs: must be a whole number from 1 to 10000/ },
 		);
 		await rejects(
 			'Lease with Max Jobs "={{ \'all\' }}"',
 			new JobLease(),
 			{ parameters: { queue: 'alpha', maxJobs: "={{ 'all' }}" } },
-			{ field: 'limit', message: /whole number/ },
+			{ field: 'Max Jobs', message: /^Max Jobs: must be a whole number/ },
 		);
+		// A limit that reads as "no limit" would lift the cap it was set to keep.
+		for (const concurrencyLimit of ["={{ 'ten' }}", -3, 2.5, '={{ true }}']) {
+			await rejects(
+				`Lease with Concurrency Limit ${JSON.stringify(concurrencyLimit)}`,
+				new JobLease(),
+				{ parameters: { queue: 'alpha', concurrencyLimit } },
+				{
+					field: 'Concurrency Limit',
+					message: /^Concurrency Limit: must be a whole number from 0 to 100000/,
+				},
+			);
+		}
 		await rejects(
 			'Lease with Lease Seconds -5',
 			new JobLease(),
@@ -650,6 +662,15 @@ describe('Job Lease', () => {
 			new JobLease(),
 			{ items: [{ job_id: leasedAlpha.job_id, attempt_id: 'not-an-attempt' }], parameters },
 			{ field: 'attemptId', message: /is not a valid id/ },
+		);
+		await rejects(
+			'Extend Lease, Lease Seconds expression giving nothing',
+			new JobLease(),
+			{
+				items: [{ job_id: leasedAlpha.job_id, attempt_id: leasedAlpha.attempt_id }],
+				parameters: { ...parameters, leaseSeconds: '={{ $json.lease_seconds }}' },
+			},
+			{ field: 'Lease Seconds', message: /^Lease Seconds: is empty/ },
 		);
 		await rejects(
 			'Extend Lease, job id expression returning undefined',
@@ -1175,6 +1196,29 @@ describe('Job Status', () => {
 			{ field: 'confirm', message: /must be confirmed/ },
 		);
 		await rejects(
+			'Requeue by ids with Additional Attempts 0',
+			new JobStatus(),
+			{
+				items: [{ job_id: alpha[0].job_id }],
+				parameters: { operation: 'requeue', additionalAttempts: 0 },
+			},
+			{ field: 'Additional Attempts', message: /^Additional Attempts: must be a whole number/ },
+		);
+		await rejects(
+			'Requeue by filter with Limit "={{ \'all\' }}"',
+			new JobStatus(),
+			{
+				parameters: {
+					operation: 'requeue',
+					selectBy: 'filter',
+					filterQueue: 'alpha',
+					confirm: true,
+					maxJobs: "={{ 'all' }}",
+				},
+			},
+			{ field: 'Limit', message: /^Limit: must be a whole number/ },
+		);
+		await rejects(
 			'Requeue by ids with no ids',
 			new JobStatus(),
 			{ items: [{ a: 1 }], parameters: { operation: 'requeue' } },
@@ -1218,7 +1262,7 @@ describe('Job Status', () => {
 			'Unknown Outcomes with Limit 0',
 			new JobStatus(),
 			{ parameters: { operation: 'unknownOutcomes', maxJobs: 0 } },
-			{ field: 'limit', message: /whole number from 1/ },
+			{ field: 'Limit', message: /^Limit: must be a whole number from 1/ },
 		);
 	});
 });

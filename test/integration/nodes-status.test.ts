@@ -330,6 +330,51 @@ describe('Job Status: operations', () => {
 			});
 		});
 
+		it('an item that names no job is an error of that item, not silently left out', async () => {
+			const [first, second] = await enqueue('cancel-missing', [{ n: 1 }, { n: 2 }]);
+			const before = await tableSnapshot(pool, schema);
+			const error = (await nodes
+				.run(new JobStatus(), {
+					items: [{ job_id: first.job_id }, { other: 1 }, { job_id: second.job_id }],
+					parameters: { operation: 'cancel' },
+				})
+				.catch((caught: unknown) => caught)) as NodeOperationError;
+			expect(error).toBeInstanceOf(NodeOperationError);
+			expect(error.message).toBe('jobIds: no job IDs given');
+			expect(error.context.itemIndex).toBe(1);
+			expect(await tableSnapshot(pool, schema)).toEqual(before);
+
+			const routed = await nodes.run(new JobStatus(), {
+				items: [{ job_id: first.job_id }, { other: 1 }, { job_id: second.job_id }],
+				parameters: { operation: 'cancel' },
+				onError: 'continueErrorOutput',
+			});
+			expect(routed.routing()).toEqual({ Success: [0, 2], Error: [1] });
+			expect((await jobRow(first.job_id)).status).toBe('cancelled');
+			expect((await jobRow(second.job_id)).status).toBe('cancelled');
+		});
+
+		it('a Reason whose expression fails names item 0, and with "continue" fails every item', async () => {
+			const [first, second] = await enqueue('cancel-reason', [{ n: 1 }, { n: 2 }]);
+			const before = await tableSnapshot(pool, schema);
+			const parameters = { operation: 'cancel', reason: "={{ $('No Such Node').item.json.why }}" };
+			const items = [{ job_id: first.job_id }, { job_id: second.job_id }];
+			const error = (await nodes
+				.run(new JobStatus(), { items, parameters })
+				.catch((caught: unknown) => caught)) as NodeOperationError;
+			expect(error).toBeInstanceOf(NodeOperationError);
+			expect(error.context.itemIndex).toBe(0);
+			expect(await tableSnapshot(pool, schema)).toEqual(before);
+
+			const routed = await nodes.run(new JobStatus(), {
+				items,
+				parameters,
+				onError: 'continueErrorOutput',
+			});
+			expect(routed.routing()).toEqual({ Success: [], Error: [0, 1] });
+			expect(await tableSnapshot(pool, schema)).toEqual(before);
+		});
+
 		it('a malformed id names the item that carried it and cancels nothing', async () => {
 			const [ok] = await enqueue('cancel-bad', [{ n: 1 }]);
 			const before = await tableSnapshot(pool, schema);

@@ -350,9 +350,13 @@ describe('Job Trigger: production activation', () => {
 		const zero = createTrigger(new JobTrigger(), {
 			parameters: { queue: 'q', maxJobsInFlight: 0 },
 		});
-		await expect(zero.activate()).rejects.toThrow(/maxJobsInFlight/);
-		// Durations are checked in the field's own name and unit, before anything connects.
+		await expect(zero.activate()).rejects.toThrow(/^Max Jobs in Flight: must be a whole number/);
+		// Durations are checked in the field's own name and unit, counts in the field's own name,
+		// before anything connects; a Concurrency Limit that is no number is not "no limit".
 		const durations: Array<[Record<string, unknown>, RegExp]> = [
+			[{ concurrencyLimit: "={{ 'ten' }}" }, /^Concurrency Limit: must be a whole number/],
+			[{ concurrencyLimit: -1 }, /^Concurrency Limit: must be a whole number/],
+			[{ emit: 'batch', batchSize: 0 }, /^Batch Size: must be a whole number/],
 			[{ leaseSeconds: 0.5 }, /^Lease Seconds: must be a number of seconds from 1 to 86400/],
 			[{ leaseSeconds: 90_000 }, /^Lease Seconds: must be a number of seconds from 1 to 86400/],
 			[

@@ -143,6 +143,18 @@ describe('Job Lease → Job Complete', () => {
 		expect(item.json).not.toHaveProperty('created_at');
 	});
 
+	it('Max Jobs and Concurrency Limit from expressions that give nothing: the field defaults (10, no limit), not the core default of 1', async () => {
+		await enqueue(
+			'empty-limits',
+			Array.from({ length: 12 }, (_, n) => ({ n })),
+		);
+		const result = await lease('empty-limits', {
+			maxJobs: "={{ $json.missing ?? '' }}",
+			concurrencyLimit: '={{ $json.missing }}',
+		});
+		expect(result.output('Leased')).toHaveLength(10);
+	});
+
 	it('nothing due: one item on Empty, nothing on Leased', async () => {
 		const result = await lease('work');
 		expect(result.output('Leased')).toEqual([]);
@@ -542,6 +554,10 @@ describe('lease expiry: a stale worker is fenced out', () => {
 			checkpoint: null,
 			check: expect.stringMatching(/^no checkpoint recorded/),
 		});
+		// Timestamps as ISO text, as in every other item and as n8n keeps saved data.
+		const iso = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
+		expect(row?.json.started_at).toMatch(iso);
+		for (const value of Object.values(row?.json ?? {})) expect(value).not.toBeInstanceOf(Date);
 	});
 
 	it('the current attempt completes', async () => {

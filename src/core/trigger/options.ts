@@ -1,4 +1,10 @@
-import { LEASE, TRIGGER_BACKSTOP, TRIGGER_POLL_INTERVAL } from '../defaults';
+import {
+	CONCURRENCY_LIMIT,
+	COUNT_LIMITS,
+	LEASE,
+	TRIGGER_BACKSTOP,
+	TRIGGER_POLL_INTERVAL,
+} from '../defaults';
 import { ValidationError } from '../errors';
 import { validateQueueName, validateSchemaName } from '../identifiers';
 import type { ConnectionConfig } from '../pool';
@@ -93,16 +99,28 @@ export function triggerSettings(options: JobTriggerOptions): TriggerSettings {
 		maxInFlight: integerInRange(
 			options.maxInFlight,
 			'maxJobsInFlight',
-			1,
-			10_000,
+			COUNT_LIMITS.inFlight.min,
+			COUNT_LIMITS.inFlight.max,
 			DEFAULT_MAX_IN_FLIGHT,
 		),
-		batchSize: integerInRange(options.batchSize, 'batchSize', 1, 10_000, 1),
+		batchSize: integerInRange(
+			options.batchSize,
+			'batchSize',
+			COUNT_LIMITS.triggerBatch.min,
+			COUNT_LIMITS.triggerBatch.max,
+			1,
+		),
 		leaseMs: integerInRange(options.leaseMs, 'leaseMs', LEASE.min, LEASE.max, DEFAULT_LEASE_MS),
 		concurrencyLimit:
 			options.concurrencyLimit === null || options.concurrencyLimit === undefined
 				? null
-				: integerInRange(options.concurrencyLimit, 'concurrencyLimit', 1, 100_000, 1),
+				: integerInRange(
+						options.concurrencyLimit,
+						'concurrencyLimit',
+						CONCURRENCY_LIMIT.min,
+						CONCURRENCY_LIMIT.max,
+						CONCURRENCY_LIMIT.min,
+					),
 		backstopMs: integerInRange(
 			options.backstopMs,
 			'backstopMs',

@@ -8,6 +8,7 @@ import {
 } from '../../../../src/core';
 import { leaseSecondsToMs, runBatch } from '../../../shared/batch';
 import { lazyStore } from '../../../shared/connection';
+import { invalidInput } from '../../../shared/errors';
 import { attemptIdField, jobIdField, leaseSecondsField } from '../../../shared/descriptions';
 import { withDisplayOptions } from '../../../shared/operations';
 import {
@@ -16,6 +17,22 @@ import {
 	readUpstreamField,
 	upstreamNotice,
 } from '../../../shared/upstream';
+
+/**
+ * An empty Lease Seconds (an expression that found nothing) is refused here, not read as the
+ * field's default: a heartbeat that silently set a 5-minute lease on a job leased for an hour
+ * would let another worker take it over mid-call.
+ */
+function extendedLeaseMs(value: unknown): number {
+	if (value === undefined || value === null || value === '') {
+		throw invalidInput(
+			'Lease Seconds',
+			'is empty: its expression gave nothing',
+			"Set Lease Seconds to a number of seconds, e.g. {{ $('Job Lease').item.json.lease_seconds }} to renew by the lease the job was leased with",
+		);
+	}
+	return leaseSecondsToMs(value);
+}
 
 const properties: INodeProperties[] = [
 	{
@@ -49,7 +66,7 @@ export async function execute(this: IExecuteFunctions): Promise<INodeExecutionDa
 			// Checked before the batch is sent, so a malformed id writes nothing for any item.
 			jobId: readUpstreamField(this, itemIndex, leasedJobId, validateUuid),
 			attemptId: readUpstreamField(this, itemIndex, leasedAttemptId, validateUuid),
-			leaseMs: leaseSecondsToMs(this.getNodeParameter('leaseSeconds', itemIndex, null)),
+			leaseMs: extendedLeaseMs(this.getNodeParameter('leaseSeconds', itemIndex, null)),
 			checkpoint: validateCheckpoint(this.getNodeParameter('checkpoint', itemIndex, '')),
 			workflowId: this.getWorkflow().id ?? null,
 			executionId: this.getExecutionId() ?? null,

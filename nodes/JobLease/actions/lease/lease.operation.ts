@@ -5,8 +5,13 @@ import type {
 	INodeProperties,
 } from 'n8n-workflow';
 
-import type { LeasedJob, LeasedJobEssentials } from '../../../../src/core';
-import { leaseSecondsToMs, runOnce } from '../../../shared/batch';
+import { COUNT_LIMITS, type LeasedJob, type LeasedJobEssentials } from '../../../../src/core';
+import {
+	concurrencyLimitParameter,
+	leaseSecondsToMs,
+	runOnce,
+	wholeNumberParameter,
+} from '../../../shared/batch';
 import {
 	concurrencyLimitField,
 	includeMetadataOption,
@@ -17,6 +22,8 @@ import {
 } from '../../../shared/descriptions';
 import { withDisplayOptions } from '../../../shared/operations';
 
+const MAX_JOBS_DEFAULT = 10;
+
 const properties: INodeProperties[] = [
 	queueField,
 	{
@@ -24,7 +31,7 @@ const properties: INodeProperties[] = [
 		name: 'maxJobs',
 		type: 'number',
 		typeOptions: { minValue: 1, maxValue: 10000 },
-		default: 10,
+		default: MAX_JOBS_DEFAULT,
 		description: 'Most jobs to claim in this run. Each leased job becomes one output item.',
 	},
 	leaseSecondsField,
@@ -85,12 +92,18 @@ export async function execute(this: IExecuteFunctions): Promise<INodeExecutionDa
 		outputs: 2,
 		errorOutput: 1,
 		read: () => {
-			const concurrencyLimit = this.getNodeParameter('concurrencyLimit', 0, 0) as number;
 			return {
 				queue: this.getNodeParameter('queue', 0) as string,
-				limit: this.getNodeParameter('maxJobs', 0, 10) as number,
+				limit: wholeNumberParameter(
+					this.getNodeParameter('maxJobs', 0, null),
+					'Max Jobs',
+					COUNT_LIMITS.lease,
+					MAX_JOBS_DEFAULT,
+				),
 				leaseMs: leaseSecondsToMs(this.getNodeParameter('leaseSeconds', 0, null)),
-				concurrencyLimit: concurrencyLimit > 0 ? concurrencyLimit : null,
+				concurrencyLimit: concurrencyLimitParameter(
+					this.getNodeParameter('concurrencyLimit', 0, null),
+				),
 				workflowId: this.getWorkflow().id ?? null,
 				executionId: this.getExecutionId() ?? null,
 				includeMetadata: includeMetadataValue(

@@ -29,8 +29,8 @@ export const description = withDisplayOptions({ show: { operation: ['cancel'] } 
 export async function execute(this: IExecuteFunctions): Promise<INodeExecutionData[][]> {
 	return await runForJobIds(this, {
 		parameter: 'jobIds',
-		call: async (store, ids) =>
-			await store.cancel(ids, (this.getNodeParameter('reason', 0, '') as string) || null),
+		settings: () => (this.getNodeParameter('reason', 0, '') as string) || null,
+		call: async (store, ids, reason) => await store.cancel(ids, reason),
 		// job_id, as every other node's items, so the next node's default {{ $json.job_id }} reads
 		// it; id stays for workflows that read it.
 		json: (row) => ({ job_id: row.id, ...row }),

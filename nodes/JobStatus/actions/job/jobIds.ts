@@ -3,7 +3,7 @@ import type { IDataObject, IExecuteFunctions, INodeExecutionData } from 'n8n-wor
 import { validateUuid, type JobStore } from '../../../../src/core';
 import { runBatch } from '../../../shared/batch';
 import { lazyStore } from '../../../shared/connection';
-import { invalidInput } from '../../../shared/errors';
+import { invalidInput, toNodeError } from '../../../shared/errors';
 
 /** IDs from a parameter: comma-separated text, or an array an expression returned. */
 export function idList(value: unknown): string[] {
@@ -18,26 +18,44 @@ export function idList(value: unknown): string[] {
 /**
  * Cancel and Requeue by ID: the IDs of all items are handled in one statement, and each row it
  * returns is paired with the item that named its job (the first one, when several did). IDs
- * are checked per item, so a malformed one names the item that carried it and, with
- * "continue", fails only that item.
+ * are checked per item, so a malformed or missing one names the item that carried it and, with
+ * "continue", fails only that item. `settings` reads the parameters that hold for the whole
+ * statement (from the first item) before any item: when it fails, the node stops naming item 0,
+ * or with "continue" every item fails with its error.
  */
-export async function runForJobIds<Row extends { id: string }>(
+export async function runForJobIds<Row extends { id: string }, Settings>(
 	context: IExecuteFunctions,
 	spec: {
 		parameter: string;
-		call: (store: JobStore, ids: string[]) => Promise<Row[]>;
+		settings: () => Settings;
+		call: (store: JobStore, ids: string[], settings: Settings) => Promise<Row[]>;
 		json: (row: Row) => IDataObject;
 	},
 ): Promise<INodeExecutionData[][]> {
 	const store = lazyStore(context);
-	let itemsRead = 0;
+	let settings: Settings | undefined;
+	let refusal: unknown;
+	try {
+		settings = spec.settings();
+	} catch (error) {
+		if (!context.continueOnFail()) throw toNodeError(context.getNode(), error, 0);
+		refusal = error;
+	}
 	return await runBatch<string[], Row[]>(context, {
 		outputs: 1,
 		read: (itemIndex) => {
-			itemsRead++;
-			return idList(context.getNodeParameter(spec.parameter, itemIndex, '')).map((id) =>
+			if (refusal !== undefined) throw refusal;
+			const ids = idList(context.getNodeParameter(spec.parameter, itemIndex, '')).map((id) =>
 				validateUuid(id, 'jobIds'),
 			);
+			if (ids.length === 0) {
+				throw invalidInput(
+					'jobIds',
+					'no job IDs given',
+					'Map Job IDs to the IDs to handle (comma-separated or an array), or leave out the items that name none',
+				);
+			}
+			return ids;
 		},
 		call: async (inputs) => {
 			const owner = new Map<string, number>();
@@ -45,19 +63,7 @@ export async function runForJobIds<Row extends { id: string }>(
 				for (const id of ids) if (!owner.has(id)) owner.set(id, position);
 			});
 			const results: Row[][] = inputs.map(() => []);
-			if (owner.size === 0) {
-				// Items that failed already answer on their own; only a run with no IDs at all is an error.
-				if (inputs.length < itemsRead) return results;
-				return [
-					invalidInput(
-						'jobIds',
-						'no job IDs given',
-						'Map Job IDs to the IDs to handle (comma-separated or an array)',
-					),
-					...results.slice(1),
-				];
-			}
-			for (const row of await spec.call(await store(), [...owner.keys()]))
+			for (const row of await spec.call(await store(), [...owner.keys()], settings as Settings))
 				results[owner.get(String(row.id)) ?? 0].push(row);
 			return results;
 		},

@@ -1,6 +1,7 @@
 import type { IExecuteFunctions, INodeExecutionData, INodeProperties } from 'n8n-workflow';
 
-import { runOnce } from '../../../shared/batch';
+import { COUNT_LIMITS } from '../../../../src/core';
+import { runOnce, wholeNumberParameter } from '../../../shared/batch';
 import { withDisplayOptions } from '../../../shared/operations';
 import { limitField } from './common';
 import { runForJobIds } from './jobIds';
@@ -85,12 +86,18 @@ export function selectBy(context: IExecuteFunctions): string {
 /** Replays failed jobs: the ones the items name, or (confirmed) the ones a filter matches. */
 export async function execute(this: IExecuteFunctions): Promise<INodeExecutionData[][]> {
 	const additionalAttempts = (): number =>
-		this.getNodeParameter('additionalAttempts', 0, 3) as number;
+		wholeNumberParameter(
+			this.getNodeParameter('additionalAttempts', 0, null),
+			'Additional Attempts',
+			COUNT_LIMITS.additionalAttempts,
+			COUNT_LIMITS.additionalAttempts.default,
+		);
 	if (selectBy(this) === 'ids') {
 		return await runForJobIds(this, {
 			parameter: 'requeueJobIds',
-			call: async (store, jobIds) =>
-				await store.requeue({ jobIds, additionalAttempts: additionalAttempts() }),
+			settings: additionalAttempts,
+			call: async (store, jobIds, attempts) =>
+				await store.requeue({ jobIds, additionalAttempts: attempts }),
 			// job_id, as every other node's items, so the next node's default {{ $json.job_id }}
 			// reads it; id stays for workflows that read it.
 			json: (row) => ({ job_id: row.id, ...row }),
@@ -103,7 +110,12 @@ export async function execute(this: IExecuteFunctions): Promise<INodeExecutionDa
 			errorCode: (this.getNodeParameter('filterErrorCode', 0, '') as string) || null,
 			errorClass: (this.getNodeParameter('filterErrorClass', 0, '') as string) || null,
 			confirm: this.getNodeParameter('confirm', 0, false) as boolean,
-			limit: this.getNodeParameter('maxJobs', 0, 100) as number,
+			limit: wholeNumberParameter(
+				this.getNodeParameter('maxJobs', 0, null),
+				'Limit',
+				COUNT_LIMITS.requeue,
+				COUNT_LIMITS.requeue.default,
+			),
 			additionalAttempts: additionalAttempts(),
 		}),
 		call: async (store, selection) => await store.requeue(selection),

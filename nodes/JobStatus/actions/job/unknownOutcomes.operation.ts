@@ -1,6 +1,8 @@
 import type { IDataObject, IExecuteFunctions, INodeExecutionData } from 'n8n-workflow';
 
-import { runOnce } from '../../../shared/batch';
+import { COUNT_LIMITS } from '../../../../src/core';
+import { runOnce, wholeNumberParameter } from '../../../shared/batch';
+import { datesAsIso } from '../../../shared/dates';
 import { withDisplayOptions } from '../../../shared/operations';
 import { limitField, queueFilter } from './common';
 
@@ -20,10 +22,18 @@ export async function execute(this: IExecuteFunctions): Promise<INodeExecutionDa
 		outputs: 1,
 		read: () => ({
 			queue: queueFilter(this),
-			limit: this.getNodeParameter('maxJobs', 0, 100) as number,
+			limit: wholeNumberParameter(
+				this.getNodeParameter('maxJobs', 0, null),
+				'Limit',
+				COUNT_LIMITS.unknownOutcomes,
+				COUNT_LIMITS.unknownOutcomes.default,
+			),
 		}),
 		call: async (store, { queue, limit }) => await store.unknownOutcomes(queue, limit),
 		route: (rows) =>
-			rows.map((row) => ({ output: 0, json: { ...row, check: check(row) } as IDataObject })),
+			rows.map((row) => ({
+				output: 0,
+				json: { ...datesAsIso(row), check: check(row) } as IDataObject,
+			})),
 	});
 }
