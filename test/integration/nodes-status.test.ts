@@ -450,5 +450,19 @@ describe('Job Status: operations', () => {
 		expect(error.message).toBe('Statuses: no status is chosen, so nothing would be purged');
 		expect(error.description).toMatch(/Choose at least one of Done, Failed and Cancelled/);
 		expect((await jobRow(failed.job_id))?.status).toBe('failed');
+
+		// An expression may give the statuses as comma-separated text.
+		const purged = (
+			await nodes.run(new JobStatus(), {
+				parameters: {
+					operation: 'purge',
+					queue: 'purge-none',
+					olderThanDays: 7,
+					statuses: "={{ 'done, failed' }}",
+				},
+			})
+		).output('main')[0].json;
+		expect(purged).toMatchObject({ deleted: 1, failed: 1 });
+		expect(await jobRow(failed.job_id)).toBeUndefined();
 	});
 });

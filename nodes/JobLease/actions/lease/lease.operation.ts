@@ -32,7 +32,8 @@ const properties: INodeProperties[] = [
 		type: 'number',
 		typeOptions: { minValue: 1, maxValue: 10000 },
 		default: MAX_JOBS_DEFAULT,
-		description: 'Most jobs to claim in this run. Each leased job becomes one output item.',
+		description:
+			'Most jobs to claim in this run. Each leased job becomes one output item. The lease runs once per execution, with the settings of the first input item.',
 	},
 	leaseSecondsField,
 	concurrencyLimitField,

@@ -49,9 +49,17 @@ export async function execute(this: IExecuteFunctions): Promise<INodeExecutionDa
 	});
 }
 
-/** No status chosen would purge nothing; it is refused rather than read as "all of them". */
+/**
+ * The chosen statuses: the list the editor stores, or from an expression an array or
+ * comma-separated text ("done,failed"). No status chosen would purge nothing; it is refused
+ * rather than read as "all of them".
+ */
 function chosenStatuses(value: unknown): string[] {
-	const statuses = Array.isArray(value) ? value.map(String) : [];
+	const statuses = (
+		Array.isArray(value) ? value.map(String) : typeof value === 'string' ? value.split(',') : []
+	)
+		.map((status) => status.trim())
+		.filter(Boolean);
 	if (statuses.length === 0)
 		throw invalidInput(
 			'Statuses',
