@@ -81,13 +81,102 @@ export class DatabaseUnavailableError extends DurableJobsError {
 }
 
 export class MigrationsMissingError extends DurableJobsError {
-	constructor(schema: string, missing: string[]) {
-		super('migrations_missing', `Schema "${schema}" is missing migrations: ${missing.join(', ')}`, {
-			field: 'autoMigrate',
-			fix: `Turn on "Auto-Migrate" in the credential, or apply them by hand: ${migrateByHand(schema)}`,
-			httpStatus: 503,
-		});
+	constructor(
+		schema: string,
+		missing: string[],
+		/** Why they are missing and what to do, when it is not that Auto-Migrate is off. */
+		explanation: { message?: string; fix?: string; cause?: unknown } = {},
+	) {
+		super(
+			'migrations_missing',
+			explanation.message ?? `Schema "${schema}" is missing migrations: ${missing.join(', ')}`,
+			{
+				field: 'autoMigrate',
+				fix:
+					explanation.fix ??
+					`Turn on "Auto-Migrate" in the credential, or apply them by hand: ${migrateByHand(schema)}`,
+				httpStatus: 503,
+				cause: explanation.cause,
+			},
+		);
 		this.name = 'MigrationsMissingError';
+	}
+}
+
+/**
+ * A migration stopped, applying nothing, because it has to wait: for running jobs (0016,
+ * SQLSTATE DJ016), or for a lock another transaction kept longer than the migration's lock
+ * timeout. It can be tried again later.
+ */
+export class MigrationWaitsError extends MigrationsMissingError {
+	readonly migrationId: number;
+	readonly migration: string;
+	/** What it waits for, e.g. "Migration 0016 waits: 2 jobs of queue … are running at once". */
+	readonly reason: string;
+	/** What to do about it, when the migration says. */
+	readonly hint: string | undefined;
+	/** The migrations the same run applied before this one. */
+	readonly applied: readonly string[];
+
+	constructor(
+		schema: string,
+		migration: { id: number; name: string },
+		reason: string,
+		details: { hint?: string; applied: readonly string[]; cause?: unknown },
+	) {
+		super(schema, [migration.name], {
+			message: `${reason} (schema "${schema}")`,
+			fix: `${details.hint ? `${details.hint.replace(/\.?$/, '.')} ` : ''}Or apply it by hand once that is over: ${migrateByHand(schema)}`,
+			cause: details.cause,
+		});
+		this.name = 'MigrationWaitsError';
+		this.migrationId = migration.id;
+		this.migration = migration.name;
+		this.reason = reason;
+		this.hint = details.hint;
+		this.applied = details.applied;
+	}
+}
+
+/**
+ * Migrating failed because the role may not change the schema (SQLSTATE 42501: not the owner
+ * of its tables, or no CREATE on the database for a new schema). Nothing of the migration it
+ * tried was applied.
+ */
+export class MigrationNotPermittedError extends MigrationsMissingError {
+	/** PostgreSQL's words, e.g. "must be owner of table jobs". */
+	readonly refusal: string;
+
+	constructor(schema: string, missing: string[], refusal: string, cause: unknown) {
+		super(schema, missing, {
+			message: `Schema "${schema}" is missing ${missing.length === 1 ? 'migration' : 'migrations'} ${missing.join(', ')}, and the credential's role may not apply ${missing.length === 1 ? 'it' : 'them'} (PostgreSQL: ${refusal})`,
+			fix: `Apply them as the owner of schema "${schema}" and its tables (or, for a new schema, a role with CREATE on the database): ${migrateByHand(schema)}; or make the credential's role the owner of the schema and its tables`,
+			cause,
+		});
+		this.name = 'MigrationNotPermittedError';
+		this.refusal = refusal;
+	}
+}
+
+/**
+ * The schema's `migrations` table is not this package's (another application's, such as n8n's
+ * own, which has one in its schema), or records a migration under another name than this
+ * package's file: its tables cannot be trusted to be the package's.
+ */
+export class MigrationHistoryError extends DurableJobsError {
+	readonly schema: string;
+	constructor(schema: string, what: string) {
+		super(
+			'migration_history_mismatch',
+			`Schema "${schema}" is not a Durable Jobs schema: ${what}`,
+			{
+				field: 'schema',
+				fix: 'Choose another Schema in the Durable Jobs Postgres credential (the default, durable_jobs, or another name no application uses): this one belongs to another application (n8n keeps a "migrations" table of its own in the schema of its database), or its migration history was edited',
+				httpStatus: 503,
+			},
+		);
+		this.name = 'MigrationHistoryError';
+		this.schema = schema;
 	}
 }
 
@@ -155,6 +244,61 @@ export function isUnreachableError(error: unknown): boolean {
 	return unreachable(pgError.code ?? '', pgError.message ?? '');
 }
 
+/** Why connecting failed, in terms that do not depend on where the settings came from. */
+export type ConnectionProblem =
+	| 'password_missing'
+	| 'login_rejected'
+	| 'database_missing'
+	| 'host_unknown'
+	| 'unreachable';
+
+/**
+ * Which connection problem an error (a driver error, or the DurableJobsError made from one)
+ * is, or null for one that is not about connecting. The credential's texts (below) and the
+ * command line's (cli.ts) each name their own settings for it.
+ */
+export function connectionProblem(error: unknown): ConnectionProblem | null {
+	const cause = error instanceof DurableJobsError ? error.cause : error;
+	if (isMissingPasswordError(cause)) return 'password_missing';
+	const pgError = (typeof cause === 'object' && cause !== null ? cause : {}) as PgLikeError;
+	const code = pgError.code ?? '';
+	if (code === '28P01' || code === '28000') return 'login_rejected';
+	if (code === '3D000') return 'database_missing';
+	if (code === 'ENOTFOUND') return 'host_unknown';
+	if (unreachable(code, pgError.message ?? '')) return 'unreachable';
+	return null;
+}
+
+/** Each connection problem in the words of the Durable Jobs Postgres credential. */
+const CREDENTIAL_PROBLEMS: Readonly<Record<ConnectionProblem, { message: string; fix: string }>> = {
+	password_missing: {
+		message: 'PostgreSQL asks for a password, and the credential has none',
+		fix: 'Fill in Password in the Durable Jobs Postgres credential',
+	},
+	login_rejected: {
+		message: 'PostgreSQL rejected the user name or password',
+		fix: 'Check User and Password in the Durable Jobs Postgres credential',
+	},
+	database_missing: {
+		message: 'The database named in the credential does not exist',
+		fix: 'Check Database in the credential, or create it (CREATE DATABASE …)',
+	},
+	host_unknown: {
+		message: 'The database host name could not be resolved',
+		fix: 'Check Host in the credential',
+	},
+	unreachable: {
+		message: 'PostgreSQL is unreachable',
+		fix: 'Check that PostgreSQL is running and that Host and Port in the credential are right; the next run retries',
+	},
+};
+
+/** What an unreachable server's error said: its code, for the message. */
+export function unreachableDetail(error: unknown): string {
+	const cause = error instanceof DurableJobsError ? error.cause : error;
+	return (cause as PgLikeError | null)?.code || 'connection lost';
+}
+
 /**
  * Turns a driver error into a DurableJobsError with an actionable message. Messages never echo
  * connection settings, so a password cannot leak through them.
@@ -164,38 +308,12 @@ export function classifyDatabaseError(error: unknown): DurableJobsError {
 	const pgError = (typeof error === 'object' && error !== null ? error : {}) as PgLikeError;
 	const code = pgError.code ?? '';
 	const message = pgError.message ?? String(error);
-	if (isMissingPasswordError(error)) {
+	const problem = connectionProblem(error);
+	if (problem) {
+		const texts = CREDENTIAL_PROBLEMS[problem];
 		return new DatabaseUnavailableError(
-			'PostgreSQL asks for a password, and the credential has none',
-			'Fill in Password in the Durable Jobs Postgres credential',
-			error,
-		);
-	}
-	if (code === '28P01' || code === '28000') {
-		return new DatabaseUnavailableError(
-			'PostgreSQL rejected the user name or password',
-			'Check User and Password in the Durable Jobs Postgres credential',
-			error,
-		);
-	}
-	if (code === '3D000') {
-		return new DatabaseUnavailableError(
-			'The database named in the credential does not exist',
-			'Check Database in the credential, or create it (CREATE DATABASE …)',
-			error,
-		);
-	}
-	if (code === 'ENOTFOUND') {
-		return new DatabaseUnavailableError(
-			'The database host name could not be resolved',
-			'Check Host in the credential',
-			error,
-		);
-	}
-	if (unreachable(code, message)) {
-		return new DatabaseUnavailableError(
-			`PostgreSQL is unreachable (${code || 'connection lost'})`,
-			'Check that PostgreSQL is running and that Host and Port in the credential are right; the next run retries',
+			problem === 'unreachable' ? `${texts.message} (${unreachableDetail(error)})` : texts.message,
+			texts.fix,
 			error,
 		);
 	}

@@ -635,12 +635,12 @@ describe('migrations', () => {
 		await dropSchema(pool, target);
 		await schemaAtMigration(pool, target, 14);
 		// PostgreSQL looks for a deadlock once per wait, deadlock_timeout after it began, and
-		// aborts the side that looks while the cycle exists. With 1 s each, a reader that asked
-		// more than a second after the migration began to wait (a loaded machine) was the one
-		// aborted; the migration's 5 s and the reader's 60 s make the migration the one.
+		// aborts the side that looks while the cycle exists: the reader's 60 s make the migration
+		// the one. The migration's 1 s stays under its lock timeout (3 s), past which it would
+		// stop waiting for the view and report that it waits instead.
 		await withReaderAndMigrator(
 			target,
-			{ reader: '60s', migrator: '5s' },
+			{ reader: '60s', migrator: '1s' },
 			async (reader, migrator) => {
 				// A reader of job_attempts, as Job Status is, holds the view; 0015 waits for it while
 				// holding the schema's migration lock, which the reader then asks for. PostgreSQL

@@ -1,0 +1,126 @@
+/**
+ * Auto-Migrate (on by default) with a runtime role that has exactly the README's privileges
+ * ("Database privileges"): it may not apply migrations. When all it lacks are migrations the
+ * package works without, the store opens with a warning; when one it needs is missing, the
+ * error says to migrate as the schema's owner.
+ */
+import {
+	MigrationsMissingError,
+	loadMigrations,
+	migrate,
+	openStore,
+	resetMigrationCache,
+	type StoreConfig,
+} from '../../src/core';
+import {
+	connectionConfig,
+	databaseUrl,
+	dropSchema,
+	newPool,
+	ok,
+	schemaAtMigration,
+	useTestSchema,
+} from '../helpers/db';
+
+const runtime = `djt_rt_priv_${process.pid}`;
+const { schema, pool } = useTestSchema(__filename, {
+	closeCachedPools: true,
+	cleanUp: async (admin) => {
+		await dropSchema(admin, `${schema}_old`);
+		const { rows } = await admin.query('SELECT 1 FROM pg_roles WHERE rolname = $1', [runtime]);
+		if (rows.length > 0) {
+			await admin.query(`DROP OWNED BY "${runtime}" CASCADE`);
+			await admin.query(`DROP ROLE "${runtime}"`);
+		}
+	},
+});
+
+/** README, "Database privileges", run by the schema's owner. */
+async function grantRuntimePrivileges(target: string): Promise<void> {
+	await pool.query(`GRANT USAGE ON SCHEMA "${target}" TO "${runtime}"`);
+	await pool.query(
+		`GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA "${target}" TO "${runtime}"`,
+	);
+}
+
+function runtimeConfig(target: string): StoreConfig {
+	return {
+		...connectionConfig(databaseUrl(), { user: runtime, maxConnections: 4 }),
+		schema: target,
+	};
+}
+
+async function appliedIds(target: string): Promise<number> {
+	return (await pool.query(`SELECT max(id)::int AS id FROM "${target}".migrations`)).rows[0].id;
+}
+
+beforeAll(async () => {
+	await pool.query(`DROP ROLE IF EXISTS "${runtime}"`);
+	const password = connectionConfig().password;
+	await pool.query(
+		`CREATE ROLE "${runtime}" LOGIN${password ? ` PASSWORD '${password.replace(/'/g, "''")}'` : ''}`,
+	);
+});
+
+describe('Auto-Migrate with a runtime role that may not migrate', () => {
+	it('opens the store, with a warning naming the migrate command, when it lacks only migrations the package works without', async () => {
+		await schemaAtMigration(pool, schema, 15);
+		await grantRuntimePrivileges(schema);
+		resetMigrationCache();
+		const told: string[] = [];
+		const events = { onMigrationsPending: (message: string) => told.push(message) };
+
+		const store = await openStore(runtimeConfig(schema), {}, events);
+		await openStore(runtimeConfig(schema), {}, events);
+
+		expect(told).toHaveLength(1);
+		for (const part of [
+			`schema "${schema}" lacks migrations`,
+			'0016_ordering_key_runs_alone.sql (without it,',
+			'0017_running_by_lease_end.sql (without it,',
+			'0018_running_by_attempt_lease_end.sql (without it,',
+			"the credential's role may not apply them",
+			'must be owner of',
+			`node node_modules/n8n-nodes-durable-jobs/dist/src/cli.js migrate --schema ${schema}`,
+			'turn off "Auto-Migrate"',
+		])
+			expect(told[0]).toContain(part);
+		expect(await appliedIds(schema)).toBe(15);
+
+		const [enqueued] = (await store.enqueue([{ queue: 'privileges', payload: { n: 1 } }])).map(ok);
+		const leased = await store.lease({ queue: 'privileges', limit: 1 });
+		expect(leased.map((job) => job.id)).toEqual([enqueued.jobId]);
+	});
+
+	it('fails, naming the migration and the fix (migrate as the schema owner), when it lacks one the package needs', async () => {
+		const old = `${schema}_old`;
+		await dropSchema(pool, old);
+		await schemaAtMigration(pool, old, 14);
+		await grantRuntimePrivileges(old);
+		resetMigrationCache();
+
+		const error = await openStore(runtimeConfig(old)).catch((caught: unknown) => caught);
+
+		expect(error).toBeInstanceOf(MigrationsMissingError);
+		const { code, message, fix } = error as MigrationsMissingError;
+		expect(code).toBe('migrations_missing');
+		expect(message).toContain(`Schema "${old}" is missing migrations 0015_column_domains.sql`);
+		expect(message).toContain("the credential's role may not apply them");
+		expect(fix).toContain(`owner of schema "${old}"`);
+		expect(fix).toContain(
+			`node node_modules/n8n-nodes-durable-jobs/dist/src/cli.js migrate --schema ${old}`,
+		);
+		expect(fix).not.toContain('Grant the runtime role');
+		expect(await appliedIds(old)).toBe(14);
+
+		// The schema's owner migrates; the runtime role's next use works.
+		const owner = newPool(1);
+		try {
+			expect((await migrate(owner, old)).applied).toHaveLength(loadMigrations().length - 14);
+		} finally {
+			await owner.end();
+		}
+		await grantRuntimePrivileges(old);
+		await expect(openStore(runtimeConfig(old))).resolves.toBeDefined();
+	});
+});
