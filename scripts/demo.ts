@@ -6,20 +6,23 @@
  * is printed with the time since the start; a first run says up front what it downloads.
  *
  * Ctrl-C, SIGTERM or an error: n8n, PostgreSQL and every temp folder are removed before the
- * process exits (scripts/lib/cleanup.ts). A DATABASE_URL that does not work ends it at once
- * with one line saying why (exit code 1).
+ * process exits (scripts/lib/cleanup.ts). A DATABASE_URL that does not work, or whose role may
+ * not create n8n's database or the job schema, ends it at once with one line saying why (exit
+ * code 1). Each run keeps its jobs in a schema of its own (scripts/lib/demo.ts), dropped when
+ * it stops, so two demos can share one DATABASE_URL.
  */
 import { exitCleanly, failAndExit, runCleanups } from './lib/cleanup';
+import { maskDatabaseUrl } from './lib/database-url';
+import { demoSchemaName, followJobStatus } from './lib/demo';
 import {
 	DASHBOARD_LOGIN,
+	ENVIRONMENT_NEEDS,
 	OPERATOR_KEY,
 	startEnvironment,
 	type Environment,
 } from './lib/environment';
 import { downloadNotice } from './lib/n8n';
 import { startPostgres } from './lib/postgres';
-
-const SCHEMA = 'durable_jobs_demo';
 
 function line(text = ''): void {
 	process.stdout.write(`${text}\n`);
@@ -42,25 +45,14 @@ async function followJob(env: Environment): Promise<void> {
 	line(`  ${since()}  HTTP ${accepted.status}  ${JSON.stringify(accepted.body)}`);
 	if (accepted.status !== 202) throw new Error('the receiver did not accept the sample job');
 	const statusUrl = (accepted.body as { status_url: string }).status_url;
-	let last = '';
-	for (;;) {
-		const answer = await env.request(statusUrl.replace(/^\/webhook\//, ''));
-		const body = answer.body as {
-			status: string;
-			attempts: number;
-			result?: unknown;
-			error?: unknown;
-		};
-		if (body.status !== last) {
-			last = body.status;
-			line(`  ${since()}  ${body.status}${body.attempts ? ` (attempt ${body.attempts})` : ''}`);
-		}
-		if (body.status === 'done' || body.status === 'failed') {
-			line(`  result: ${JSON.stringify(body.result ?? body.error)}`);
-			break;
-		}
-		await new Promise((resolve) => setTimeout(resolve, 200));
-	}
+	await followJobStatus({
+		poll: () => env.request(statusUrl.replace(/^\/webhook\//, '')),
+		line,
+		since,
+		hint:
+			`Check in n8n (${env.n8n.baseUrl}) that the workflow "Durable Jobs: Dispatcher" is published and ` +
+			`what its executions say, and n8n's log (${env.n8n.logFile}). The demo keeps running.`,
+	});
 	const again = await env.request('jobs', {
 		method: 'POST',
 		body: { document },
@@ -106,10 +98,10 @@ async function main(): Promise<void> {
 			? 'PostgreSQL: checking DATABASE_URL'
 			: 'PostgreSQL: DATABASE_URL not set, starting an embedded one (from npm)',
 	);
-	const postgres = await startPostgres(step);
+	const postgres = await startPostgres(step, [], { needs: ENVIRONMENT_NEEDS });
 	const env: Environment = await startEnvironment({
 		databaseUrl: postgres.url,
-		schema: SCHEMA,
+		schema: demoSchemaName(),
 		pollSeconds: 1,
 		log: step,
 	});
@@ -136,6 +128,9 @@ async function main(): Promise<void> {
 		`       curl -i '${env.n8n.webhookUrl('jobs/unknown-outcomes?queue=documents')}' -H '${OPERATOR_KEY.header}: ${OPERATOR_KEY.value}'`,
 	);
 	line(`  stand-in CRM records: ${env.standins.crm.url}/records`);
+	line(
+		`  job tables: schema ${env.schema} on ${postgres.embedded ? postgres.url : maskDatabaseUrl(postgres.url)} (this run's own, dropped when it stops)`,
+	);
 	line("  (the login and the key are this demo's own; on your n8n, create your own: README)");
 	if (stopAfterSeconds === undefined) {
 		line('Press Ctrl-C to stop everything.');

@@ -3,17 +3,22 @@
  * cache (scripts/lib/n8n/install.ts), and does nothing more when they are there. `npm test`
  * runs it first, so the unit tests that check the nodes against n8n's own code (its converter
  * of nodes into AI agent tools) run too; `npm run test:unit` alone skips those without it.
+ *
+ * Ctrl-C or SIGTERM stops npm and releases the install lock before the process exits (the
+ * cleanup registry, scripts/lib/cleanup.ts): a lock left behind would keep the next run
+ * waiting. The next run wipes the unfinished install and starts it again.
  */
+import { exitCleanly, failAndExit } from './lib/cleanup';
 import { downloadNotice, ensureN8n } from './lib/n8n';
 
+const print = (text: string) => process.stdout.write(`${text}\n`);
+
 async function main(): Promise<void> {
+	exitCleanly({ log: (text) => print(`\n${text}`), onExit: () => print('Stopped.') });
 	const notice = downloadNotice();
-	if (notice) process.stdout.write(`${notice}\n`);
-	const install = await ensureN8n({ log: (text) => process.stdout.write(`${text}\n`) });
-	process.stdout.write(`n8n ${install.version} is ready in ${install.installDir}\n`);
+	if (notice) print(notice);
+	const install = await ensureN8n({ log: print });
+	print(`n8n ${install.version} is ready in ${install.installDir}`);
 }
 
-main().catch((error: unknown) => {
-	process.stderr.write(`${error instanceof Error ? error.message : String(error)}\n`);
-	process.exit(1);
-});
+main().catch((error: unknown) => failAndExit(error, { stack: false }));

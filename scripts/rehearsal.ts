@@ -34,7 +34,7 @@ import pg from 'pg';
 
 import { exitCleanly, failAndExit } from './lib/cleanup';
 import { maskDatabaseUrl } from './lib/database-url';
-import { REPO_DIR } from './lib/environment';
+import { ENVIRONMENT_NEEDS, REPO_DIR } from './lib/environment';
 import { DEFAULT_N8N_VERSION, downloadNotice } from './lib/n8n';
 import { startPostgres, type RunningPostgres } from './lib/postgres';
 import {
@@ -199,7 +199,7 @@ async function main(): Promise<void> {
 				? "n8n's database: checking DATABASE_URL"
 				: "n8n's database: DATABASE_URL not set, starting an embedded PostgreSQL (from npm)",
 		);
-		postgres = await startPostgres(log);
+		postgres = await startPostgres(log, [], { needs: ENVIRONMENT_NEEDS });
 		const client = new pg.Client({ connectionString: postgres.url });
 		await client.connect();
 		const version = (await client.query<{ server_version: string }>('SHOW server_version')).rows[0]

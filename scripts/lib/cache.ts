@@ -8,10 +8,20 @@
  * `.install-complete` exists in it, so an interrupted install is wiped and redone.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import {
+	existsSync,
+	mkdirSync,
+	readFileSync,
+	renameSync,
+	rmSync,
+	statSync,
+	writeFileSync,
+} from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 
+import { registerCleanup } from './cleanup';
 import { trackChild } from './processes';
 
 export const COMPLETE_MARKER = '.install-complete';
@@ -151,45 +161,173 @@ function pidAlive(pid: number): boolean {
 	}
 }
 
+/** The file in a lock folder that names its owner: `<pid> <token>`. */
+const OWNER_FILE = 'pid';
 /**
- * Cross-process lock (several vitest workers or a demo may ask for the same install at once).
- * `mkdir` is atomic; a lock whose owner pid is gone is taken over.
+ * A lock folder without a readable owner (an older version of this code created the folder
+ * first and wrote the owner next) is stale once it is this old.
+ */
+const OWNERLESS_STALE_MS = 30_000;
+/** Takeovers are synchronous and last microseconds: only a SIGKILL inside one leaves this. */
+const TAKEOVER_STALE_MS = 10_000;
+/** How often a waiter says again whom it waits for. */
+const WAIT_REMINDER_MS = 60_000;
+
+/** The locks this process holds: a lock naming our own pid and not among these is stale. */
+const heldLocks = new Set<string>();
+
+export type LockState =
+	| { held: false }
+	| {
+			held: true;
+			/** The owner's pid, when the lock names one. */
+			pid: number | undefined;
+			/** True when the owner is gone (or is this process's pid reused, see withLock). */
+			stale: boolean;
+	  };
+
+function errorCode(error: unknown): string | undefined {
+	return (error as NodeJS.ErrnoException).code;
+}
+
+function ageMs(path: string): number | undefined {
+	try {
+		return Date.now() - statSync(path).mtimeMs;
+	} catch {
+		return undefined;
+	}
+}
+
+/** Who holds `lockDir`, and whether that owner is gone. */
+export function inspectLock(lockDir: string): LockState {
+	let content: string | undefined;
+	try {
+		content = readFileSync(join(lockDir, OWNER_FILE), 'utf8');
+	} catch (error) {
+		if (errorCode(error) !== 'ENOENT' && errorCode(error) !== 'ENOTDIR') throw error;
+	}
+	const pid = Number(content?.trim().split(/\s+/)[0]);
+	if (content === undefined || !Number.isInteger(pid) || pid <= 0) {
+		const age = ageMs(lockDir);
+		if (age === undefined) return { held: false };
+		return { held: true, pid: undefined, stale: age > OWNERLESS_STALE_MS };
+	}
+	// Our own pid in a lock we do not hold: written by an earlier container whose pids started
+	// over, or by this process before a crash it did not survive.
+	const stale = pid === process.pid ? !heldLocks.has(lockDir) : !pidAlive(pid);
+	return { held: true, pid, stale };
+}
+
+/**
+ * Creates `lockDir` with its owner file in one step: the folder is prepared under another name
+ * and renamed into place, which fails while a lock folder (never empty) is there.
+ */
+function tryCreateLock(lockDir: string, owner: string): boolean {
+	const staging = `${lockDir}.${process.pid}-${randomBytes(4).toString('hex')}`;
+	mkdirSync(staging);
+	try {
+		writeFileSync(join(staging, OWNER_FILE), owner);
+		renameSync(staging, lockDir);
+		return true;
+	} catch (error) {
+		if (errorCode(error) === 'ENOTEMPTY' || errorCode(error) === 'EEXIST') return false;
+		throw error;
+	} finally {
+		rmSync(staging, { recursive: true, force: true });
+	}
+}
+
+/**
+ * Removes `lockDir` when its owner is gone, and says who holds it otherwise. Two waiters that
+ * both found the same stale lock must not both remove it: the second would remove the lock
+ * the first has created since. So the owner is read again, and the lock removed, only while
+ * holding `<lockDir>.takeover` (created by mkdir, which only one of them can do).
+ */
+export function removeLockIfStale(lockDir: string): LockState {
+	const takeover = `${lockDir}.takeover`;
+	try {
+		mkdirSync(takeover);
+	} catch (error) {
+		if (errorCode(error) !== 'EEXIST') throw error;
+		if ((ageMs(takeover) ?? 0) > TAKEOVER_STALE_MS)
+			rmSync(takeover, { recursive: true, force: true });
+		const state = inspectLock(lockDir);
+		// Another waiter is deciding right now; ask again on the next round.
+		return state.held ? { ...state, stale: false } : state;
+	}
+	try {
+		const state = inspectLock(lockDir);
+		if (!state.held || !state.stale) return state;
+		rmSync(lockDir, { recursive: true, force: true });
+		return { held: false };
+	} finally {
+		rmSync(takeover, { recursive: true, force: true });
+	}
+}
+
+/** Removes `lockDir` if it is still the one `owner` created (never another process's lock). */
+function releaseLock(lockDir: string, owner: string): void {
+	heldLocks.delete(lockDir);
+	let content: string | undefined;
+	try {
+		content = readFileSync(join(lockDir, OWNER_FILE), 'utf8');
+	} catch {
+		return;
+	}
+	if (content === owner) rmSync(lockDir, { recursive: true, force: true });
+}
+
+function shellQuote(text: string): string {
+	return /^[\w./+-]+$/.test(text) ? text : `'${text.replace(/'/g, `'\\''`)}'`;
+}
+
+function waitingMessage(lockDir: string, pid: number | undefined, waitedMs: number): string {
+	const owner = pid === undefined ? 'a process that did not write its pid' : `process ${pid}`;
+	const check =
+		pid === undefined ? '' : ` (\`ps -p ${pid}\` shows none, or not an install of this project)`;
+	return (
+		`${waitedMs > 0 ? `still waiting (${formatDuration(waitedMs)})` : 'waiting'} for ${owner}, ` +
+		`which holds the lock ${lockDir} while it installs into ${lockDir.replace(/\.lock$/, '')}; ` +
+		`if no such process runs${check}, remove the lock: rm -rf ${shellQuote(lockDir)}`
+	);
+}
+
+/**
+ * Cross-process lock (several jest workers or a demo may ask for the same install at once).
+ * The lock folder appears with its owner's pid in one rename; a lock whose owner is gone is
+ * taken over (see removeLockIfStale). The lock is released when `fn` ends and, through the
+ * cleanup registry, when the process is stopped by a signal or exits first.
  */
 export async function withLock<T>(
 	lockDir: string,
 	fn: () => Promise<T>,
 	log: (s: string) => void = () => {},
 ): Promise<T> {
-	const pidFile = join(lockDir, 'pid');
-	let announced = false;
+	const owner = `${process.pid} ${randomBytes(8).toString('hex')}\n`;
+	const waitStarted = Date.now();
+	let announced: { pid: number | undefined; at: number } | undefined;
 	for (;;) {
-		try {
-			mkdirSync(lockDir);
-			writeFileSync(pidFile, String(process.pid));
-			break;
-		} catch (err) {
-			if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
-			let owner = NaN;
-			try {
-				owner = Number(readFileSync(pidFile, 'utf8'));
-			} catch {
-				// The owner may not have written its pid yet.
-			}
-			if (Number.isFinite(owner) && owner > 0 && !pidAlive(owner)) {
-				rmSync(lockDir, { recursive: true, force: true });
-				continue;
-			}
-			if (!announced) {
-				log(`waiting for another process installing into ${lockDir.replace(/\.lock$/, '')}`);
-				announced = true;
-			}
-			await sleep(1000);
+		const heldHere = heldLocks.has(lockDir);
+		if (!heldHere && tryCreateLock(lockDir, owner)) break;
+		const state: LockState = heldHere
+			? { held: true, pid: process.pid, stale: false }
+			: removeLockIfStale(lockDir);
+		if (!state.held) continue;
+		const now = Date.now();
+		if (!announced || announced.pid !== state.pid || now - announced.at >= WAIT_REMINDER_MS) {
+			log(waitingMessage(lockDir, state.pid, announced ? now - waitStarted : 0));
+			announced = { pid: state.pid, at: now };
 		}
+		await sleep(1000);
 	}
+	heldLocks.add(lockDir);
+	const release = () => releaseLock(lockDir, owner);
+	const cleanup = registerCleanup(`install lock ${lockDir}`, async () => release(), release);
 	try {
 		return await fn();
 	} finally {
-		rmSync(lockDir, { recursive: true, force: true });
+		cleanup.unregister();
+		release();
 	}
 }
 

@@ -195,16 +195,23 @@ export function pendingCleanups(): string[] {
 
 /**
  * The end of an entry point that failed: prints the error (a DatabaseUrlError is one line: its
- * stack is its message), stops everything registered and exits with 1. Nothing to do when a
- * signal already started the stop: the error is the interrupted step's and no news.
+ * stack is its message; `stack: false` prints any error's message alone), stops everything
+ * registered and exits with 1. Nothing to do when a signal already started the stop: the error
+ * is the interrupted step's and no news.
  */
-export async function failAndExit(error: unknown): Promise<void> {
+export async function failAndExit(
+	error: unknown,
+	options: { stack?: boolean } = {},
+): Promise<void> {
 	// A Ctrl-C or SIGTERM to the process group also reaches the children (npm installing n8n,
 	// initdb, n8n): one that dies of it can be noticed before our own signal handler has run.
 	// Give that handler a moment before calling the error a failure of its own.
 	await new Promise((resolve) => setTimeout(resolve, SIGNAL_GRACE_MS));
 	if (stopRequested()) return;
-	const text = error instanceof Error ? (error.stack ?? error.message) : String(error);
+	const text =
+		error instanceof Error
+			? ((options.stack === false ? undefined : error.stack) ?? error.message)
+			: String(error);
 	process.stderr.write(`\n${text}\n`);
 	await runCleanups({ log: (line) => process.stderr.write(`${line}\n`) });
 	process.exit(1);

@@ -2,9 +2,9 @@
  * One reading of a PostgreSQL connection URL for the scripts and the tests, and one answer to
  * "this URL does not work": `parseDatabaseUrl` splits `postgres://user:password@host:port/db`
  * into its parts (with the defaults every caller used before: database `postgres`, user
- * `$USER` or `postgres`, port 5432), and `checkDatabaseUrl` connects once and turns any failure
- * into a `DatabaseUrlError` whose one-line message says what is wrong, that it came from
- * DATABASE_URL, and what to do.
+ * `$USER` or `postgres`, port 5432), and `checkDatabaseUrl` connects once, checks that the role
+ * may create what the caller will create, and turns any failure into a `DatabaseUrlError` whose
+ * one-line message says what is wrong, that it came from DATABASE_URL, and what to do.
  */
 import pg from 'pg';
 
@@ -159,14 +159,75 @@ export function describeDatabaseUrlError(
 	return `${source} (${maskDatabaseUrl(url)}): ${cause}. ${FIX}`;
 }
 
+/** What a caller will create on the server of a URL; `checkDatabaseUrl` checks the rights first. */
+export interface DatabaseNeeds {
+	/** CREATE DATABASE (n8n's own database): the role needs CREATEDB (or SUPERUSER). */
+	createDatabase?: boolean;
+	/** CREATE SCHEMA in the URL's database: CREATE on that database (or SUPERUSER, or owning it). */
+	createSchema?: boolean;
+	/** Roles of every kind, superusers among them (some tests): SUPERUSER. */
+	superuser?: boolean;
+	/** What the caller creates with them, for the message ("which it needs for …"). */
+	purpose?: string;
+}
+
+interface RoleRights {
+	role: string;
+	database: string;
+	superuser: boolean;
+	createdb: boolean;
+	create_schema: boolean;
+}
+
+function quoteIdentifier(name: string): string {
+	return `"${name.replace(/"/g, '""')}"`;
+}
+
 /**
- * Connects once with `url` and runs `SELECT 1`; throws a `DatabaseUrlError` with the one-line
- * message of `describeDatabaseUrlError` when that fails. For entry points and test set-up that
+ * What `rights` lack of `needs`, as one line in the style of `describeDatabaseUrlError` (the
+ * cause, where the URL came from, the grant that fixes it or the embedded PostgreSQL), or
+ * undefined when nothing is missing.
+ */
+export function describeMissingRights(
+	rights: RoleRights,
+	needs: DatabaseNeeds,
+	url: string,
+	source = 'DATABASE_URL',
+): string | undefined {
+	if (rights.superuser) return undefined;
+	const role = quoteIdentifier(rights.role);
+	const missing: Array<{ cause: string; grant: string }> = [];
+	if (needs.superuser) {
+		missing.push({ cause: 'is not a superuser', grant: `ALTER ROLE ${role} SUPERUSER` });
+	} else {
+		if (needs.createDatabase && !rights.createdb)
+			missing.push({
+				cause: 'may not create databases (it has neither CREATEDB nor SUPERUSER)',
+				grant: `ALTER ROLE ${role} CREATEDB`,
+			});
+		if (needs.createSchema && !rights.create_schema)
+			missing.push({
+				cause: `may not create schemas in the database "${rights.database}" (no CREATE privilege on it)`,
+				grant: `GRANT CREATE ON DATABASE ${quoteIdentifier(rights.database)} TO ${role}`,
+			});
+	}
+	if (missing.length === 0) return undefined;
+	return (
+		`${source} (${maskDatabaseUrl(url)}): the role "${rights.role}" connects but ` +
+		`${missing.map((m) => m.cause).join(' and ')}${needs.purpose ? `, which it needs for ${needs.purpose}` : ''}. ` +
+		`Grant it (as a superuser: ${missing.map((m) => m.grant).join('; ')}), or unset ${source} to use an embedded PostgreSQL.`
+	);
+}
+
+/**
+ * Connects once with `url` and runs `SELECT 1`, then checks that its role may do what `needs`
+ * says; throws a `DatabaseUrlError` with a one-line message when either fails (see
+ * `describeDatabaseUrlError`, `describeMissingRights`). For entry points and test set-up that
  * take DATABASE_URL, before they start anything.
  */
 export async function checkDatabaseUrl(
 	url: string,
-	options: { source?: string; timeoutMs?: number } = {},
+	options: { source?: string; timeoutMs?: number; needs?: DatabaseNeeds } = {},
 ): Promise<void> {
 	const source = options.source ?? 'DATABASE_URL';
 	try {
@@ -179,12 +240,24 @@ export async function checkDatabaseUrl(
 		connectionTimeoutMillis: options.timeoutMs ?? 10_000,
 	});
 	client.on('error', () => undefined);
+	let rights: RoleRights;
 	try {
 		await client.connect();
 		await client.query('SELECT 1');
+		rights = (
+			await client.query<RoleRights>(
+				`SELECT current_user AS role, current_database() AS database,
+				        r.rolsuper AS superuser, r.rolcreatedb AS createdb,
+				        has_database_privilege(current_database(), 'CREATE') AS create_schema
+				   FROM pg_roles r
+				  WHERE r.rolname = current_user`,
+			)
+		).rows[0];
 	} catch (error) {
 		throw new DatabaseUrlError(describeDatabaseUrlError(error, url, source));
 	} finally {
 		await client.end().catch(() => undefined);
 	}
+	const missing = options.needs && describeMissingRights(rights, options.needs, url, source);
+	if (missing) throw new DatabaseUrlError(missing);
 }

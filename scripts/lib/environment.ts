@@ -13,7 +13,7 @@ import { join, resolve } from 'node:path';
 import pg from 'pg';
 
 import { registerCleanup } from './cleanup';
-import { parseDatabaseUrl } from './database-url';
+import { parseDatabaseUrl, type DatabaseNeeds } from './database-url';
 import { ensureN8n, packPackage, startN8n, type N8nInstance, type WebhookProbe } from './n8n';
 import { startStandins, type Standins } from './standins';
 import { startTcpProxy, type TcpProxy } from './tcp-proxy';
@@ -145,6 +145,16 @@ export function localizeWorkflows(
 		});
 	}
 }
+
+/**
+ * What `startEnvironment` creates on the server of its `databaseUrl`: n8n's own database, and
+ * the job schema in the URL's database. Entry points check it up front (startPostgres).
+ */
+export const ENVIRONMENT_NEEDS: DatabaseNeeds = {
+	createDatabase: true,
+	createSchema: true,
+	purpose: "n8n's own database and the jobs' own schema",
+};
 
 export interface EnvironmentOptions {
 	/** Superuser URL of the server that holds n8n's own database (n8n gets a database of its own there). */

@@ -4,11 +4,14 @@
  */
 import { createServer } from 'node:net';
 
-import { checkDatabaseUrl } from './database-url';
+import { checkDatabaseUrl, type DatabaseNeeds } from './database-url';
 import { LocalServer } from './embedded-server';
 
 export interface RunningPostgres {
-	/** Connection string for a superuser on the server's `postgres` database. */
+	/**
+	 * Connection string on the server's `postgres` database: a superuser's for the embedded
+	 * server; DATABASE_URL's role has at least the rights the caller asked for.
+	 */
 	url: string;
 	/** True when this process started the server (and `stop` will end it). */
 	embedded: boolean;
@@ -87,18 +90,26 @@ export async function startEmbeddedPostgres(
 	};
 }
 
+/** What every caller does: the job tables go into a schema of its own. */
+const DEFAULT_NEEDS: DatabaseNeeds = {
+	createSchema: true,
+	purpose: "the jobs' own schema",
+};
+
 /**
- * Use `DATABASE_URL` when it is set (after checking that it connects: a `DatabaseUrlError`
- * with a one-line message otherwise); else start a throw-away embedded PostgreSQL
- * (`startEmbeddedPostgres`). `extraFlags` only apply to the embedded server.
+ * Use `DATABASE_URL` when it is set (after checking that it connects and that its role may
+ * create what `needs` says, default a schema: a `DatabaseUrlError` with a one-line message
+ * otherwise); else start a throw-away embedded PostgreSQL (`startEmbeddedPostgres`, a
+ * superuser). `extraFlags` only apply to the embedded server.
  */
 export async function startPostgres(
 	log: (line: string) => void = () => {},
 	extraFlags: string[] = [],
+	options: { needs?: DatabaseNeeds } = {},
 ): Promise<RunningPostgres> {
 	const url = process.env.DATABASE_URL;
 	if (url) {
-		await checkDatabaseUrl(url);
+		await checkDatabaseUrl(url, { needs: options.needs ?? DEFAULT_NEEDS });
 		return { url, embedded: false, stop: async () => {} };
 	}
 	const server = await startEmbeddedPostgres(log, extraFlags);
