@@ -149,7 +149,8 @@ async function migrateIfMissing(
 		}
 	}
 	waitReports.delete(readyKey);
-	waitsInARow.delete(readyKey);
+	waitsInARow.delete(`${readyKey}:required`);
+	waitsInARow.delete(`${readyKey}:deferrable`);
 }
 
 /**
@@ -175,8 +176,11 @@ async function migrationStopped(
 		tell(events.onMigrationsPending, deferredMigrationsMessage(schema, missing, error.refusal));
 		return;
 	}
-	const waits = (waitsInARow.get(readyKey) ?? 0) + 1;
-	waitsInARow.set(readyKey, waits);
+	// Counted apart: waits for a migration the nodes need must not lengthen the first delay of
+	// a wait for one they work without, nor the other way round.
+	const waitKey = `${readyKey}:${required.length > 0 ? 'required' : 'deferrable'}`;
+	const waits = (waitsInARow.get(waitKey) ?? 0) + 1;
+	waitsInARow.set(waitKey, waits);
 	const retry = required.length > 0 ? REQUIRED_MIGRATION_RETRY_MS : DEFERRED_MIGRATION_RETRY_MS;
 	const delayMs = Math.min(retry.first * 2 ** (waits - 1), retry.max);
 	if (required.length > 0) throw requiredMigrationWaits(schema, required, error, delayMs);

@@ -149,7 +149,7 @@ export class MigrationNotPermittedError extends MigrationsMissingError {
 
 	constructor(schema: string, missing: string[], refusal: string, cause: unknown) {
 		super(schema, missing, {
-			message: `Schema "${schema}" is missing ${missing.length === 1 ? 'migration' : 'migrations'} ${missing.join(', ')}, and the credential's role may not apply ${missing.length === 1 ? 'it' : 'them'} (PostgreSQL: ${refusal})`,
+			message: `Schema "${schema}" is missing ${missing.length === 1 ? 'migration' : 'migrations'} ${missing.join(', ')}, and the role it connects as may not apply ${missing.length === 1 ? 'it' : 'them'} (PostgreSQL: ${refusal})`,
 			fix: `Apply them as the owner of schema "${schema}" and its tables (or, for a new schema, a role with CREATE on the database): ${migrateByHand(schema)}; or make the credential's role the owner of the schema and its tables`,
 			cause,
 		});
@@ -237,6 +237,17 @@ export function isMissingPasswordError(error: unknown): boolean {
  * database cannot be reached right now, which is worth waiting out, as opposed to a database
  * that answers and refuses (wrong password, unknown database, missing privileges).
  */
+/**
+ * Whether opening a store failed only because a migration it needs waits (for a lock another
+ * transaction holds, or for running jobs): a later open tries again, as after an outage.
+ */
+export function isMigrationWaitError(error: unknown): boolean {
+	return (
+		error instanceof MigrationWaitsError ||
+		(error instanceof MigrationsMissingError && error.cause instanceof MigrationWaitsError)
+	);
+}
+
 export function isUnreachableError(error: unknown): boolean {
 	const cause = error instanceof DurableJobsError ? error.cause : error;
 	if (typeof cause !== 'object' || cause === null) return false;

@@ -6,6 +6,8 @@
 import pg from 'pg';
 
 import {
+	JobTriggerEngine,
+	type LeasedJob,
 	MigrationWaitsError,
 	MigrationsMissingError,
 	loadMigrations,
@@ -18,6 +20,7 @@ import {
 	connectionConfig,
 	databaseUrl,
 	dropSchema,
+	ok,
 	schemaAtMigration,
 	sleep,
 	useTestSchema,
@@ -148,6 +151,46 @@ describe('a migration that waits for a lock', () => {
 			await dump.end();
 		}
 	}, 60_000);
+
+	it('a Job Trigger activated while a migration it needs waits for a lock starts all the same, and leases once it is applied', async () => {
+		await dropSchema(pool, schema);
+		await schemaAtMigration(pool, schema, 14);
+		resetMigrationCache();
+		const { client: dump } = await holder('pg_dump');
+		const config = { ...connectionConfig(), schema };
+		const emitted: string[] = [];
+		const trigger = new JobTriggerEngine({
+			store: async () => await openStore(config),
+			schema,
+			queue: 'during-upgrade',
+			connection: connectionConfig(),
+			backstopMs: 1_000,
+			emit: async (jobs: LeasedJob[]) => {
+				emitted.push(...jobs.map((job) => job.id));
+			},
+		});
+		try {
+			await dump.query('BEGIN');
+			await dump.query(`LOCK TABLE ${s}.jobs IN ACCESS SHARE MODE`);
+			expect(await within(15_000, trigger.start())).toBeUndefined();
+			expect(await appliedId()).toBe(14);
+			await dump.query('COMMIT');
+
+			await waitFor(
+				async () => (await appliedId()) === loadMigrations().length,
+				'the trigger applying the migrations',
+				30_000,
+			);
+			const [enqueued] = await (
+				await openStore(config)
+			).enqueue([{ queue: 'during-upgrade', payload: {} }]);
+			const { jobId } = ok(enqueued);
+			await waitFor(() => emitted.includes(jobId), 'the job leased by the trigger', 15_000);
+		} finally {
+			await trigger.stop();
+			await dump.end();
+		}
+	}, 90_000);
 
 	it('a store opens without a deferrable migration that waits for a lock, says so, and applies it later', async () => {
 		await dropSchema(pool, schema);

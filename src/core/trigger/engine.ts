@@ -1,4 +1,4 @@
-import { isUnreachableError } from '../errors';
+import { isMigrationWaitError, isUnreachableError } from '../errors';
 import { notifyChannel } from '../identifiers';
 import { holdPool } from '../pool';
 import type { JobStore } from '../store';
@@ -106,8 +106,8 @@ export class JobTriggerEngine {
 
 	/**
 	 * Opens the store, starts listening (or polling) and claims what is waiting. A database
-	 * that cannot be reached right now is not an error: the trigger keeps trying in the
-	 * background and catches up once it is back. Anything else (wrong password, missing
+	 * that cannot be reached right now, or a migration that waits (for a lock a pg_dump holds),
+	 * is not an error: the trigger keeps trying in the background and catches up once it can. Anything else (wrong password, missing
 	 * migrations with auto-migrate off, missing privileges) is thrown, so the activation fails
 	 * with that message.
 	 */
@@ -133,12 +133,15 @@ export class JobTriggerEngine {
 			await this.openStore();
 			await this.listener?.start();
 		} catch (error) {
-			if (!isUnreachableError(error)) {
+			const waitsForMigration = isMigrationWaitError(error);
+			if (!waitsForMigration && !isUnreachableError(error)) {
 				await this.stop();
 				throw error;
 			}
 			this.logger.warn(
-				`Durable Jobs: the job database cannot be reached (${(error as Error).message}); the trigger for queue "${this.queue}" keeps trying and catches up when it is back`,
+				waitsForMigration
+					? `Durable Jobs: ${(error as Error).message}; the trigger for queue "${this.queue}" keeps trying and starts leasing once the migration is applied`
+					: `Durable Jobs: the job database cannot be reached (${(error as Error).message}); the trigger for queue "${this.queue}" keeps trying and catches up when it is back`,
 			);
 			this.listener?.startReconnecting();
 		}
