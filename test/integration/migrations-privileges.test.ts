@@ -79,7 +79,7 @@ describe('Auto-Migrate with a runtime role that may not migrate', () => {
 			'0016_ordering_key_runs_alone.sql (without it,',
 			'0017_running_by_lease_end.sql (without it,',
 			'0018_running_by_attempt_lease_end.sql (without it,',
-			"the role it connects as may not apply them",
+			'the role it connects as may not apply them',
 			'must be owner of',
 			`node node_modules/n8n-nodes-durable-jobs/dist/src/cli.js migrate --schema ${schema}`,
 			'turn off "Auto-Migrate"',
@@ -105,7 +105,7 @@ describe('Auto-Migrate with a runtime role that may not migrate', () => {
 		const { code, message, fix } = error as MigrationsMissingError;
 		expect(code).toBe('migrations_missing');
 		expect(message).toContain(`Schema "${old}" is missing migrations 0015_column_domains.sql`);
-		expect(message).toContain("the role it connects as may not apply them");
+		expect(message).toContain('the role it connects as may not apply them');
 		expect(fix).toContain(`owner of schema "${old}"`);
 		expect(fix).toContain(
 			`node node_modules/n8n-nodes-durable-jobs/dist/src/cli.js migrate --schema ${old}`,
