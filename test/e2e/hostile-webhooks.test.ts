@@ -223,21 +223,30 @@ describe('POST /webhook/jobs (receiver)', () => {
 		expect(await executionCount('DjReceiver000001')).toBe(executions);
 	});
 
-	it('non-JSON, empty and non-object bodies answer 400 problem+json from the validation step', async () => {
+	// n8n parses XML and form bodies into objects of its own (an XML <document> with <id> and <text>
+	// reads like a valid request), and leaves other types unread: only application/json is taken.
+	it('a body that is not sent as application/json answers 415 problem+json naming Content-Type', async () => {
+		const unsupported = (message: RegExp) => (answer: Answer) => {
+			problem(415, /^Content-Type$/)(answer);
+			expect(answer.body).toMatchObject({ title: 'Unsupported media type' });
+			expect((answer.body as { detail: string }).detail).toMatch(message);
+		};
+		const notJson = /^Content-Type: must be application\/json \(got "/;
 		await hostile(
 			'POST /webhook/jobs',
-			'text/plain body "hello"',
-			post('jobs', 'hello', { 'content-type': 'text/plain' }),
-			400,
-			problem(400, /body/),
+			'XML body with root <document>, <id> and <text> (n8n parses it into a document object)',
+			post('jobs', '<document><id>a</id><text>b</text></document>', {
+				'content-type': 'application/xml',
+			}),
+			415,
+			unsupported(notJson),
 		);
-		// n8n parses XML and form bodies into objects; they lack `document`.
 		await hostile(
 			'POST /webhook/jobs',
-			'XML body',
-			post('jobs', '<job><id>1</id></job>', { 'content-type': 'application/xml' }),
-			400,
-			problem(400, /document/),
+			'XML body as text/xml',
+			post('jobs', '<job><id>1</id></job>', { 'content-type': 'text/xml; charset=utf-8' }),
+			415,
+			unsupported(notJson),
 		);
 		await hostile(
 			'POST /webhook/jobs',
@@ -245,9 +254,52 @@ describe('POST /webhook/jobs (receiver)', () => {
 			post('jobs', 'document[id]=a&document[text]=b', {
 				'content-type': 'application/x-www-form-urlencoded',
 			}),
-			400,
-			problem(400, /document/),
+			415,
+			unsupported(notJson),
 		);
+		await hostile(
+			'POST /webhook/jobs',
+			'text/plain body "hello"',
+			post('jobs', 'hello', { 'content-type': 'text/plain' }),
+			415,
+			unsupported(notJson),
+		);
+		// JSON, but of a type n8n 2.40.7's body parser does not read: the body would arrive as {}.
+		await hostile(
+			'POST /webhook/jobs',
+			'valid request as application/merge-patch+json (n8n leaves the body unread)',
+			post('jobs', JSON.stringify({ document: { id: 'a', text: 'b' } }), {
+				'content-type': 'application/merge-patch+json',
+			}),
+			415,
+			unsupported(
+				/n8n reads the body only when it is sent as application\/json .*send the same JSON with Content-Type: application\/json/,
+			),
+		);
+		const body = JSON.stringify({ document: { id: 'a', text: 'b' } });
+		const port = new URL(env.n8n.baseUrl).port;
+		await hostile(
+			'POST /webhook/jobs',
+			'valid request without Content-Type (sent over a socket; fetch adds one)',
+			async () =>
+				await raw(
+					`POST /webhook/jobs HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+				),
+			415,
+			(answer) => {
+				expect(answer.headers.get('content-type')).toContain('application/problem+json');
+				expect(answer.text).toContain('Content-Type: is missing');
+			},
+		);
+		// Control: the same request as application/json with a charset is accepted.
+		const accepted = await env.request('jobs', {
+			body,
+			headers: { 'content-type': 'application/json; charset=utf-8' },
+		});
+		expect(accepted.status).toBe(202);
+	});
+
+	it('empty and non-object JSON bodies answer 400 problem+json from the validation step', async () => {
 		// n8n turns an empty JSON body into {}.
 		await hostile(
 			'POST /webhook/jobs',
@@ -439,7 +491,7 @@ describe('POST /webhook/jobs (receiver)', () => {
 	// The Callback relay POSTs a signed event to callback_url from inside the network: a caller
 	// must not aim it at n8n itself, the cloud metadata service or another internal host. Hosts
 	// are read the way n8n's HTTP Request reads them (user info, extra slashes, hex IPv4).
-	it('a callback_url on localhost or a loopback, private or link-local address answers 400 naming callback_url', async () => {
+	it('a callback_url on localhost, an internal host name or a loopback, private or link-local address answers 400 naming callback_url', async () => {
 		const ssrf: Array<[string, string]> = [
 			['cloud metadata service', 'http://169.254.169.254/latest/meta-data/'],
 			['n8n itself on localhost', 'http://localhost:5678/webhook/jobs'],
@@ -450,6 +502,7 @@ describe('POST /webhook/jobs (receiver)', () => {
 			['IPv4-mapped IPv6 [::ffff:127.0.0.1]', 'http://[::ffff:127.0.0.1]/'],
 			['127.0.0.1 written in hex (0x7f000001)', 'http://0x7f000001/'],
 			['127.0.0.1 behind user info (public.example@127.0.0.1)', 'http://public.example@127.0.0.1/'],
+			['loopback 127.0.0.1 with the scheme in capitals', 'HTTP://127.0.0.1:5678/webhook/jobs'],
 		];
 		for (const [name, url] of ssrf)
 			await hostile(
@@ -464,14 +517,39 @@ describe('POST /webhook/jobs (receiver)', () => {
 					);
 				},
 			);
-		// Control: a public host is accepted (a DNS name is not resolved by the receiver).
-		const control = await env.request('jobs', {
-			body: {
-				document: { id: 'ssrf-control', text: 'b' },
-				callback_url: 'https://hooks.example.com/job-finished',
-			},
-		});
-		expect(control.status).toBe(202);
+		// Host names that cannot be public: a name without a dot is resolved in the local network
+		// (n8n's own service name in Docker Compose, /etc/hosts names), and .internal and the other
+		// local suffixes are never public.
+		const names: Array<[string, string]> = [
+			['n8n by its Docker Compose service name', 'http://n8n:5678/x'],
+			['the IPv6 loopback name of /etc/hosts', 'http://ip6-localhost:5678/'],
+			['the cloud metadata service by name', 'http://metadata.google.internal/'],
+			['a host under .internal', 'http://foo.internal/'],
+		];
+		for (const [name, url] of names)
+			await hostile(
+				'POST /webhook/jobs',
+				`callback_url on ${name}: ${url}`,
+				jobs({ document: { id: 'ssrf', text: 'b' }, callback_url: url }),
+				400,
+				(answer) => {
+					problem(400, /^callback_url$/)(answer);
+					expect((answer.body as { detail: string }).detail).toMatch(
+						/callback_url: must not point at an internal host name \(/,
+					);
+				},
+			);
+		// Control: a public host is accepted (a DNS name is not resolved by the receiver), with its
+		// scheme in any case (Job Enqueue stores it as given).
+		for (const callbackUrl of [
+			'https://hooks.example.com/job-finished',
+			'HTTPS://example.com/cb',
+		]) {
+			const control = await env.request('jobs', {
+				body: { document: { id: 'ssrf-control', text: 'b' }, callback_url: callbackUrl },
+			});
+			expect(control.status, callbackUrl).toBe(202);
+		}
 	});
 
 	it('the same key with another body answers 422 and writes nothing', async () => {

@@ -4,10 +4,12 @@
  *
  * 1. The job credential uses its own role with a distinctive password. The bundled workflows run
  *    (a job to done, an event, a conflict, wrong tokens), the job database is cut off, and the
- *    credential is switched to a wrong (equally distinctive) password and back. Then n8n's whole
- *    database (every row of every table, execution data included), n8n's log (debug level), the
- *    job schema and the stand-ins' journals are searched for both passwords in plain,
- *    base64, base64url, hex and URL-encoded form: 0 hits. n8n stores credentials encrypted.
+ *    credential is switched to a wrong (equally distinctive) password, to a role without rights
+ *    on the job schema (the receiver answers both with a 500, not a 503 to be retried), and
+ *    back. Then n8n's whole database (every row of every table, execution data included), n8n's
+ *    log (debug level), the job schema and the stand-ins' journals are searched for both
+ *    passwords in plain, base64, base64url, hex and URL-encoded form: 0 hits. n8n stores
+ *    credentials encrypted.
  * 2. Status tokens through the status webhook: guessed tokens for a real job find nothing, and
  *    wrong-token and unknown-job requests take the same time (figures reported only).
  */
@@ -24,8 +26,11 @@ import { e2eLog } from './progress';
 
 const SCHEMA = 'dj_e2e_security';
 const ROLE = 'dj_app_e2e';
+/** A role that may log in and nothing else: no rights on the job schema. */
+const UNPRIVILEGED_ROLE = 'dj_noaccess_e2e';
 const password = `DjPw-${randomBytes(18).toString('base64url')}-Secret`;
 const wrongPassword = `DjWrongPw-${randomBytes(18).toString('base64url')}`;
+const unprivilegedPassword = `DjNoAccessPw-${randomBytes(18).toString('base64url')}`;
 
 let embedded: RunningPostgres;
 let admin: pg.Pool;
@@ -37,7 +42,7 @@ interface Accepted {
 	status_url: string;
 }
 
-function credential(secret: string) {
+function credential(secret: string, user = ROLE) {
 	return {
 		id: CREDENTIAL_ID,
 		name: 'Durable Jobs',
@@ -46,7 +51,7 @@ function credential(secret: string) {
 			host: env.proxy.host,
 			port: env.proxy.port,
 			database: 'postgres',
-			user: ROLE,
+			user,
 			password: secret,
 			ssl: 'disable',
 			schema: SCHEMA,
@@ -70,6 +75,7 @@ beforeAll(async () => {
 	// superuser before the credential is switched to this role; privileges are tested in
 	// test/integration/security.test.ts, this file is about the password.
 	await admin.query(`CREATE ROLE ${ROLE} LOGIN SUPERUSER PASSWORD '${password}'`);
+	await admin.query(`CREATE ROLE ${UNPRIVILEGED_ROLE} LOGIN PASSWORD '${unprivilegedPassword}'`);
 	env = await startEnvironment({
 		databaseUrl: embedded.url,
 		schema: SCHEMA,
@@ -98,6 +104,7 @@ afterAll(async () => {
 	await env?.stop();
 	await admin?.query(`DROP OWNED BY ${ROLE} CASCADE`).catch(() => undefined);
 	await admin?.query(`DROP ROLE IF EXISTS ${ROLE}`).catch(() => undefined);
+	await admin?.query(`DROP ROLE IF EXISTS ${UNPRIVILEGED_ROLE}`).catch(() => undefined);
 	await admin?.end();
 	await embedded?.stop();
 });
@@ -111,6 +118,29 @@ function statusPath(statusUrl: string): string {
 }
 
 let job: Accepted;
+
+/**
+ * The receiver's answer to a fault in its own setup: 500 problem+json without Retry-After,
+ * saying that sending it again will not help, and nothing internal.
+ */
+function expectSetupFault(answer: Awaited<ReturnType<typeof submit>>): void {
+	expect(answer.status).toBe(500);
+	expect(answer.headers.get('content-type')).toContain('application/problem+json');
+	expect(answer.headers.get('retry-after')).toBeNull();
+	expect(answer.body).toMatchObject({ status: 500, title: 'Internal server error' });
+	expect((answer.body as { detail: string }).detail).toMatch(/will not help until the operator/);
+	expect(answer.text).not.toMatch(/password|PostgreSQL|credential|permission|privilege/i);
+}
+
+/** The receiver's failed executions since `since`, with their data as text. */
+async function failedReceiverExecutions(since: Date): Promise<string[]> {
+	const { rows } = await n8nDb.query<{ data: string }>(
+		`SELECT d.data FROM execution_entity e JOIN execution_data d ON d."executionId" = e.id
+		WHERE e."workflowId" = 'DjReceiver000001' AND e."createdAt" >= $1 AND e.status = 'error'`,
+		[since],
+	);
+	return rows.map((row) => row.data);
+}
 
 describe('the bundled workflows with a password-protected job database', () => {
 	it('a job runs to done through the job credential’s own role', async () => {
@@ -194,13 +224,11 @@ describe('the bundled workflows with a password-protected job database', () => {
 		);
 	});
 
-	it('a wrong password: 503 everywhere, without internal detail for the anonymous caller; the right one works again', async () => {
+	it('a wrong password: the receiver answers 500 (no retry can succeed), the other endpoints 503, without internal detail for the anonymous caller; the right one works again', async () => {
 		await env.n8n.importCredentials([credential(wrongPassword)]);
 		try {
 			const refused = await submit({ document: { id: 'sec-wrong-pw', text: 'x' } });
-			expect(refused.status).toBe(503);
-			expect(refused.body).toMatchObject({ status: 503, title: 'Service unavailable' });
-			expect(refused.text).not.toMatch(/password|PostgreSQL|credential/i);
+			expectSetupFault(refused);
 			expect((await env.request(statusPath(job.status_url))).status).toBe(503);
 			expect(
 				(
@@ -224,6 +252,33 @@ describe('the bundled workflows with a password-protected job database', () => {
 					? true
 					: undefined,
 			{ timeoutMs: 30_000, intervalMs: 500, what: 'right password again' },
+		);
+	});
+
+	it('a role without rights on the job schema: the receiver answers 500 without Retry-After, and n8n keeps the failed execution with the reason', async () => {
+		const since = new Date();
+		await env.n8n.importCredentials([credential(unprivilegedPassword, UNPRIVILEGED_ROLE)]);
+		try {
+			expectSetupFault(await submit({ document: { id: 'sec-no-access', text: 'x' } }));
+			const failed = await waitFor(
+				async () => {
+					const executions = await failedReceiverExecutions(since);
+					return executions.length > 0 ? executions : undefined;
+				},
+				{ timeoutMs: 15_000, intervalMs: 500, what: 'the failed receiver execution' },
+			);
+			const reason = /Answered 500, nothing stored: [^"\\]*/.exec(failed.join('\n'))?.[0];
+			e2eLog(`the receiver's failed execution: ${reason}`);
+			expect(reason).toBeDefined();
+		} finally {
+			await env.n8n.importCredentials([credential(password)]);
+		}
+		await waitFor(
+			async () =>
+				(await submit({ document: { id: `sec-access-${Date.now()}`, text: 'x' } })).status === 202
+					? true
+					: undefined,
+			{ timeoutMs: 30_000, intervalMs: 500, what: 'the job role again' },
 		);
 	});
 });

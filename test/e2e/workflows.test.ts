@@ -1,3 +1,6 @@
+import { createServer, type IncomingHttpHeaders } from 'node:http';
+import type { AddressInfo } from 'node:net';
+
 import pg from 'pg';
 import { Webhook } from 'standardwebhooks';
 
@@ -92,6 +95,71 @@ async function executionsSince(since: Date): Promise<Record<string, number>> {
 	}
 }
 
+/** Rows of n8n's own database: `sql` with `values` on the instance database. */
+async function n8nQuery<T extends pg.QueryResultRow>(sql: string, values: unknown[]): Promise<T[]> {
+	const client = new pg.Client({ connectionString: env.n8n.databaseUrl });
+	await client.connect();
+	try {
+		return (await client.query<T>(sql, values)).rows;
+	} finally {
+		await client.end();
+	}
+}
+
+/**
+ * n8n's execution data (table execution_data, the soft-deleted executions of workflows that do
+ * not save successful ones included) that contain `needle`: in the run data only (`data`), or in
+ * the whole row, with the workflow as it ran (`row`).
+ */
+async function executionDataContaining(needle: string, where: 'data' | 'row'): Promise<number> {
+	const [row] = await n8nQuery<{ n: number }>(
+		`SELECT count(*)::int AS n FROM execution_data d WHERE strpos(${where === 'data' ? 'd.data' : 'd::text'}, $1) > 0`,
+		[needle],
+	);
+	return row.n;
+}
+
+interface TextRequest {
+	path: string;
+	headers: IncomingHttpHeaders;
+	body: string;
+}
+
+/**
+ * An HTTP server on 127.0.0.1 that answers each path of `answers` with its status and a
+ * text/plain body, the way many webhook receivers and APIs answer (200 "OK", 201 "Created"),
+ * any other path 404, and records every request. `port`: where to listen (0: a free port).
+ */
+async function startTextServer(
+	answers: Record<string, { status: number; body: string }>,
+	port = 0,
+): Promise<{ url: string; requests: TextRequest[]; close(): Promise<void> }> {
+	const requests: TextRequest[] = [];
+	const server = createServer((request, response) => {
+		const chunks: Buffer[] = [];
+		request.on('data', (chunk: Buffer) => chunks.push(chunk));
+		request.on('end', () => {
+			const path = (request.url ?? '/').split('?')[0];
+			requests.push({ path, headers: request.headers, body: Buffer.concat(chunks).toString() });
+			const answer = answers[path] ?? { status: 404, body: 'Not Found' };
+			response.writeHead(answer.status, { 'content-type': 'text/plain; charset=utf-8' });
+			response.end(answer.body);
+		});
+	});
+	await new Promise<void>((resolve, reject) => {
+		server.once('error', reject);
+		server.listen(port, '127.0.0.1', resolve);
+	});
+	return {
+		url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+		requests,
+		close: async () => {
+			server.closeAllConnections();
+			await new Promise<void>((resolve) => server.close(() => resolve()));
+		},
+	};
+}
+
 /** Until no job of the schema is queued or running (every consumer has caught up). */
 async function waitQuiet(): Promise<void> {
 	await waitFor(
@@ -130,6 +198,26 @@ async function withCrmRefusing(during: () => Promise<void>): Promise<void> {
 	try {
 		await during();
 	} finally {
+		const crm = await startCrmStandin({ port });
+		reopenedCrms.push(crm);
+		env.standins.crm = crm;
+	}
+}
+
+/**
+ * Runs `during` while a server on the CRM's port answers every record 201 with the text
+ * "Created" (no JSON), then opens a new CRM stand-in on that port.
+ */
+async function withCrmAnsweringText(
+	during: (crm: Awaited<ReturnType<typeof startTextServer>>) => Promise<void>,
+): Promise<void> {
+	const port = Number(new URL(env.standins.crm.url).port);
+	await env.standins.crm.close();
+	const text = await startTextServer({ '/records': { status: 201, body: 'Created' } }, port);
+	try {
+		await during(text);
+	} finally {
+		await text.close();
 		const crm = await startCrmStandin({ port });
 		reopenedCrms.push(crm);
 		env.standins.crm = crm;
@@ -463,6 +551,133 @@ describe('receiver → dispatcher → worker → status', () => {
 		await new Promise((resolve) => setTimeout(resolve, 3_000));
 		expect(env.standins.callbacks.received.filter((cb) => cb.path === path)).toHaveLength(2);
 	});
+
+	// Standard Webhooks practice: a receiver that is being deployed, or has lost its route for a
+	// while, answers 404 (or 401, 410, a 3xx…); the event is retried until its attempts run out.
+	it('a callback the receiver answers 404 is retried with backoff like a 503, and done after the 200', async () => {
+		await waitQuiet();
+		const path = `/hooks/missing-${Date.now()}`;
+		env.standins.callbacks.script([404]);
+		const accepted = (
+			await submit({
+				document: newDocument(),
+				callback_url: `${env.standins.callbacks.url}${path}`,
+			})
+		).body as AcceptedBody;
+		await waitForStatus(accepted.status_url, ['done']);
+		e2eLog('waiting for the callback to be delivered again after its 404 (about 5-10 s backoff)');
+		const deliveries = await env.standins.callbacks.waitFor((cb) => cb.path === path, {
+			timeoutMs: 90_000,
+			count: 2,
+		});
+		expect(deliveries.map((delivery) => delivery.status)).toEqual([404, 200]);
+		expect(deliveries[1].headers['webhook-id']).toBe(deliveries[0].headers['webhook-id']);
+		const event = await waitFor(
+			async () => {
+				const { rows } = await env.jobsDb.query<{
+					status: string;
+					max_attempts: number;
+					attempts: Array<{ outcome: string | null; error_code: string | null }>;
+				}>(
+					`SELECT j.status, j.max_attempts, json_agg(json_build_object('outcome', a.outcome, 'error_code', a.error_code)
+						ORDER BY a.attempt) AS attempts
+					FROM "${env.schema}".jobs j JOIN "${env.schema}".job_attempts a ON a.job_id = j.id
+					WHERE j.queue = 'callbacks' AND j.payload->'payload'->>'job_id' = $1
+					GROUP BY j.id`,
+					[accepted.job_id],
+				);
+				return rows[0]?.status === 'done' ? rows[0] : undefined;
+			},
+			{ timeoutMs: 30_000, intervalMs: 250, what: 'the callback event done' },
+		);
+		expect(event.attempts).toEqual([
+			{ outcome: 'retry', error_code: 'http_404' },
+			{ outcome: 'succeeded', error_code: null },
+		]);
+		// The retry window the relay's sticky note states is for this many deliveries.
+		expect(event.max_attempts).toBe(10);
+		await new Promise((resolve) => setTimeout(resolve, 3_000));
+		expect(env.standins.callbacks.received.filter((cb) => cb.path === path)).toHaveLength(2);
+	});
+
+	it('the signing key is in no execution data of n8n after callbacks were delivered', async () => {
+		const accepted = (
+			await submit({
+				document: newDocument(),
+				callback_url: `${env.standins.callbacks.url}/hooks/key-check`,
+			})
+		).body as AcceptedBody;
+		await waitForStatus(accepted.status_url, ['done']);
+		await env.standins.callbacks.waitFor(
+			(cb) => cb.path === '/hooks/key-check' && cb.body.includes(accepted.job_id),
+			{ timeoutMs: 60_000 },
+		);
+		await waitQuiet();
+		// Let n8n finish writing the executions.
+		await new Promise((resolve) => setTimeout(resolve, 2_000));
+		const [relay] = await n8nQuery<{ n: number }>(
+			`SELECT count(*)::int AS n FROM execution_entity WHERE "workflowId" = 'DjCallbackRelay1'`,
+			[],
+		);
+		e2eLog(`Callback relay executions recorded by n8n (kept or not): ${relay.n}`);
+		expect(relay.n).toBeGreaterThan(0);
+		// The run data of every execution (the workflow as it ran, kept beside it, holds Config's
+		// parameters as the workflow itself does).
+		expect(await executionDataContaining(SIGNING_KEY, 'data')).toBe(0);
+		expect(await executionDataContaining(Buffer.from(SIGNING_KEY).toString('base64'), 'data')).toBe(
+			0,
+		);
+	});
+
+	it('the status token of an accepted job is in no execution data of n8n', async () => {
+		const document = newDocument();
+		const accepted = (await submit({ document })).body as AcceptedBody;
+		const token = new URL(accepted.status_url, 'http://x').searchParams.get('token')!;
+		expect(token).toMatch(/^[A-Za-z0-9_-]{43}$/);
+		// Followed in the job table, not through the status webhook: a status request carries the
+		// token in its URL, and n8n writes an execution's trigger item when it starts it.
+		await waitFor(
+			async () => {
+				const { rows } = await env.jobsDb.query<{ status: string }>(
+					`SELECT status FROM "${env.schema}".jobs WHERE id = $1`,
+					[accepted.job_id],
+				);
+				return rows[0]?.status === 'done';
+			},
+			{ timeoutMs: 90_000, intervalMs: 250, what: 'the job done' },
+		);
+		await waitQuiet();
+		await new Promise((resolve) => setTimeout(resolve, 2_000));
+		// The search finds what n8n keeps: the Dispatcher's execution of this job names its document.
+		expect(await executionDataContaining(document.id, 'row')).toBeGreaterThan(0);
+		expect(await executionDataContaining(token, 'row')).toBe(0);
+	});
+
+	it('a CRM that answers 201 with a text body ("Created") has created the record: the job is done after one request', async () => {
+		await waitQuiet();
+		await withCrmAnsweringText(async (crm) => {
+			const document = newDocument();
+			const accepted = (await submit({ document })).body as AcceptedBody;
+			const done = await waitForStatus(accepted.status_url, ['done', 'failed'], 60_000);
+			expect(done.status).toBe('done');
+			expect(done.timeline).toEqual([
+				expect.objectContaining({ attempt: 1, outcome: 'succeeded' }),
+			]);
+			// The AI's JSON answer still reached the CRM request and the result; the CRM's text has no id.
+			expect(done.result).toMatchObject({
+				crm_record_id: null,
+				source_document_id: document.id,
+				fields: { name: 'Ada Lovelace', email: 'ada@example.com' },
+			});
+			await new Promise((resolve) => setTimeout(resolve, 3_000));
+			const requests = crm.requests.filter(
+				(request) => request.headers['idempotency-key'] === accepted.job_id,
+			);
+			expect(requests).toHaveLength(1);
+			expect(requests[0].headers['content-type']).toMatch(/^application\/json/);
+			expect(JSON.parse(requests[0].body)).toMatchObject({ source_document_id: document.id });
+		});
+	});
 });
 
 describe('operator endpoints ship with authentication on', () => {
@@ -715,6 +930,62 @@ describe('event intake', () => {
 		expect(env.standins.crm.recordsForKey(eventId)).toHaveLength(1);
 		expect(await outbox()).toBe(1);
 		expect((await claim())[0].status).toBe('completed');
+	});
+
+	it('the outbox relay counts a 2xx answer with a text body as delivered: 200 "OK" and 201 "Created" → one delivery each, the event done', async () => {
+		const destination = await startTextServer({
+			'/ok': { status: 200, body: 'OK' },
+			'/created': { status: 201, body: 'Created' },
+		});
+		try {
+			const store = new JobStore(env.jobsDb, { schema: env.schema });
+			const run = Date.now();
+			const events = ['ok', 'created'].map((path) => ({
+				eventId: `text-answer-${path}-${run}`,
+				eventType: 'test.text_answer',
+				payload: { path },
+				destination: `${destination.url}/${path}`,
+				queue: 'outbox',
+			}));
+			for (const written of await store.writeOutbox(events))
+				if (written instanceof Error) throw written;
+			for (const event of events) {
+				const done = await waitFor(
+					async () => {
+						const { rows } = await env.jobsDb.query<{
+							status: string;
+							result: unknown;
+							attempts: number;
+						}>(
+							`SELECT status, result, attempts FROM "${env.schema}".jobs WHERE queue = 'outbox' AND idempotency_key = $1`,
+							[event.eventId],
+						);
+						return rows[0]?.status === 'done' || rows[0]?.status === 'failed' ? rows[0] : undefined;
+					},
+					{ timeoutMs: 60_000, intervalMs: 250, what: `outbox event ${event.eventId} finished` },
+				);
+				expect(done, event.eventId).toMatchObject({
+					status: 'done',
+					attempts: 1,
+					result: { delivered_status: event.payload.path === 'ok' ? 200 : 201 },
+				});
+			}
+			await new Promise((resolve) => setTimeout(resolve, 3_000));
+			for (const event of events) {
+				const requests = destination.requests.filter(
+					(request) => request.path === `/${event.payload.path}`,
+				);
+				expect(requests, event.eventId).toHaveLength(1);
+				expect(requests[0].headers['idempotency-key']).toBe(event.eventId);
+				expect(requests[0].headers['content-type']).toMatch(/^application\/json/);
+				expect(JSON.parse(requests[0].body)).toMatchObject({
+					event_id: event.eventId,
+					payload: event.payload,
+				});
+			}
+		} finally {
+			await destination.close();
+		}
 	});
 });
 

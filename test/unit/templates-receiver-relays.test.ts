@@ -1,0 +1,477 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+
+import { errorJson } from '../../nodes/shared/errors';
+import { DurableJobsError, classifyDatabaseError } from '../../src/core/errors';
+
+/**
+ * The receiver (01) and the relays (05, 07) read from the templates themselves, without an n8n:
+ * the Code nodes' scripts and the If and Job Complete expressions run here on items shaped as
+ * n8n gives them. test/e2e/workflows.test.ts, hostile-webhooks.test.ts and security.test.ts run
+ * the same templates in a real n8n.
+ */
+const WORKFLOWS = resolve(__dirname, '..', '..', 'workflows');
+
+interface TemplateNode {
+	name: string;
+	type: string;
+	parameters: Record<string, unknown>;
+	[key: string]: unknown;
+}
+
+interface Template {
+	nodes: TemplateNode[];
+	connections: Record<string, { main: Array<Array<{ node: string }> | null> }>;
+	settings: Record<string, unknown>;
+}
+
+function load(file: string): Template {
+	return JSON.parse(readFileSync(join(WORKFLOWS, file), 'utf8')) as Template;
+}
+
+function node(template: Template, name: string): TemplateNode {
+	const found = template.nodes.find((candidate) => candidate.name === name);
+	if (!found) throw new Error(`no node "${name}"`);
+	return found;
+}
+
+/** The nodes each output of `name` leads to. */
+function targets(template: Template, name: string): string[][] {
+	return (template.connections[name]?.main ?? []).map((output) =>
+		(output ?? []).map((target) => target.node),
+	);
+}
+
+/** An n8n expression (`={{ … }}`) evaluated with `$json`. */
+function evaluate(expression: unknown, $json: unknown): unknown {
+	const match = /^=\{\{([\s\S]*)\}\}$/.exec(String(expression));
+	if (!match) throw new Error(`not an expression: ${String(expression)}`);
+	return new Function('$json', `return (${match[1]});`)($json);
+}
+
+function condition(template: Template, name: string): string {
+	return (
+		node(template, name).parameters.conditions as { conditions: Array<{ leftValue: string }> }
+	).conditions[0].leftValue;
+}
+
+function responseCode(template: Template, name: string): unknown {
+	return (node(template, name).parameters.options as { responseCode: unknown }).responseCode;
+}
+
+function responseHeaders(template: Template, name: string): Record<string, string> {
+	const options = node(template, name).parameters.options as {
+		responseHeaders?: { entries: Array<{ name: string; value: string }> };
+	};
+	return Object.fromEntries(
+		(options.responseHeaders?.entries ?? []).map((entry) => [entry.name, entry.value]),
+	);
+}
+
+interface Validated {
+	valid: boolean;
+	problems: Array<{ field: string; message: string }>;
+	unsupported_media_type?: boolean;
+}
+
+describe('Receiver (01): Validate request', () => {
+	const receiver = load('01-receiver.json');
+	const code = node(receiver, 'Validate request').parameters.jsCode as string;
+
+	/** The Code node's script (run once for each item) on the webhook's item after Config. */
+	function validate(
+		body: unknown,
+		headers: Record<string, string> = { 'content-type': 'application/json' },
+		allowed = '',
+	): Validated {
+		const $json = { headers, params: {}, query: {}, body, allowed_private_callback_hosts: allowed };
+		return (new Function('$json', code)($json) as { json: Validated }).json;
+	}
+
+	const document = { id: 'doc-1', text: 'hello' };
+	const withCallback = (url: string, allowed = '') =>
+		validate({ document, callback_url: url }, undefined, allowed);
+
+	it('accepts a JSON body sent as application/json, with or without a charset', () => {
+		for (const type of ['application/json', 'application/json; charset=utf-8', 'Application/JSON'])
+			expect(validate({ document }, { 'content-type': type }), type).toMatchObject({
+				valid: true,
+				problems: [],
+			});
+	});
+
+	it.each([
+		['application/xml', /must be application\/json \(got "application\/xml"\)/],
+		['text/xml; charset=utf-8', /must be application\/json/],
+		['application/x-www-form-urlencoded', /must be application\/json/],
+		['text/plain', /must be application\/json/],
+		['multipart/form-data; boundary=x', /must be application\/json/],
+		[
+			'application/merge-patch+json',
+			/n8n reads the body only when it is sent as application\/json \(got "application\/merge-patch\+json"\): send the same JSON with Content-Type: application\/json/,
+		],
+		['application/vnd.api+json; charset=utf-8', /n8n reads the body only when/],
+		// n8n does not read the body of a type followed by a space before its parameters.
+		['application/json ; charset=utf-8', /n8n reads the body only when/],
+	])('refuses Content-Type %s as an unsupported media type', (type, message) => {
+		// n8n turns XML and forms into objects; the body looks like a request that lacks nothing.
+		const result = validate({ document }, { 'content-type': type });
+		expect(result).toMatchObject({ valid: false, unsupported_media_type: true });
+		expect(result.problems).toEqual([{ field: 'Content-Type', message: expect.any(String) }]);
+		expect(result.problems[0].message).toMatch(message);
+	});
+
+	it('refuses a request without Content-Type', () => {
+		const result = validate({ document }, {});
+		expect(result).toMatchObject({ valid: false, unsupported_media_type: true });
+		expect(result.problems[0].message).toMatch(/^is missing: send the body as JSON/);
+	});
+
+	it.each([
+		'http://n8n:5678/x',
+		'http://postgres/',
+		'http://ip6-localhost:5678/',
+		'http://ip6-loopback/',
+		'http://n8n.:5678/x',
+		'http://metadata.google.internal/computeMetadata/v1/',
+		'http://foo.internal/',
+		'https://printer.local/hook',
+		'http://box.localdomain/',
+		'http://router.home.arpa/',
+		'http://nas.lan/',
+		'http://user@n8n/x',
+		'HTTP://N8N:5678/x',
+	])('refuses the internal host name in %s', (url) => {
+		const result = withCallback(url);
+		expect(result.valid).toBe(false);
+		expect(result.problems).toEqual([
+			{
+				field: 'callback_url',
+				message: expect.stringMatching(/^must not point at an internal host name \(/),
+			},
+		]);
+	});
+
+	it.each([
+		'http://localhost:5678/webhook/jobs',
+		'http://api.localhost/',
+		'http://127.0.0.1/',
+		'http://10.0.0.5/',
+		'http://[::1]/',
+		'http://0x7f000001/',
+		'http://2130706433/',
+		'HTTP://127.0.0.1/',
+	])('still refuses the loopback or private address in %s', (url) => {
+		expect(withCallback(url).problems).toEqual([
+			{
+				field: 'callback_url',
+				message: expect.stringMatching(
+					/^must not point at localhost or a loopback, private or link-local address \(/,
+				),
+			},
+		]);
+	});
+
+	it.each([
+		'https://hooks.example.com/job-finished',
+		'HTTPS://example.com/cb',
+		'Http://example.com./cb',
+		'https://internal.example.com/cb',
+		'https://example.local.example.com/cb',
+		'https://8.8.8.8/cb',
+	])('accepts the public host in %s', (url) => {
+		expect(withCallback(url)).toMatchObject({ valid: true, problems: [] });
+	});
+
+	it('accepts an internal host listed in allowed_private_callback_hosts', () => {
+		expect(withCallback('http://hooks:8080/x', 'hooks, 10.0.0.7')).toMatchObject({ valid: true });
+		expect(withCallback('http://10.0.0.7/x', 'hooks, 10.0.0.7')).toMatchObject({ valid: true });
+		expect(withCallback('http://other:8080/x', 'hooks').valid).toBe(false);
+	});
+
+	it('the scheme check ignores case; other schemes are still refused', () => {
+		expect(withCallback('ftp://example.com/x').problems).toEqual([
+			{ field: 'callback_url', message: 'must be an http(s) URL' },
+		]);
+		expect(withCallback('javascript:alert(1)').valid).toBe(false);
+	});
+
+	it('a request that is not JSON answers 415 problem+json, one with bad fields 400', () => {
+		expect(targets(receiver, 'Valid?')).toEqual([['Job Enqueue'], ['Content-Type JSON?']]);
+		expect(targets(receiver, 'Content-Type JSON?')).toEqual([['Respond 400'], ['Respond 415']]);
+		const isJson = condition(receiver, 'Content-Type JSON?');
+		expect(evaluate(isJson, validate({ document }, { 'content-type': 'application/xml' }))).toBe(
+			false,
+		);
+		expect(evaluate(isJson, validate({}, { 'content-type': 'application/json' }))).toBe(true);
+		expect(responseCode(receiver, 'Respond 415')).toBe(415);
+		expect(responseHeaders(receiver, 'Respond 415')).toEqual({
+			'Content-Type': 'application/problem+json',
+		});
+		const refused = validate({ document }, { 'content-type': 'application/xml' });
+		expect(evaluate(node(receiver, 'Respond 415').parameters.responseBody, refused)).toEqual({
+			type: 'https://www.npmjs.com/package/n8n-nodes-durable-jobs#errors',
+			title: 'Unsupported media type',
+			status: 415,
+			detail: 'Content-Type: must be application/json (got "application/xml")',
+			errors: [
+				{ field: 'Content-Type', message: 'must be application/json (got "application/xml")' },
+			],
+		});
+	});
+});
+
+describe('Receiver (01): a job store that cannot be reached is a 503, a setup fault a 500', () => {
+	const receiver = load('01-receiver.json');
+	/** Where Job Enqueue's error item goes: the Respond node that answers it. */
+	function answer(item: Record<string, unknown>): string {
+		if (evaluate(condition(receiver, 'Store unavailable?'), item) === true) return 'Respond 503';
+		return evaluate(condition(receiver, 'Request refused?'), item) === true
+			? 'Respond error'
+			: 'Respond 500';
+	}
+	const fromDriver = (error: Record<string, unknown>) =>
+		errorJson(classifyDatabaseError(Object.assign(new Error(String(error.message)), error)));
+
+	it('routes Job Enqueue’s error output through the two checks', () => {
+		expect(targets(receiver, 'Job Enqueue')[1]).toEqual(['Store unavailable?']);
+		expect(targets(receiver, 'Store unavailable?')).toEqual([
+			['Respond 503'],
+			['Request refused?'],
+		]);
+		expect(targets(receiver, 'Request refused?')).toEqual([['Respond error'], ['Respond 500']]);
+		expect(targets(receiver, 'Respond 500')).toEqual([['Fail: setup error']]);
+	});
+
+	it.each([
+		[
+			'connection refused',
+			{ code: 'ECONNREFUSED', message: 'connect ECONNREFUSED 127.0.0.1:5432' },
+		],
+		['connection reset', { code: 'ECONNRESET', message: 'read ECONNRESET' }],
+		['connect timeout', { message: 'timeout exceeded when trying to connect' }],
+		['too many connections', { code: '53300', message: 'sorry, too many clients already' }],
+		['server shutting down', { code: '57P01', message: 'terminating connection' }],
+		['server starting up', { code: '57P03', message: 'the database system is starting up' }],
+	])('%s → 503 with Retry-After', (_, error) => {
+		expect(answer(fromDriver(error))).toBe('Respond 503');
+	});
+
+	it('an enqueue that could not tell what it stored, or a migration that waits, → 503', () => {
+		expect(
+			answer(
+				errorJson(
+					new DurableJobsError('enqueue_unresolved', 'The job could not be stored or found', {
+						httpStatus: 503,
+					}),
+				),
+			),
+		).toBe('Respond 503');
+		// MigrationWaitsError: a migration that waits for running jobs or for a lock (src/core/migrate.ts).
+		for (const error of [
+			'Migration 0016 waits: 2 jobs of queue "documents" are running at once (schema "s")',
+			'Migration 0017 waits for a lock on jobs, held by process 4242 (schema "s")',
+		])
+			expect(
+				answer({ error, details: { code: 'migrations_missing', http_status: 503 } }),
+				error,
+			).toBe('Respond 503');
+	});
+
+	it.each([
+		['permission denied', { code: '42501', message: 'permission denied for schema durable_jobs' }],
+		['wrong password', { code: '28P01', message: 'password authentication failed' }],
+		['unknown database', { code: '3D000', message: 'database "x" does not exist' }],
+		['unknown host', { code: 'ENOTFOUND', message: 'getaddrinfo ENOTFOUND db' }],
+		['any other database error', { code: 'XX000', message: 'internal error' }],
+	])('%s → 500 without Retry-After', (_, error) => {
+		expect(answer(fromDriver(error))).toBe('Respond 500');
+	});
+
+	it('missing migrations with Auto-Migrate off, a lost status-token secret → 500', () => {
+		for (const code of ['migrations_missing', 'schema_incomplete', 'migration_history_mismatch'])
+			expect(
+				answer(
+					errorJson(
+						new DurableJobsError(code, `Schema "s" is broken (${code})`, { httpStatus: 503 }),
+					),
+				),
+				code,
+			).toBe('Respond 500');
+		expect(answer({ error: 'no details' })).toBe('Respond 500');
+	});
+
+	it('the request’s own faults keep their 4xx', () => {
+		for (const status of [400, 413, 422])
+			expect(
+				answer(errorJson(new DurableJobsError('invalid_input', 'x: bad', { httpStatus: status }))),
+			).toBe('Respond error');
+	});
+
+	it('the 503 carries Retry-After; the 500 does not, says nothing internal, and fails the execution', () => {
+		expect(responseCode(receiver, 'Respond 503')).toBe(503);
+		expect(responseHeaders(receiver, 'Respond 503')['Retry-After']).toBe('5');
+		expect(responseCode(receiver, 'Respond 500')).toBe(500);
+		expect(responseHeaders(receiver, 'Respond 500')).toEqual({
+			'Content-Type': 'application/problem+json',
+		});
+		const item = fromDriver({ code: '42501', message: 'permission denied for table jobs' });
+		const body = evaluate(node(receiver, 'Respond 500').parameters.responseBody, item) as Record<
+			string,
+			unknown
+		>;
+		expect(body).toMatchObject({ status: 500, title: 'Internal server error' });
+		expect(JSON.stringify(body)).not.toMatch(/permission|PostgreSQL|credential|password|retry/i);
+		expect(body.detail).toMatch(/will not help until the operator/);
+		const fail = node(receiver, 'Fail: setup error');
+		expect(fail.type).toBe('n8n-nodes-base.stopAndError');
+		expect(evaluate(fail.parameters.errorMessage, item)).toBe(
+			'Answered 500, nothing stored: PostgreSQL denied access: permission denied for table jobs. Fix: Grant the runtime role the privileges listed in the README (section "Database privileges")',
+		);
+	});
+});
+
+describe('executions that hold secrets are not saved when they succeed', () => {
+	it.each([
+		['01-receiver.json', 'status tokens and request bodies'],
+		['05-callback-relay.json', 'the signing key'],
+	])('%s (%s): saveDataSuccessExecution none, errors saved', (file) => {
+		expect(load(file).settings).toMatchObject({
+			saveDataSuccessExecution: 'none',
+			saveDataErrorExecution: 'all',
+		});
+	});
+});
+
+describe('Callback relay (05)', () => {
+	const relay = load('05-callback-relay.json');
+
+	it('no item after Config carries the signing key: Build signed request drops it, Sign reads it from Config', () => {
+		expect(targets(relay, 'Config')).toEqual([['Build signed request']]);
+		expect(targets(relay, 'Build signed request')).toEqual([['Signing key set?']]);
+		expect(targets(relay, 'Signing key set?')).toEqual([['Sign'], ['Refuse: placeholder key']]);
+		const code = node(relay, 'Build signed request').parameters.jsCode as string;
+		const build = (key: unknown) =>
+			(
+				new Function('$json', code)({
+					job_id: 'j',
+					attempt_id: 'a',
+					timeout_ms: 15000,
+					signing_key: key,
+					payload: {
+						event_id: 'evt-1',
+						event_type: 'job.succeeded',
+						occurred_at: '2026-12-01T00:00:00Z',
+						payload: { job_id: 'j' },
+					},
+				}) as { json: Record<string, unknown> }
+			).json;
+		const built = build('a-long-random-secret');
+		expect(built).not.toHaveProperty('signing_key');
+		expect(JSON.stringify(built)).not.toContain('a-long-random-secret');
+		expect(built).toMatchObject({ job_id: 'j', attempt_id: 'a', webhook_id: 'evt-1' });
+		const isSet = condition(relay, 'Signing key set?');
+		expect(evaluate(isSet, built)).toBe(true);
+		for (const key of ['', '  ', undefined, 'change-me-to-a-long-random-secret'])
+			expect(evaluate(isSet, build(key)), String(key)).toBe(false);
+		expect(node(relay, 'Sign').parameters.secret).toBe(
+			"={{ $('Config').first().json.signing_key }}",
+		);
+		// No other node reads the key.
+		for (const other of relay.nodes.filter(
+			(candidate) => !['Config', 'Sign', 'Build signed request'].includes(candidate.name),
+		))
+			expect(JSON.stringify(other.parameters), other.name).not.toMatch(/json\.signing_key\b/);
+	});
+
+	it('every answer but a 2xx, and no answer, is a retry with backoff (never a permanent failure)', () => {
+		const complete = node(relay, 'Job Complete');
+		expect(targets(relay, 'Deliver')).toEqual([['Job Complete'], ['Job Complete']]);
+		const outcome = (item: unknown) => evaluate(complete.parameters.outcome, item);
+		const code = (item: unknown) => evaluate(complete.parameters.errorCode, item);
+		for (let status = 100; status < 600; status++) {
+			const item = { statusCode: status, headers: {} };
+			expect(outcome(item), `HTTP ${status}`).toBe(
+				status >= 200 && status < 300 ? 'succeeded' : 'retry',
+			);
+			if (status < 200 || status >= 300) expect(code(item)).toBe(`http_${status}`);
+		}
+		// The error output: a timeout, a refused connection, a DNS or TLS error.
+		const noAnswer = { error: { message: 'connect ECONNREFUSED 127.0.0.1:9' }, statusCode: 200 };
+		expect(outcome(noAnswer)).toBe('retry');
+		expect(code(noAnswer)).toBe('http_no_response');
+		expect(complete.parameters.errorClass).toBe('');
+		expect(complete.parameters.options).toMatchObject({ backoffBaseSeconds: 10 });
+		expect(complete.parameters.options).not.toHaveProperty('backoffMaxSeconds');
+	});
+
+	it('the sticky note states the retry window the callback queue’s 10 attempts and the backoff give', () => {
+		// job_finished_event (migration 0010) enqueues each callback event with max_attempts 10.
+		const migration = readFileSync(
+			resolve(__dirname, '..', '..', 'migrations', '0010_finished_event_function.sql'),
+			'utf8',
+		);
+		expect(migration).toMatch(/p_event_id, p_event_id, 10, p_correlation_id\)/);
+		// Retry n waits between d/2 and d, d = min(3600 s, 10 s × 2^(n-1)); the 10th delivery
+		// comes after the retries of the first nine.
+		const waits = Array.from({ length: 9 }, (_, n) => Math.min(3600, 10 * 2 ** n));
+		const longest = waits.reduce((sum, wait) => sum + wait, 0);
+		expect(Math.round(longest / 2 / 60)).toBe(43);
+		expect(Math.round(longest / 60)).toBe(85);
+		const note = node(relay, 'Note 1').parameters.content as string;
+		expect(note).toContain('An event gets **10 deliveries**');
+		expect(note).toContain('10 s, 20 s, 40 s, … 2,560 s');
+		expect(note).toContain('the 10th delivery comes 43 to 85 minutes after the first');
+		expect(note).not.toMatch(/needs_manual_review/);
+	});
+});
+
+describe('HTTP Request nodes of the templates', () => {
+	const files = readdirSync(WORKFLOWS).filter((file) => file.endsWith('.json'));
+
+	it('read the answer by its Content-Type: a 2xx with a text body is an answer, not an error', () => {
+		const requests: string[] = [];
+		for (const file of files)
+			for (const candidate of load(file).nodes.filter(
+				(entry) => entry.type === 'n8n-nodes-base.httpRequest',
+			)) {
+				const response = (
+					candidate.parameters.options as {
+						response?: { response?: Record<string, unknown> };
+					}
+				).response?.response;
+				requests.push(`${file} ${candidate.name}`);
+				// "json" throws "Response body is not valid JSON" on a text answer (n8n 2.40.7,
+				// HttpRequestV3), even with Never Error: the item goes to the error output as no answer.
+				expect(response?.responseFormat, `${file} ${candidate.name}`).toBe('autodetect');
+				expect(response, `${file} ${candidate.name}`).toMatchObject({
+					fullResponse: true,
+					neverError: true,
+				});
+			}
+		expect(requests).toEqual(
+			expect.arrayContaining([
+				'03-dispatcher.json Call AI',
+				'03-dispatcher.json Create CRM record',
+				'04-worker.json Call AI',
+				'04-worker.json Create CRM record',
+				'05-callback-relay.json Deliver',
+				'06-event-intake.json Apply to CRM',
+				'07-outbox-relay.json Deliver',
+				'08-monitoring.json Send alert',
+			]),
+		);
+	});
+
+	it('the Event intake quotes a CRM refusal in text as well as in JSON', () => {
+		const intake = load('06-event-intake.json');
+		const message = node(intake, 'Mark failed (CRM refused)').parameters.errorMessage;
+		expect(evaluate(message, { statusCode: 409, data: 'Duplicate record' })).toBe(
+			'CRM refused the event: HTTP 409 Duplicate record',
+		);
+		expect(evaluate(message, { statusCode: 422, body: { error: 'bad' } })).toBe(
+			'CRM refused the event: HTTP 422 {"error":"bad"}',
+		);
+		expect(evaluate(message, { statusCode: 400 })).toBe('CRM refused the event: HTTP 400');
+	});
+});
