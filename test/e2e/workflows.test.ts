@@ -497,108 +497,74 @@ describe('receiver → dispatcher → worker → status', () => {
 		expect(sameEvent).toHaveLength(1);
 	});
 
-	it('a callback the receiver answers 503 is delivered again with the same webhook-id, each delivery signed; the event is done after the 200', async () => {
-		// The stand-in answers the next request it gets 503, whoever sends it: nothing else runs.
-		await waitQuiet();
-		const path = `/hooks/retried-${Date.now()}`;
-		env.standins.callbacks.script([503]);
-		const accepted = (
-			await submit({
-				document: newDocument(),
-				callback_url: `${env.standins.callbacks.url}${path}`,
-			})
-		).body as AcceptedBody;
-		await waitForStatus(accepted.status_url, ['done']);
-		e2eLog('waiting for the callback to be delivered again after its 503 (about 10-20 s backoff)');
-		const deliveries = await env.standins.callbacks.waitFor((cb) => cb.path === path, {
-			timeoutMs: 90_000,
-			count: 2,
-		});
-		expect(deliveries.map((delivery) => delivery.status)).toEqual([503, 200]);
-		const [refused, delivered] = deliveries;
-		expect(refused.headers['webhook-id']).toMatch(/\S/);
-		expect(delivered.headers['webhook-id']).toBe(refused.headers['webhook-id']);
-		const verifier = new Webhook(Buffer.from(SIGNING_KEY, 'utf8').toString('base64'));
-		for (const delivery of deliveries) {
-			const payload = verifier.verify(delivery.body, {
-				'webhook-id': String(delivery.headers['webhook-id']),
-				'webhook-timestamp': String(delivery.headers['webhook-timestamp']),
-				'webhook-signature': String(delivery.headers['webhook-signature']),
-			}) as { type: string; data: { job_id: string } };
-			expect(payload).toMatchObject({ type: 'job.succeeded', data: { job_id: accepted.job_id } });
-		}
-		const event = await waitFor(
-			async () => {
-				const { rows } = await env.jobsDb.query<{
-					status: string;
-					attempts: Array<{ outcome: string | null; error_code: string | null }>;
-				}>(
-					`SELECT j.status, json_agg(json_build_object('outcome', a.outcome, 'error_code', a.error_code)
-						ORDER BY a.attempt) AS attempts
-					FROM "${env.schema}".jobs j JOIN "${env.schema}".job_attempts a ON a.job_id = j.id
-					WHERE j.queue = 'callbacks' AND j.payload->'payload'->>'job_id' = $1
-					GROUP BY j.id`,
-					[accepted.job_id],
-				);
-				return rows[0]?.status === 'done' ? rows[0] : undefined;
-			},
-			{ timeoutMs: 30_000, intervalMs: 250, what: 'the callback event done' },
-		);
-		expect(event.attempts).toEqual([
-			{ outcome: 'retry', error_code: 'http_503' },
-			{ outcome: 'succeeded', error_code: null },
-		]);
-		await new Promise((resolve) => setTimeout(resolve, 3_000));
-		expect(env.standins.callbacks.received.filter((cb) => cb.path === path)).toHaveLength(2);
-	});
-
-	// Standard Webhooks practice: a receiver that is being deployed, or has lost its route for a
-	// while, answers 404 (or 401, 410, a 3xx…); the event is retried until its attempts run out.
-	it('a callback the receiver answers 404 is retried with backoff like a 503, and done after the 200', async () => {
-		await waitQuiet();
-		const path = `/hooks/missing-${Date.now()}`;
-		env.standins.callbacks.script([404]);
-		const accepted = (
-			await submit({
-				document: newDocument(),
-				callback_url: `${env.standins.callbacks.url}${path}`,
-			})
-		).body as AcceptedBody;
-		await waitForStatus(accepted.status_url, ['done']);
-		e2eLog('waiting for the callback to be delivered again after its 404 (about 5-10 s backoff)');
-		const deliveries = await env.standins.callbacks.waitFor((cb) => cb.path === path, {
-			timeoutMs: 90_000,
-			count: 2,
-		});
-		expect(deliveries.map((delivery) => delivery.status)).toEqual([404, 200]);
-		expect(deliveries[1].headers['webhook-id']).toBe(deliveries[0].headers['webhook-id']);
-		const event = await waitFor(
-			async () => {
-				const { rows } = await env.jobsDb.query<{
-					status: string;
-					max_attempts: number;
-					attempts: Array<{ outcome: string | null; error_code: string | null }>;
-				}>(
-					`SELECT j.status, j.max_attempts, json_agg(json_build_object('outcome', a.outcome, 'error_code', a.error_code)
-						ORDER BY a.attempt) AS attempts
-					FROM "${env.schema}".jobs j JOIN "${env.schema}".job_attempts a ON a.job_id = j.id
-					WHERE j.queue = 'callbacks' AND j.payload->'payload'->>'job_id' = $1
-					GROUP BY j.id`,
-					[accepted.job_id],
-				);
-				return rows[0]?.status === 'done' ? rows[0] : undefined;
-			},
-			{ timeoutMs: 30_000, intervalMs: 250, what: 'the callback event done' },
-		);
-		expect(event.attempts).toEqual([
-			{ outcome: 'retry', error_code: 'http_404' },
-			{ outcome: 'succeeded', error_code: null },
-		]);
-		// The retry window the relay's sticky note states is for this many deliveries.
-		expect(event.max_attempts).toBe(10);
-		await new Promise((resolve) => setTimeout(resolve, 3_000));
-		expect(env.standins.callbacks.received.filter((cb) => cb.path === path)).toHaveLength(2);
-	});
+	// Standard Webhooks practice: every answer but a 2xx is retried until the attempts run out, a
+	// receiver that is being deployed or has lost its route for a while (404) as one that is down.
+	it.each([503, 404])(
+		'a callback the receiver answers %i is delivered again with the same webhook-id, each delivery signed; the event is done after the 200',
+		async (refusal) => {
+			// The stand-in answers the next request it gets with the refusal, whoever sends it:
+			// nothing else runs.
+			await waitQuiet();
+			const path = `/hooks/refused-${refusal}-${Date.now()}`;
+			env.standins.callbacks.script([refusal]);
+			const accepted = (
+				await submit({
+					document: newDocument(),
+					callback_url: `${env.standins.callbacks.url}${path}`,
+				})
+			).body as AcceptedBody;
+			await waitForStatus(accepted.status_url, ['done']);
+			e2eLog(
+				`waiting for the callback to be delivered again after its ${refusal} (about 5-20 s backoff)`,
+			);
+			const deliveries = await env.standins.callbacks.waitFor((cb) => cb.path === path, {
+				timeoutMs: 90_000,
+				count: 2,
+			});
+			expect(deliveries.map((delivery) => delivery.status)).toEqual([refusal, 200]);
+			const [refused, delivered] = deliveries;
+			expect(refused.headers['webhook-id']).toMatch(/\S/);
+			expect(delivered.headers['webhook-id']).toBe(refused.headers['webhook-id']);
+			const verifier = new Webhook(Buffer.from(SIGNING_KEY, 'utf8').toString('base64'));
+			for (const delivery of deliveries) {
+				const payload = verifier.verify(delivery.body, {
+					'webhook-id': String(delivery.headers['webhook-id']),
+					'webhook-timestamp': String(delivery.headers['webhook-timestamp']),
+					'webhook-signature': String(delivery.headers['webhook-signature']),
+				}) as { type: string; data: { job_id: string } };
+				expect(payload).toMatchObject({
+					type: 'job.succeeded',
+					data: { job_id: accepted.job_id },
+				});
+			}
+			const event = await waitFor(
+				async () => {
+					const { rows } = await env.jobsDb.query<{
+						status: string;
+						max_attempts: number;
+						attempts: Array<{ outcome: string | null; error_code: string | null }>;
+					}>(
+						`SELECT j.status, j.max_attempts, json_agg(json_build_object('outcome', a.outcome, 'error_code', a.error_code)
+							ORDER BY a.attempt) AS attempts
+						FROM "${env.schema}".jobs j JOIN "${env.schema}".job_attempts a ON a.job_id = j.id
+						WHERE j.queue = 'callbacks' AND j.payload->'payload'->>'job_id' = $1
+						GROUP BY j.id`,
+						[accepted.job_id],
+					);
+					return rows[0]?.status === 'done' ? rows[0] : undefined;
+				},
+				{ timeoutMs: 30_000, intervalMs: 250, what: 'the callback event done' },
+			);
+			expect(event.attempts).toEqual([
+				{ outcome: 'retry', error_code: `http_${refusal}` },
+				{ outcome: 'succeeded', error_code: null },
+			]);
+			// The retry window the relay's sticky note states is for this many deliveries.
+			expect(event.max_attempts).toBe(10);
+			await new Promise((resolve) => setTimeout(resolve, 3_000));
+			expect(env.standins.callbacks.received.filter((cb) => cb.path === path)).toHaveLength(2);
+		},
+	);
 
 	it('the signing key is in no execution data of n8n after callbacks were delivered', async () => {
 		const accepted = (

@@ -1,7 +1,5 @@
-import { readFileSync } from 'node:fs';
-import { join, resolve } from 'node:path';
-
 import { classifyHttpStatus } from '../../src/core/classify';
+import { evaluate, load, node, targets, type TemplateNode } from '../helpers/templates';
 
 /**
  * What the Event intake (06) answers for each kind of CRM answer, and when Monitoring (08)
@@ -9,44 +7,6 @@ import { classifyHttpStatus } from '../../src/core/classify';
  * Code node's script run here on items shaped as n8n gives them. test/e2e/workflows.test.ts and
  * test/e2e/monitoring.test.ts run the same templates in a real n8n.
  */
-const WORKFLOWS = resolve(__dirname, '..', '..', 'workflows');
-
-interface TemplateNode {
-	name: string;
-	type: string;
-	parameters: Record<string, unknown>;
-	[key: string]: unknown;
-}
-
-interface Template {
-	nodes: TemplateNode[];
-	connections: Record<string, { main: Array<Array<{ node: string }> | null> }>;
-}
-
-function load(file: string): Template {
-	return JSON.parse(readFileSync(join(WORKFLOWS, file), 'utf8')) as Template;
-}
-
-function node(template: Template, name: string): TemplateNode {
-	const found = template.nodes.find((candidate) => candidate.name === name);
-	if (!found) throw new Error(`no node "${name}"`);
-	return found;
-}
-
-/** The nodes each output of `name` leads to. */
-function targets(template: Template, name: string): string[][] {
-	return (template.connections[name]?.main ?? []).map((output) =>
-		(output ?? []).map((target) => target.node),
-	);
-}
-
-/** An n8n expression (`={{ … }}`) evaluated with `$json`. */
-function evaluate(expression: unknown, $json: unknown): unknown {
-	const match = /^=\{\{([\s\S]*)\}\}$/.exec(String(expression));
-	if (!match) throw new Error(`not an expression: ${String(expression)}`);
-	return new Function('$json', `return (${match[1]});`)($json);
-}
-
 interface Header {
 	name: string;
 	value: string;

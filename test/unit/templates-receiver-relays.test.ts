@@ -1,8 +1,9 @@
 import { readdirSync, readFileSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { resolve } from 'node:path';
 
 import { errorJson } from '../../nodes/shared/errors';
 import { DurableJobsError, classifyDatabaseError } from '../../src/core/errors';
+import { WORKFLOWS, evaluate, load, node, targets, type Template } from '../helpers/templates';
 
 /**
  * The receiver (01) and the relays (05, 07) read from the templates themselves, without an n8n:
@@ -10,45 +11,6 @@ import { DurableJobsError, classifyDatabaseError } from '../../src/core/errors';
  * n8n gives them. test/e2e/workflows.test.ts, hostile-webhooks.test.ts and security.test.ts run
  * the same templates in a real n8n.
  */
-const WORKFLOWS = resolve(__dirname, '..', '..', 'workflows');
-
-interface TemplateNode {
-	name: string;
-	type: string;
-	parameters: Record<string, unknown>;
-	[key: string]: unknown;
-}
-
-interface Template {
-	nodes: TemplateNode[];
-	connections: Record<string, { main: Array<Array<{ node: string }> | null> }>;
-	settings: Record<string, unknown>;
-}
-
-function load(file: string): Template {
-	return JSON.parse(readFileSync(join(WORKFLOWS, file), 'utf8')) as Template;
-}
-
-function node(template: Template, name: string): TemplateNode {
-	const found = template.nodes.find((candidate) => candidate.name === name);
-	if (!found) throw new Error(`no node "${name}"`);
-	return found;
-}
-
-/** The nodes each output of `name` leads to. */
-function targets(template: Template, name: string): string[][] {
-	return (template.connections[name]?.main ?? []).map((output) =>
-		(output ?? []).map((target) => target.node),
-	);
-}
-
-/** An n8n expression (`={{ … }}`) evaluated with `$json`. */
-function evaluate(expression: unknown, $json: unknown): unknown {
-	const match = /^=\{\{([\s\S]*)\}\}$/.exec(String(expression));
-	if (!match) throw new Error(`not an expression: ${String(expression)}`);
-	return new Function('$json', `return (${match[1]});`)($json);
-}
-
 function condition(template: Template, name: string): string {
 	return (
 		node(template, name).parameters.conditions as { conditions: Array<{ leftValue: string }> }
