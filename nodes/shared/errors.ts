@@ -6,7 +6,7 @@ import {
 	type INodeExecutionData,
 } from 'n8n-workflow';
 
-import { DurableJobsError, classifyDatabaseError } from '../../src/core';
+import { DurableJobsError, classifyDatabaseError, isSetupFault } from '../../src/core';
 
 export function asDurableError(error: unknown): DurableJobsError {
 	if (error instanceof DurableJobsError) return error;
@@ -52,6 +52,9 @@ export function errorJson(error: unknown): IDataObject {
 			field: durable.field ?? null,
 			fix: durable.fix ?? null,
 			http_status: durable.httpStatus,
+			// Server errors only: whether a retry of the request can get past it (false) or
+			// someone must fix the setup first (true), for a receiver's 503 or 500.
+			...(durable.httpStatus >= 500 ? { setup_fault: isSetupFault(durable) } : {}),
 			...(durable.code === 'idempotency_key_reused' || durable.code === 'event_id_reused'
 				? { existing_job_id: (durable as unknown as { existingJobId: string }).existingJobId }
 				: {}),

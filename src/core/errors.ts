@@ -248,6 +248,34 @@ export function isMigrationWaitError(error: unknown): boolean {
 	);
 }
 
+/** Codes of faults in the setup that no retry outlives until someone changes it. */
+const SETUP_FAULT_CODES = new Set([
+	'permission_denied',
+	'migration_history_mismatch',
+	'schema_incomplete',
+]);
+
+/**
+ * Whether an error is a fault in the setup (credentials, privileges, the schema) that a retry of
+ * the same request cannot get past, as opposed to an outage, a timeout or a conflict it can:
+ * a receiver answers these with 500 instead of 503 with Retry-After, so that clients do not
+ * retry a misconfiguration forever. Anything not known to be a setup fault counts as one a retry
+ * may outlive (an unresolvable host name is one: a restarting container's name comes back).
+ */
+export function isSetupFault(error: DurableJobsError): boolean {
+	if (SETUP_FAULT_CODES.has(error.code)) return true;
+	if (error.code === 'migrations_missing') return !isMigrationWaitError(error);
+	if (error.code === 'database_unavailable') {
+		const problem = connectionProblem(error);
+		return (
+			problem === 'login_rejected' ||
+			problem === 'password_missing' ||
+			problem === 'database_missing'
+		);
+	}
+	return false;
+}
+
 export function isUnreachableError(error: unknown): boolean {
 	const cause = error instanceof DurableJobsError ? error.cause : error;
 	if (typeof cause !== 'object' || cause === null) return false;

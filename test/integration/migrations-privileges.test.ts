@@ -79,7 +79,7 @@ describe('Auto-Migrate with a runtime role that may not migrate', () => {
 			'0016_ordering_key_runs_alone.sql (without it,',
 			'0017_running_by_lease_end.sql (without it,',
 			'0018_running_by_attempt_lease_end.sql (without it,',
-			'the role it connects as may not apply them',
+			"the credential's role may not apply them",
 			'must be owner of',
 			`node node_modules/n8n-nodes-durable-jobs/dist/src/cli.js migrate --schema ${schema}`,
 			'turn off "Auto-Migrate"',

@@ -8,6 +8,7 @@ import {
 
 import {
 	DatabaseUnavailableError,
+	classifyDatabaseError,
 	DurableJobsError,
 	IdempotencyConflictError,
 	ValidationError,
@@ -307,8 +308,23 @@ describe('error mapping', () => {
 			errorJson(new DatabaseUnavailableError('PostgreSQL is unreachable', 'Start it')),
 		).toEqual({
 			error: 'PostgreSQL is unreachable',
-			details: { code: 'database_unavailable', field: null, fix: 'Start it', http_status: 503 },
+			details: {
+				code: 'database_unavailable',
+				field: null,
+				fix: 'Start it',
+				http_status: 503,
+				setup_fault: false,
+			},
 		});
+		// A server error says whether a retry can get past it (a receiver's 503) or the setup
+		// must be fixed first (its 500).
+		expect(
+			errorJson(
+				classifyDatabaseError(
+					Object.assign(new Error('password authentication failed'), { code: '28P01' }),
+				),
+			).details,
+		).toMatchObject({ code: 'database_unavailable', http_status: 503, setup_fault: true });
 		expect(
 			errorJson(new NodeOperationError(node, 'bad parameter', { description: 'fix it' })),
 		).toMatchObject({ error: 'bad parameter', details: { fix: 'fix it', http_status: 400 } });

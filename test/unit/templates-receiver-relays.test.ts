@@ -183,7 +183,7 @@ describe('Receiver (01): Validate request', () => {
 	});
 });
 
-describe('Receiver (01): a job store that cannot be reached is a 503, a setup fault a 500', () => {
+describe('Receiver (01): a fault in the setup is a 500, any other server error a 503', () => {
 	const receiver = load('01-receiver.json');
 	/** Where Job Enqueue's error item goes: the Respond node that answers it. */
 	function answer(item: Record<string, unknown>): string {
@@ -215,6 +215,12 @@ describe('Receiver (01): a job store that cannot be reached is a 503, a setup fa
 		['too many connections', { code: '53300', message: 'sorry, too many clients already' }],
 		['server shutting down', { code: '57P01', message: 'terminating connection' }],
 		['server starting up', { code: '57P03', message: 'the database system is starting up' }],
+		// A restarting container's name is gone from Docker's DNS for a moment.
+		['unknown host', { code: 'ENOTFOUND', message: 'getaddrinfo ENOTFOUND db' }],
+		// PgBouncer while PostgreSQL restarts.
+		['PgBouncer waiting for a server', { code: '08P01', message: 'query_wait_timeout' }],
+		['a read-only replica after a failover', { code: '25006', message: 'read-only transaction' }],
+		['any other database error', { code: 'XX000', message: 'internal error' }],
 	])('%s → 503 with Retry-After', (_, error) => {
 		expect(answer(fromDriver(error))).toBe('Respond 503');
 	});
@@ -244,8 +250,10 @@ describe('Receiver (01): a job store that cannot be reached is a 503, a setup fa
 		['permission denied', { code: '42501', message: 'permission denied for schema durable_jobs' }],
 		['wrong password', { code: '28P01', message: 'password authentication failed' }],
 		['unknown database', { code: '3D000', message: 'database "x" does not exist' }],
-		['unknown host', { code: 'ENOTFOUND', message: 'getaddrinfo ENOTFOUND db' }],
-		['any other database error', { code: 'XX000', message: 'internal error' }],
+		[
+			'no password',
+			{ message: 'SASL: SCRAM-SERVER-FIRST-MESSAGE: client password must be a string' },
+		],
 	])('%s → 500 without Retry-After', (_, error) => {
 		expect(answer(fromDriver(error))).toBe('Respond 500');
 	});
