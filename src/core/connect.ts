@@ -49,8 +49,19 @@ const WAIT_REPORT_INTERVAL_MS = 5 * 60_000;
  */
 const waitReports = new Map<string, { at: number; reason: string }>();
 
-/** Waits in a row per pool and schema, for the retry delay; kept by resetMigrationCache. */
+/**
+ * Waits in a row per pool, schema and kind of migration waited for, for the retry delay; kept
+ * by resetMigrationCache.
+ */
 const waitsInARow = new Map<string, number>();
+
+/**
+ * Waits for a migration the nodes need are counted apart from waits for one they work without:
+ * neither may lengthen the other's first delay.
+ */
+function waitsKey(readyKey: string, kind: 'required' | 'deferrable'): string {
+	return `${readyKey}:${kind}`;
+}
 
 /** How long a failed open is kept before a use tries again (none: the next use does). */
 const retryAfterMs = new WeakMap<object, number>();
@@ -149,8 +160,8 @@ async function migrateIfMissing(
 		}
 	}
 	waitReports.delete(readyKey);
-	waitsInARow.delete(`${readyKey}:required`);
-	waitsInARow.delete(`${readyKey}:deferrable`);
+	waitsInARow.delete(waitsKey(readyKey, 'required'));
+	waitsInARow.delete(waitsKey(readyKey, 'deferrable'));
 }
 
 /**
@@ -176,9 +187,7 @@ async function migrationStopped(
 		tell(events.onMigrationsPending, deferredMigrationsMessage(schema, missing, error.refusal));
 		return;
 	}
-	// Counted apart: waits for a migration the nodes need must not lengthen the first delay of
-	// a wait for one they work without, nor the other way round.
-	const waitKey = `${readyKey}:${required.length > 0 ? 'required' : 'deferrable'}`;
+	const waitKey = waitsKey(readyKey, required.length > 0 ? 'required' : 'deferrable');
 	const waits = (waitsInARow.get(waitKey) ?? 0) + 1;
 	waitsInARow.set(waitKey, waits);
 	const retry = required.length > 0 ? REQUIRED_MIGRATION_RETRY_MS : DEFERRED_MIGRATION_RETRY_MS;

@@ -232,19 +232,30 @@ export function isMissingPasswordError(error: unknown): boolean {
 	);
 }
 
+/** SQLSTATE a migration raises when it has to wait for running jobs (0016). */
+export const MIGRATION_WAITS_STATE = 'DJ016';
+
+/** The driver error itself, or the one an error made from it wraps as its cause. */
+export function driverError(error: unknown): unknown {
+	return (error as { cause?: unknown } | null)?.cause ?? error;
+}
+
+/** The SQLSTATE of a driver error, or of the driver error another error wraps. */
+export function sqlState(error: unknown): string | undefined {
+	const code = (driverError(error) as { code?: unknown } | null)?.code;
+	return typeof code === 'string' ? code : undefined;
+}
+
 /**
- * Whether an error (a driver error, or the DurableJobsError made from one) means that the
- * database cannot be reached right now, which is worth waiting out, as opposed to a database
- * that answers and refuses (wrong password, unknown database, missing privileges).
- */
-/**
- * Whether opening a store failed only because a migration it needs waits (for a lock another
- * transaction holds, or for running jobs): a later open tries again, as after an outage.
+ * Whether opening a store or migrating failed only because a migration waits (for a lock
+ * another transaction holds, or for running jobs): a later try may pass, as after an outage.
+ * The driver's own error (SQLSTATE DJ016) counts too, before it is made a MigrationWaitsError.
  */
 export function isMigrationWaitError(error: unknown): boolean {
 	return (
 		error instanceof MigrationWaitsError ||
-		(error instanceof MigrationsMissingError && error.cause instanceof MigrationWaitsError)
+		(error instanceof MigrationsMissingError && error.cause instanceof MigrationWaitsError) ||
+		sqlState(error) === MIGRATION_WAITS_STATE
 	);
 }
 
@@ -276,6 +287,11 @@ export function isSetupFault(error: DurableJobsError): boolean {
 	return false;
 }
 
+/**
+ * Whether an error (a driver error, or the DurableJobsError made from one) means that the
+ * database cannot be reached right now, which is worth waiting out, as opposed to a database
+ * that answers and refuses (wrong password, unknown database, missing privileges).
+ */
 export function isUnreachableError(error: unknown): boolean {
 	const cause = error instanceof DurableJobsError ? error.cause : error;
 	if (typeof cause !== 'object' || cause === null) return false;

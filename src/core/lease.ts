@@ -2,7 +2,7 @@ import { v7 as uuidv7 } from 'uuid';
 
 import type { StoreContext } from './context';
 import { CONCURRENCY_LIMIT, LEASE, LEASE_LIMIT } from './defaults';
-import { isDeadlock } from './errors';
+import { driverError, isDeadlock } from './errors';
 import { validateQueueName } from './identifiers';
 import { jobAttemptKey, writeRows, type BatchOptions, type ItemResults } from './items';
 import {
@@ -40,8 +40,7 @@ const ORDERING_KEY_RUNS = 5;
  * crossed order deadlocked on each other's index entries. Either statement wrote nothing.
  */
 function orderingKeyTaken(error: unknown): boolean {
-	const cause = (error as { cause?: unknown } | null)?.cause ?? error;
-	const pgError = cause as { code?: unknown; constraint?: unknown } | null;
+	const pgError = driverError(error) as { code?: unknown; constraint?: unknown } | null;
 	return (
 		(pgError?.code === '23505' && pgError.constraint === 'jobs_ordering_running') ||
 		isDeadlock(error)

@@ -4,11 +4,14 @@ import type pg from 'pg';
 
 import { migrateByHand } from './defaults';
 import {
+	driverError,
+	MIGRATION_WAITS_STATE,
 	MigrationHistoryError,
 	MigrationNotPermittedError,
 	MigrationsMissingError,
 	MigrationWaitsError,
 	runAgainAfterDeadlock,
+	sqlState,
 	truncate,
 } from './errors';
 import { Executor, type Session } from './executor';
@@ -20,6 +23,7 @@ import {
 	createMigrationsTableQuery,
 	createSchemaQuery,
 	lockHolderQuery,
+	mayMigrateQuery,
 	migrationLockQuery,
 	migrationLockTimeoutQuery,
 	migrationQuery,
@@ -169,6 +173,20 @@ export async function missingMigrations(db: Session, schema: string): Promise<Mi
 	return (await migrationState(db, schema)).missing;
 }
 
+/**
+ * Whether the connected role could apply migrations to the schema (mayMigrateQuery), and
+ * whether the schema exists. Reads only.
+ */
+export async function migrationRights(
+	db: Session,
+	schema: string,
+): Promise<{ mayMigrate: boolean; schemaMissing: boolean }> {
+	const [row] = await db.run<{ may_migrate: boolean; schema_missing: boolean }>(
+		mayMigrateQuery(schema),
+	);
+	return { mayMigrate: row.may_migrate, schemaMissing: row.schema_missing };
+}
+
 /** Lists at most `max` names, then how many more. */
 function someOf(names: readonly string[], max = 5): string {
 	const shown = names.slice(0, max).map((name) => `"${truncate(name, 80)}"`);
@@ -248,21 +266,8 @@ export function deferredMigrationsMessage(
 	return `${lacks}, and the credential's role may not apply ${them} (PostgreSQL: ${refusal}). ${meanwhile} Apply ${them} as the owner of the schema's tables with: ${migrateByHand(schema)}; and turn off "Auto-Migrate" in the credential, so that each start of n8n does not try again`;
 }
 
-const MIGRATION_WAITS = 'DJ016';
 const LOCK_NOT_AVAILABLE = '55P03';
 const INSUFFICIENT_PRIVILEGE = '42501';
-
-/** The SQLSTATE of a driver error, or of the driver error a DurableJobsError wraps. */
-function sqlState(error: unknown): string | undefined {
-	const cause = (error as { cause?: unknown } | null)?.cause ?? error;
-	const code = (cause as { code?: unknown } | null)?.code;
-	return typeof code === 'string' ? code : undefined;
-}
-
-/** Whether migrating stopped at a migration that waits (for running jobs, or for a lock). */
-export function migrationWaits(error: unknown): boolean {
-	return error instanceof MigrationWaitsError || sqlState(error) === MIGRATION_WAITS;
-}
 
 /** "45 s", "12 min", "3 h". */
 function age(seconds: number): string {
@@ -357,11 +362,11 @@ async function migrationFailure(
 	const migration = missing[0];
 	if (!migration) return error;
 	const state = sqlState(error);
-	const cause = ((error as { cause?: unknown } | null)?.cause ?? error) as {
+	const cause = driverError(error) as {
 		message?: unknown;
 		hint?: unknown;
 	};
-	if (state === MIGRATION_WAITS)
+	if (state === MIGRATION_WAITS_STATE)
 		return new MigrationWaitsError(schema, migration, String(cause.message).replace(/\.$/, ''), {
 			hint: typeof cause.hint === 'string' && cause.hint ? cause.hint : undefined,
 			applied,

@@ -12,7 +12,8 @@ import {
 	resetMigrationCache,
 	JobStore,
 } from '../../src/core';
-import { DEFERRABLE_MIGRATION_IDS, migrationWaits, renderMigration } from '../../src/core/migrate';
+import { isMigrationWaitError } from '../../src/core/errors';
+import { DEFERRABLE_MIGRATION_IDS, renderMigration } from '../../src/core/migrate';
 import { migrationLockQuery, recordMigrationQuery } from '../../src/core/sql/migrations';
 import {
 	connectionConfig,
@@ -609,14 +610,14 @@ describe('migrations', () => {
 					const outcome = await first;
 					// Applied, unless the reader's commit came over 3 s after the migration asked (a
 					// loaded machine): then it waits, as below.
-					if (!migrationWaits(outcome)) expect(outcome).toBe(file);
+					if (!isMigrationWaitError(outcome)) expect(outcome).toBe(file);
 
 					await schemaBefore('i', id);
 					await reader.query('BEGIN');
 					await reader.query(`SELECT count(*) FROM ${s}.jobs`);
 					const started = Date.now();
 					const waiting = await applyAlone(migrator, target, id).catch((error: unknown) => error);
-					expect(migrationWaits(waiting)).toBe(true);
+					expect(isMigrationWaitError(waiting)).toBe(true);
 					expect(String((waiting as Error).message)).toMatch(
 						new RegExp(
 							`Migration ${file.slice(0, 4)} waits: another transaction kept the jobs table for more than 3 s`,
