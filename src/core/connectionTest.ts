@@ -3,7 +3,7 @@ import { migrateCommandLine } from './defaults';
 import { DEFAULT_SCHEMA, validateSchemaName } from './identifiers';
 import { DurableJobsError, classifyDatabaseError } from './errors';
 import { Executor } from './executor';
-import { missingMigrations } from './migrate';
+import { DEFERRABLE_MIGRATION_IDS, migrationRights, missingMigrations } from './migrate';
 import { newPool, toPoolConfig, type ConnectionConfig } from './pool';
 import { DEFAULT_ISOLATION_QUERY } from './sql/transaction';
 
@@ -96,9 +96,24 @@ export async function testConnection(config: StoreConfig): Promise<ConnectionTes
 				message: `Connected, but schema "${schema}" is missing migrations (${missing.map((m) => m.name).join(', ')}) and Auto-Migrate is off. Turn Auto-Migrate on, or apply them as a role that may create the tables, where n8n runs (in its container, if any), with the installed version's command in the folder the package is installed in (~/.n8n/nodes by default): ${migrateCommand(config, schema)}`,
 			};
 		}
+		const rights = await migrationRights(db, schema);
+		if (rights.mayMigrate)
+			return {
+				ok: true,
+				message: `Connected; schema "${schema}" will be created or upgraded on first use`,
+			};
+		const names = missing.map((m) => m.name).join(', ');
+		const asOwner = `as a role that may (${rights.schemaMissing ? 'one with CREATE on the database' : "the owner of the schema's tables"}), where n8n runs, in the folder the package is installed in (~/.n8n/nodes by default): ${migrateCommand(config, schema)}`;
+		if (missing.every((m) => DEFERRABLE_MIGRATION_IDS.has(m.id)))
+			return {
+				ok: true,
+				message: `Connected; schema "${schema}" lacks migrations the nodes work without (${names}), and this user may not apply them. Apply them ${asOwner}; then turn off Auto-Migrate, or it tries again at each start of n8n`,
+			};
 		return {
-			ok: true,
-			message: `Connected; schema "${schema}" will be created or upgraded on first use`,
+			ok: false,
+			message: rights.schemaMissing
+				? `Connected, but schema "${schema}" does not exist and this user may not create it (no CREATE on the database). Create it and its tables ${asOwner}; then grant this user the privileges listed in the README (section "Database privileges")`
+				: `Connected, but schema "${schema}" is missing migrations (${names}) and this user may not apply them (it does not own the schema's tables). Apply them ${asOwner}`,
 		};
 	} catch (error) {
 		return failure(classifyDatabaseError(error));

@@ -10,6 +10,7 @@ import {
 	migrate,
 	openStore,
 	resetMigrationCache,
+	testConnection,
 	type StoreConfig,
 } from '../../src/core';
 import {
@@ -26,7 +27,8 @@ const runtime = `djt_rt_priv_${process.pid}`;
 const { schema, pool } = useTestSchema(__filename, {
 	closeCachedPools: true,
 	cleanUp: async (admin) => {
-		await dropSchema(admin, `${schema}_old`);
+		for (const suffix of ['_old', '_test14', '_test15', '_absent'])
+			await dropSchema(admin, `${schema}${suffix}`);
 		const { rows } = await admin.query('SELECT 1 FROM pg_roles WHERE rolname = $1', [runtime]);
 		if (rows.length > 0) {
 			await admin.query(`DROP OWNED BY "${runtime}" CASCADE`);
@@ -122,5 +124,78 @@ describe('Auto-Migrate with a runtime role that may not migrate', () => {
 		}
 		await grantRuntimePrivileges(old);
 		await expect(openStore(runtimeConfig(old))).resolves.toBeDefined();
+	});
+});
+
+describe("the credential's test with a role that may not migrate (Auto-Migrate on)", () => {
+	const command = (target: string) =>
+		`node node_modules/n8n-nodes-durable-jobs/dist/src/cli.js migrate --schema ${target}`;
+
+	it('is OK, naming the migrations the nodes work without and how to apply them', async () => {
+		const target = `${schema}_test15`;
+		await dropSchema(pool, target);
+		await schemaAtMigration(pool, target, 15);
+		await grantRuntimePrivileges(target);
+
+		const result = await testConnection(runtimeConfig(target));
+
+		expect(result.ok).toBe(true);
+		for (const part of [
+			`schema "${target}" lacks migrations the nodes work without`,
+			'0016_ordering_key_runs_alone.sql, 0017_running_by_lease_end.sql, 0018_running_by_attempt_lease_end.sql',
+			'this user may not apply them',
+			"the owner of the schema's tables",
+			command(target),
+			'turn off Auto-Migrate',
+		])
+			expect(result.message).toContain(part);
+		expect(await appliedIds(target)).toBe(15);
+	});
+
+	it('fails when a migration the nodes need is missing, naming the owner and the command', async () => {
+		const target = `${schema}_test14`;
+		await dropSchema(pool, target);
+		await schemaAtMigration(pool, target, 14);
+		await grantRuntimePrivileges(target);
+
+		const result = await testConnection(runtimeConfig(target));
+
+		expect(result.ok).toBe(false);
+		expect(result.message).toContain(
+			`schema "${target}" is missing migrations (0015_column_domains.sql, 0016_`,
+		);
+		expect(result.message).toContain(
+			"this user may not apply them (it does not own the schema's tables)",
+		);
+		expect(result.message).toContain(command(target));
+		expect(await appliedIds(target)).toBe(14);
+
+		// Once the role inherits the owner's rights, the test expects the upgrade to work.
+		const { rows } = await pool.query('SELECT current_user AS owner');
+		await pool.query(`GRANT "${rows[0].owner}" TO "${runtime}"`);
+		try {
+			expect(await testConnection(runtimeConfig(target))).toEqual({
+				ok: true,
+				message: `Connected; schema "${target}" will be created or upgraded on first use`,
+			});
+		} finally {
+			await pool.query(`REVOKE "${rows[0].owner}" FROM "${runtime}"`);
+		}
+	});
+
+	it('fails when the schema does not exist and the role may not create it, and creates nothing', async () => {
+		const target = `${schema}_absent`;
+		await dropSchema(pool, target);
+
+		const result = await testConnection(runtimeConfig(target));
+
+		expect(result.ok).toBe(false);
+		expect(result.message).toContain(
+			`schema "${target}" does not exist and this user may not create it (no CREATE on the database)`,
+		);
+		expect(result.message).toContain('one with CREATE on the database');
+		expect(result.message).toContain(command(target));
+		const { rows } = await pool.query('SELECT 1 FROM pg_namespace WHERE nspname = $1', [target]);
+		expect(rows).toEqual([]);
 	});
 });

@@ -33,6 +33,30 @@ export function schemaExistsQuery(schema: string): SqlQuery {
 	};
 }
 
+/**
+ * Whether the connected role could apply migrations to the schema: create it (CREATE on the
+ * database) when it does not exist; otherwise create in it and own, or inherit the rights of
+ * the owner of, every table, view, function and domain in it (migrations alter and replace them).
+ * Read by the credential's test, which writes nothing.
+ */
+export function mayMigrateQuery(schema: string): SqlQuery {
+	return {
+		text: `SELECT CASE
+	WHEN n.oid IS NULL THEN has_database_privilege(current_database(), 'CREATE')
+	ELSE has_schema_privilege(n.oid, 'CREATE')
+		AND NOT EXISTS (SELECT 1 FROM pg_class c WHERE c.relnamespace = n.oid
+			AND c.relkind IN ('r', 'p', 'v', 'm', 'S') AND NOT pg_has_role(c.relowner, 'USAGE'))
+		AND NOT EXISTS (SELECT 1 FROM pg_proc p WHERE p.pronamespace = n.oid
+			AND NOT pg_has_role(p.proowner, 'USAGE'))
+		AND NOT EXISTS (SELECT 1 FROM pg_type t WHERE t.typnamespace = n.oid AND t.typtype = 'd'
+			AND NOT pg_has_role(t.typowner, 'USAGE'))
+	END AS may_migrate, n.oid IS NULL AS schema_missing
+FROM (VALUES ($1::text)) AS wanted (name)
+LEFT JOIN pg_namespace n ON n.nspname = wanted.name`,
+		values: [schema],
+	};
+}
+
 export function createSchemaQuery(s: string): SqlQuery {
 	return { text: `CREATE SCHEMA ${s}`, values: [] };
 }
