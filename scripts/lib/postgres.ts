@@ -97,6 +97,16 @@ const DEFAULT_NEEDS: DatabaseNeeds = {
 };
 
 /**
+ * What the test suite creates with `DATABASE_URL`: roles of every kind, superusers among them,
+ * besides schemas and n8n's databases. Checked by its set-up, and by `npm test` before it
+ * downloads n8n, so that a role that will not do is refused in a second, not after the download.
+ */
+export const TEST_SUITE_NEEDS: DatabaseNeeds = {
+	superuser: true,
+	purpose: 'the tests (some create roles, superusers among them)',
+};
+
+/**
  * Use `DATABASE_URL` when it is set (after checking that it connects and that its role may
  * create what `needs` says, default a schema: a `DatabaseUrlError` with a one-line message
  * otherwise); else start a throw-away embedded PostgreSQL (`startEmbeddedPostgres`, a

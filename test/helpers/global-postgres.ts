@@ -1,4 +1,4 @@
-import { startPostgres, type RunningPostgres } from '../../scripts/lib/postgres';
+import { TEST_SUITE_NEEDS, startPostgres, type RunningPostgres } from '../../scripts/lib/postgres';
 
 /** Kept on the global object: jest runs the teardown in the process that ran the set-up. */
 const key = Symbol.for('n8n-nodes-durable-jobs.test-postgres');
@@ -10,9 +10,13 @@ type Holder = { [key]?: RunningPostgres };
  * process's environment). A second project's set-up in the same run finds it there.
  */
 export default async function setup(): Promise<void> {
-	const postgres = await startPostgres((line) => {
-		if (process.env.DEBUG_POSTGRES) console.log(line);
-	});
+	const postgres = await startPostgres(
+		(line) => {
+			if (process.env.DEBUG_POSTGRES) console.log(line);
+		},
+		[],
+		{ needs: TEST_SUITE_NEEDS },
+	);
 	if (!postgres.embedded) return;
 	console.log('[tests] DATABASE_URL not set: using an embedded PostgreSQL');
 	(globalThis as Holder)[key] = postgres;

@@ -7,8 +7,17 @@
  * The demo here never gets far enough to download: `npm` is a stand-in that fails, and
  * N8N_NODE_BINARY names a stand-in Node 24, in a cache folder of the test's own.
  */
+import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import {
+	chmodSync,
+	existsSync,
+	mkdirSync,
+	mkdtempSync,
+	readdirSync,
+	rmSync,
+	writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -140,5 +149,35 @@ describe('npm run demo with such a DATABASE_URL', () => {
 		expect(code).toBe(1);
 		expect(run.output()).not.toMatch(/downloading|building and packing/);
 		expect(run.leftovers()).toEqual({ files: [], processes: [] });
+	}, 60_000);
+
+	it('npm test refuses a role that is not a superuser before it downloads n8n (n8n:install --check-test-database)', () => {
+		const cache = join(dir, 'install-cache');
+		const result = spawnSync(
+			process.execPath,
+			['--import', 'tsx', 'scripts/install-n8n.ts', '--check-test-database'],
+			{
+				cwd: join(__dirname, '..', '..'),
+				encoding: 'utf8',
+				timeout: 60_000,
+				env: {
+					...process.env,
+					DATABASE_URL: roleUrl,
+					DURABLE_JOBS_CACHE_DIR: cache,
+					N8N_NODE_BINARY: join(dir, 'bin', 'node24'),
+					PATH: `${join(dir, 'bin')}:${process.env.PATH}`,
+				},
+			},
+		);
+		expect(result.stderr.trim().split('\n')).toEqual([
+			expect.stringMatching(
+				new RegExp(
+					`^DATABASE_URL \\(.*\\): the role "${role}" connects but is not a superuser, which it needs for the tests \\(some create roles, superusers among them\\)\\. Grant it \\(as a superuser: ALTER ROLE "${role}" SUPERUSER\\)`,
+				),
+			),
+		]);
+		expect(result.status).toBe(1);
+		expect(result.stdout).not.toMatch(/download/i);
+		expect(existsSync(cache) ? readdirSync(cache) : []).toEqual([]);
 	}, 60_000);
 });
