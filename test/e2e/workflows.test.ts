@@ -515,7 +515,7 @@ describe('receiver → dispatcher → worker → status', () => {
 			).body as AcceptedBody;
 			await waitForStatus(accepted.status_url, ['done']);
 			e2eLog(
-				`waiting for the callback to be delivered again after its ${refusal} (about 5-20 s backoff)`,
+				`waiting for the callback to be delivered again after its ${refusal} (the first retry waits 4-6 s)`,
 			);
 			const deliveries = await env.standins.callbacks.waitFor((cb) => cb.path === path, {
 				timeoutMs: 90_000,
@@ -523,6 +523,10 @@ describe('receiver → dispatcher → worker → status', () => {
 			});
 			expect(deliveries.map((delivery) => delivery.status)).toEqual([refusal, 200]);
 			const [refused, delivered] = deliveries;
+			// The relay's schedule (Standard Webhooks): the first retry 5 s ±20% after the refusal.
+			const waitedMs = Date.parse(delivered.at) - Date.parse(refused.at);
+			expect(waitedMs).toBeGreaterThanOrEqual(3_500);
+			expect(waitedMs).toBeLessThan(30_000);
 			expect(refused.headers['webhook-id']).toMatch(/\S/);
 			expect(delivered.headers['webhook-id']).toBe(refused.headers['webhook-id']);
 			const verifier = new Webhook(Buffer.from(SIGNING_KEY, 'utf8').toString('base64'));

@@ -37,9 +37,20 @@ export function targets(template: Template, name: string): string[][] {
 	);
 }
 
-/** An n8n expression (`={{ … }}`) evaluated with `$json`. */
-export function evaluate(expression: unknown, $json: unknown): unknown {
+/**
+ * An n8n expression (`={{ … }}`) evaluated with `$json`, and with `$('Node')` reading the paired
+ * item of an earlier node from `upstream` (node name → that item's JSON).
+ */
+export function evaluate(
+	expression: unknown,
+	$json: unknown,
+	upstream: Record<string, unknown> = {},
+): unknown {
 	const match = /^=\{\{([\s\S]*)\}\}$/.exec(String(expression));
 	if (!match) throw new Error(`not an expression: ${String(expression)}`);
-	return new Function('$json', `return (${match[1]});`)($json);
+	const $ = (name: string) => {
+		if (!(name in upstream)) throw new Error(`the test gives no item of node "${name}"`);
+		return { item: { json: upstream[name] }, first: () => ({ json: upstream[name] }) };
+	};
+	return new Function('$json', '$', `return (${match[1]});`)($json, $);
 }

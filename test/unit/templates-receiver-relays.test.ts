@@ -371,27 +371,53 @@ describe('Callback relay (05)', () => {
 		expect(outcome(noAnswer)).toBe('retry');
 		expect(code(noAnswer)).toBe('http_no_response');
 		expect(complete.parameters.errorClass).toBe('');
-		expect(complete.parameters.options).toMatchObject({ backoffBaseSeconds: 10 });
-		expect(complete.parameters.options).not.toHaveProperty('backoffMaxSeconds');
 	});
 
-	it('the sticky note states the retry window the callback queue’s 10 attempts and the backoff give', () => {
+	/** Retry After Seconds of Job Complete after the given delivery (attempt) failed. */
+	function waitAfter(attempt: unknown): number {
+		const expression = (node(relay, 'Job Complete').parameters.options as Record<string, unknown>)
+			.retryAfterSeconds;
+		return evaluate(
+			expression,
+			{ statusCode: 503 },
+			{ 'Build signed request': { attempt } },
+		) as number;
+	}
+
+	it('retries on the Standard Webhooks schedule: 5 s, 5 min, 30 min, 2 h, 5 h, then 10 h, each ±20%', () => {
+		const nominal = [5, 300, 1800, 7200, 18000, 36000, 36000, 36000, 36000];
+		const seen = nominal.map(() => new Set<number>());
+		for (let round = 0; round < 200; round++)
+			nominal.forEach((wait, index) => {
+				const drawn = waitAfter(index + 1);
+				expect(Number.isInteger(drawn)).toBe(true);
+				expect(drawn).toBeGreaterThanOrEqual(Math.floor(wait * 0.8));
+				expect(drawn).toBeLessThanOrEqual(Math.ceil(wait * 1.2));
+				seen[index].add(drawn);
+			});
+		// Spread, so that events that failed together do not all come back at the same moment.
+		for (const [index, drawn] of seen.entries())
+			if (nominal[index] >= 300) expect(drawn.size).toBeGreaterThan(20);
+		// An attempt number the item lacks counts as the first delivery, never as no wait.
+		for (const attempt of [undefined, null, 0, 'x'])
+			expect(waitAfter(attempt)).toBeGreaterThanOrEqual(4);
+	});
+
+	it('the sticky note states the retry window the callback queue’s 10 attempts and the schedule give', () => {
 		// job_finished_event (migration 0010) enqueues each callback event with max_attempts 10.
 		const migration = readFileSync(
 			resolve(__dirname, '..', '..', 'migrations', '0010_finished_event_function.sql'),
 			'utf8',
 		);
 		expect(migration).toMatch(/p_event_id, p_event_id, 10, p_correlation_id\)/);
-		// Retry n waits between d/2 and d, d = min(3600 s, 10 s × 2^(n-1)); the 10th delivery
-		// comes after the retries of the first nine.
-		const waits = Array.from({ length: 9 }, (_, n) => Math.min(3600, 10 * 2 ** n));
-		const longest = waits.reduce((sum, wait) => sum + wait, 0);
-		expect(Math.round(longest / 2 / 60)).toBe(43);
-		expect(Math.round(longest / 60)).toBe(85);
+		// The 10th delivery comes after the waits that follow the first nine.
+		const total = [5, 300, 1800, 7200, 18000, 36000, 36000, 36000, 36000].reduce((a, b) => a + b);
+		expect(Math.floor((total * 0.8) / 3600)).toBe(38);
+		expect(Math.round((total * 1.2) / 3600)).toBe(57);
 		const note = node(relay, 'Note 1').parameters.content as string;
 		expect(note).toContain('An event gets **10 deliveries**');
-		expect(note).toContain('10 s, 20 s, 40 s, … 2,560 s');
-		expect(note).toContain('the 10th delivery comes 43 to 85 minutes after the first');
+		expect(note).toContain('5 s, 5 min, 30 min, 2 h and 5 h, after each later one 10 h');
+		expect(note).toContain('the 10th delivery comes about 2 days (38 to 57 hours) after the first');
 		expect(note).not.toMatch(/needs_manual_review/);
 	});
 });
