@@ -725,19 +725,51 @@ describe('POST /webhook/events (event intake)', () => {
 		occurred_at: '2026-02-01T00:00:00Z',
 	};
 
-	it('non-JSON, empty, array and incomplete bodies answer 400', async () => {
+	it('non-JSON types answer 415, empty, array and incomplete bodies 400', async () => {
 		await hostile(
 			'POST /webhook/events',
 			'truncated JSON',
 			post('events', '{"source": "shop", '),
 			422,
 		);
+		const unsupported = (answer: Answer) => {
+			problem(415, /^Content-Type$/)(answer);
+			expect(answer.body).toMatchObject({ title: 'Unsupported media type' });
+			expect((answer.body as { detail: string }).detail).toMatch(
+				/^Content-Type: must be application\/json \(got "/,
+			);
+		};
 		await hostile(
 			'POST /webhook/events',
 			'text/plain body',
 			post('events', 'event!', { 'content-type': 'text/plain' }),
-			400,
-			problem(400, /body/),
+			415,
+			unsupported,
+		);
+		// n8n turns a form into fields: these four would read as a valid event.
+		await hostile(
+			'POST /webhook/events',
+			'form-encoded event with every field',
+			post(
+				'events',
+				'source=shop&external_id=ev-form&status=paid&occurred_at=2026-02-01T00:00:00Z',
+				{
+					'content-type': 'application/x-www-form-urlencoded',
+				},
+			),
+			415,
+			unsupported,
+		);
+		await hostile(
+			'POST /webhook/events',
+			'XML event',
+			post(
+				'events',
+				'<event><source>shop</source><external_id>ev-xml</external_id><status>paid</status></event>',
+				{ 'content-type': 'application/xml' },
+			),
+			415,
+			unsupported,
 		);
 		await hostile('POST /webhook/events', 'empty body', post('events', ''), 400, problem(400));
 		await hostile(

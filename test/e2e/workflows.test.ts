@@ -445,6 +445,26 @@ describe('receiver → dispatcher → worker → status', () => {
 		await expectAiContractFailure('DjDispatcher0001');
 	});
 
+	// n8n's HTTP Request leaves a body it does not take for JSON as text; Read AI answer parses it.
+	it('AI answers its JSON as text/plain → read as JSON: the job is done with the fields, one CRM record', async () => {
+		await waitQuiet();
+		const document = newDocument();
+		env.standins.ai.always(document.id, {
+			status: 200,
+			body: { fields: { name: 'Grace Hopper', email: 'grace@example.com' }, model: 'stand-in' },
+			headers: { 'content-type': 'text/plain; charset=utf-8' },
+		});
+		const accepted = (await submit({ document })).body as AcceptedBody;
+		const done = await waitForStatus(accepted.status_url, ['done', 'failed'], 60_000);
+		expect(done.status).toBe('done');
+		expect(done.result).toMatchObject({
+			source_document_id: document.id,
+			fields: { name: 'Grace Hopper', email: 'grace@example.com' },
+		});
+		expect(env.standins.ai.callCount(document.id)).toBe(1);
+		expect(env.standins.crm.recordsForKey(accepted.job_id)).toHaveLength(1);
+	});
+
 	it('a wrong token answers 404, identical to an unknown job', async () => {
 		const accepted = (await submit({ document: newDocument() })).body as AcceptedBody;
 		const wrongToken = await status(

@@ -67,7 +67,29 @@ describe('Event intake (06): a CRM that is down and a CRM that refuses are answe
 
 	it('transient: the claim is failed, 503 retry_later with Retry-After (also on Claim Lost)', () => {
 		expect(node(intake, 'Mark failed').parameters.operation).toBe('fail');
-		expect(targets(intake, 'Mark failed')).toEqual([['Respond 503 retry'], ['Respond 503 retry']]);
+		// Only a setup fault of Outbox Write (templates-setup-faults.test.ts) answers 500 instead.
+		expect(targets(intake, 'Mark failed')).toEqual([
+			['Outbox setup fault?'],
+			['Outbox setup fault?'],
+		]);
+		expect(targets(intake, 'Outbox setup fault?')).toEqual([
+			['Respond 500 (outbox)'],
+			['Respond 503 retry'],
+		]);
+		const setupFault = node(intake, 'Outbox setup fault?');
+		for (const item of [
+			{ statusCode: 503, body: {} },
+			{ statusCode: 429, body: 'busy' },
+			{ error: { message: 'connect ECONNREFUSED 10.0.0.9:443' } },
+		])
+			expect(
+				evaluate(
+					(setupFault.parameters.conditions as { conditions: Array<{ leftValue: string }> })
+						.conditions[0].leftValue,
+					item,
+				),
+				JSON.stringify(item),
+			).toBe(false);
 		const respond = node(intake, 'Respond 503 retry');
 		expect((respond.parameters.options as { responseCode: number }).responseCode).toBe(503);
 		expect(headers(respond)['Retry-After']).toBe('10');

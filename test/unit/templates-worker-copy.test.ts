@@ -125,7 +125,13 @@ describe('the Dispatcher (03) and the Worker (04) run the same job steps', () =>
 			expect(ours[name], `node "${name}" (03 vs 04): change both templates`).toEqual(theirs[name]);
 		// Not vacuous: the steps are there, and one of them reads the entry node's item.
 		expect(Object.keys(theirs)).toEqual(
-			expect.arrayContaining(['Config', 'Call AI', 'Create CRM record', 'Finish job']),
+			expect.arrayContaining([
+				'Config',
+				'Call AI',
+				'Read AI answer',
+				'Create CRM record',
+				'Finish job',
+			]),
 		);
 		expect(JSON.stringify(theirs)).toContain(`$('${ENTRY}')`);
 	});
