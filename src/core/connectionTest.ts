@@ -13,6 +13,13 @@ export interface ConnectionTestResult {
 	message: string;
 }
 
+/** "a, b, c and 2 more". */
+function someOf(names: readonly string[], max = 4): string {
+	const shown = names.slice(0, max);
+	if (names.length > max) return `${shown.join(', ')} and ${names.length - max} more`;
+	return shown.length > 1 ? `${shown.slice(0, -1).join(', ')} and ${shown.at(-1)}` : shown.join('');
+}
+
 /** How long the test waits for a connection; shorter than a node's, so the editor answers soon. */
 const TEST_CONNECTION_TIMEOUT_MS = 8_000;
 
@@ -90,30 +97,47 @@ export async function testConnection(config: StoreConfig): Promise<ConnectionTes
 		const missing = await missingMigrations(db, schema);
 		if (missing.length === 0)
 			return { ok: true, message: `Connected; schema "${schema}" is up to date` };
+		const names = missing.map((m) => m.name).join(', ');
+		const onlyDeferrable = missing.every((m) => DEFERRABLE_MIGRATION_IDS.has(m.id));
+		const where = `where n8n runs (in its container, if any), with the installed version's command in the folder the package is installed in (~/.n8n/nodes by default): ${migrateCommand(config, schema)}`;
 		if (config.autoMigrate === false) {
+			if (onlyDeferrable)
+				return {
+					ok: true,
+					message: `Connected; schema "${schema}" lacks migrations the nodes work without (${names}), and Auto-Migrate is off. Turn Auto-Migrate on, or apply them as a role that may create the tables, ${where}`,
+				};
 			return {
 				ok: false,
-				message: `Connected, but schema "${schema}" is missing migrations (${missing.map((m) => m.name).join(', ')}) and Auto-Migrate is off. Turn Auto-Migrate on, or apply them as a role that may create the tables, where n8n runs (in its container, if any), with the installed version's command in the folder the package is installed in (~/.n8n/nodes by default): ${migrateCommand(config, schema)}`,
+				message: `Connected, but schema "${schema}" is missing migrations (${names}) and Auto-Migrate is off. Turn Auto-Migrate on, or apply them as a role that may create the tables, ${where}`,
 			};
 		}
 		const rights = await migrationRights(db, schema);
-		if (rights.mayMigrate)
+		if (rights.mayCreate && rights.notOwned.length === 0)
 			return {
 				ok: true,
 				message: `Connected; schema "${schema}" will be created or upgraded on first use`,
 			};
-		const names = missing.map((m) => m.name).join(', ');
-		const asOwner = `as a role that may (${rights.schemaMissing ? 'one with CREATE on the database' : "the owner of the schema's tables"}), where n8n runs, in the folder the package is installed in (~/.n8n/nodes by default): ${migrateCommand(config, schema)}`;
-		if (missing.every((m) => DEFERRABLE_MIGRATION_IDS.has(m.id)))
+		const lacks = rights.schemaMissing
+			? 'no CREATE privilege on the database'
+			: [
+					rights.mayCreate ? undefined : 'no CREATE privilege on the schema',
+					rights.notOwned.length > 0
+						? `it does not own ${someOf(rights.notOwned)} (nor is it a member of the owner)`
+						: undefined,
+				]
+					.filter(Boolean)
+					.join(', and ');
+		const asOwner = `as a role that may (${rights.schemaMissing ? 'one with CREATE on the database' : "the owner of the schema's tables"}), ${where}`;
+		if (onlyDeferrable)
 			return {
 				ok: true,
-				message: `Connected; schema "${schema}" lacks migrations the nodes work without (${names}), and this user may not apply them. Apply them ${asOwner}; then turn off Auto-Migrate, or it tries again at each start of n8n`,
+				message: `Connected; schema "${schema}" lacks migrations the nodes work without (${names}), and this user may not apply them (${lacks}). Apply them ${asOwner}; then turn off Auto-Migrate, or it tries again at each start of n8n`,
 			};
 		return {
 			ok: false,
 			message: rights.schemaMissing
-				? `Connected, but schema "${schema}" does not exist and this user may not create it (no CREATE on the database). Create it and its tables ${asOwner}; then grant this user the privileges listed in the README (section "Database privileges")`
-				: `Connected, but schema "${schema}" is missing migrations (${names}) and this user may not apply them (it does not own the schema's tables). Apply them ${asOwner}`,
+				? `Connected, but schema "${schema}" does not exist and this user may not create it (${lacks}). Create it and its tables ${asOwner}; then grant this user the privileges listed in the README (section "Database privileges")`
+				: `Connected, but schema "${schema}" is missing migrations (${names}) and this user may not apply them (${lacks}). Apply them ${asOwner}`,
 		};
 	} catch (error) {
 		return failure(classifyDatabaseError(error));

@@ -23,7 +23,7 @@ import {
 	createMigrationsTableQuery,
 	createSchemaQuery,
 	lockHolderQuery,
-	mayMigrateQuery,
+	migrationRightsQuery,
 	migrationLockQuery,
 	migrationLockTimeoutQuery,
 	migrationQuery,
@@ -174,17 +174,44 @@ export async function missingMigrations(db: Session, schema: string): Promise<Mi
 }
 
 /**
- * Whether the connected role could apply migrations to the schema (mayMigrateQuery), and
- * whether the schema exists. Reads only.
+ * The tables, views, functions and domains the shipped migrations create or rename into the
+ * schema, and the migrations table: the objects later migrations alter or replace.
  */
-export async function migrationRights(
-	db: Session,
-	schema: string,
-): Promise<{ mayMigrate: boolean; schemaMissing: boolean }> {
-	const [row] = await db.run<{ may_migrate: boolean; schema_missing: boolean }>(
-		mayMigrateQuery(schema),
+export function migrationObjects(): {
+	relations: string[];
+	functions: string[];
+	domains: string[];
+} {
+	const relations = new Set<string>(['migrations']);
+	const functions = new Set<string>();
+	const domains = new Set<string>();
+	const created =
+		/CREATE\s+(?:OR\s+REPLACE\s+)?(TABLE|VIEW|FUNCTION|DOMAIN)\s+(?:IF\s+NOT\s+EXISTS\s+)?\{\{schema\}\}\.(\w+)/gi;
+	const renamed = /ALTER\s+TABLE\s+\{\{schema\}\}\.\w+\s+RENAME\s+TO\s+(\w+)/gi;
+	for (const migration of loadMigrations()) {
+		for (const [, kind, name] of migration.sql.matchAll(created)) {
+			const upper = kind.toUpperCase();
+			(upper === 'FUNCTION' ? functions : upper === 'DOMAIN' ? domains : relations).add(name);
+		}
+		for (const [, name] of migration.sql.matchAll(renamed)) relations.add(name);
+	}
+	return { relations: [...relations], functions: [...functions], domains: [...domains] };
+}
+
+/** What the connected role lacks to apply migrations to the schema (empty: nothing). Reads only. */
+export interface MigrationRights {
+	schemaMissing: boolean;
+	/** CREATE on the database (a missing schema) or on the schema. */
+	mayCreate: boolean;
+	/** The package's objects in the schema whose owner's rights the role does not have. */
+	notOwned: string[];
+}
+
+export async function migrationRights(db: Session, schema: string): Promise<MigrationRights> {
+	const [row] = await db.run<{ schema_missing: boolean; may_create: boolean; not_owned: string[] }>(
+		migrationRightsQuery(schema, migrationObjects()),
 	);
-	return { mayMigrate: row.may_migrate, schemaMissing: row.schema_missing };
+	return { schemaMissing: row.schema_missing, mayCreate: row.may_create, notOwned: row.not_owned };
 }
 
 /** Lists at most `max` names, then how many more. */

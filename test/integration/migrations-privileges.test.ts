@@ -152,6 +152,45 @@ describe("the credential's test with a role that may not migrate (Auto-Migrate o
 		expect(await appliedIds(target)).toBe(15);
 	});
 
+	it("objects of other roles in the schema do not matter: only the package's own, and CREATE on the schema", async () => {
+		const target = `${schema}_test15`;
+		const other = `${runtime}_other`;
+		const { rows } = await pool.query('SELECT current_user AS owner');
+		const owner = String(rows[0].owner);
+		await pool.query(`DROP ROLE IF EXISTS "${other}"`);
+		await pool.query(`CREATE ROLE "${other}"`);
+		// The runtime role may do what the owner of the package's objects may (not as a
+		// superuser: that is not inherited), and create in the schema; another application's
+		// view beside them belongs to a role it is no member of.
+		await pool.query(`GRANT "${owner}" TO "${runtime}"`);
+		await pool.query(`GRANT CREATE ON SCHEMA "${target}" TO "${runtime}"`);
+		try {
+			await pool.query(`CREATE VIEW "${target}".someone_elses AS SELECT 1 AS one`);
+			await pool.query(`ALTER VIEW "${target}".someone_elses OWNER TO "${other}"`);
+			expect(await testConnection(runtimeConfig(target))).toEqual({
+				ok: true,
+				message: `Connected; schema "${target}" will be created or upgraded on first use`,
+			});
+		} finally {
+			await pool.query(`DROP VIEW IF EXISTS "${target}".someone_elses`);
+			await pool.query(`REVOKE CREATE ON SCHEMA "${target}" FROM "${runtime}"`);
+			await pool.query(`REVOKE "${owner}" FROM "${runtime}"`);
+			await pool.query(`DROP ROLE IF EXISTS "${other}"`);
+		}
+	});
+
+	it('names a missing CREATE privilege on the schema, and with Auto-Migrate off is OK while only migrations the nodes work without are missing', async () => {
+		const target = `${schema}_test15`;
+		const result = await testConnection(runtimeConfig(target));
+		expect(result.message).toContain('no CREATE privilege on the schema, and it does not own');
+		expect(await testConnection({ ...runtimeConfig(target), autoMigrate: false })).toEqual({
+			ok: true,
+			message: expect.stringContaining(
+				`Connected; schema "${target}" lacks migrations the nodes work without (0016_ordering_key_runs_alone.sql, 0017_running_by_lease_end.sql, 0018_running_by_attempt_lease_end.sql), and Auto-Migrate is off. Turn Auto-Migrate on, or apply them`,
+			),
+		});
+	});
+
 	it('fails when a migration the nodes need is missing, naming the owner and the command', async () => {
 		const target = `${schema}_test14`;
 		await dropSchema(pool, target);
@@ -164,8 +203,8 @@ describe("the credential's test with a role that may not migrate (Auto-Migrate o
 		expect(result.message).toContain(
 			`schema "${target}" is missing migrations (0015_column_domains.sql, 0016_`,
 		);
-		expect(result.message).toContain(
-			"this user may not apply them (it does not own the schema's tables)",
+		expect(result.message).toMatch(
+			/this user may not apply them \(no CREATE privilege on the schema, and it does not own entity_versions, idempotency_keys, job_attempt_records, job_attempts and \d+ more \(nor is it a member of the owner\)\)/,
 		);
 		expect(result.message).toContain(command(target));
 		expect(await appliedIds(target)).toBe(14);
@@ -191,7 +230,7 @@ describe("the credential's test with a role that may not migrate (Auto-Migrate o
 
 		expect(result.ok).toBe(false);
 		expect(result.message).toContain(
-			`schema "${target}" does not exist and this user may not create it (no CREATE on the database)`,
+			`schema "${target}" does not exist and this user may not create it (no CREATE privilege on the database)`,
 		);
 		expect(result.message).toContain('one with CREATE on the database');
 		expect(result.message).toContain(command(target));

@@ -34,26 +34,35 @@ export function schemaExistsQuery(schema: string): SqlQuery {
 }
 
 /**
- * Whether the connected role could apply migrations to the schema: create it (CREATE on the
- * database) when it does not exist; otherwise create in it and own, or inherit the rights of
- * the owner of, every table, view, function and domain in it (migrations alter and replace them).
- * Read by the credential's test, which writes nothing.
+ * What the connected role lacks to apply migrations to the schema. A missing schema needs
+ * CREATE on the database; an existing one CREATE on the schema (new tables, indexes) and the
+ * rights of the owner (its own, or inherited) of each of the package's objects in it that
+ * migrations alter or replace: `relations` (tables and views), `functions` and `domains` name
+ * them. Objects of others in the same schema do not matter. Reads only.
  */
-export function mayMigrateQuery(schema: string): SqlQuery {
+export function migrationRightsQuery(
+	schema: string,
+	objects: { relations: string[]; functions: string[]; domains: string[] },
+): SqlQuery {
 	return {
-		text: `SELECT CASE
-	WHEN n.oid IS NULL THEN has_database_privilege(current_database(), 'CREATE')
-	ELSE has_schema_privilege(n.oid, 'CREATE')
-		AND NOT EXISTS (SELECT 1 FROM pg_class c WHERE c.relnamespace = n.oid
-			AND c.relkind IN ('r', 'p', 'v', 'm', 'S') AND NOT pg_has_role(c.relowner, 'USAGE'))
-		AND NOT EXISTS (SELECT 1 FROM pg_proc p WHERE p.pronamespace = n.oid
-			AND NOT pg_has_role(p.proowner, 'USAGE'))
-		AND NOT EXISTS (SELECT 1 FROM pg_type t WHERE t.typnamespace = n.oid AND t.typtype = 'd'
-			AND NOT pg_has_role(t.typowner, 'USAGE'))
-	END AS may_migrate, n.oid IS NULL AS schema_missing
+		text: `SELECT n.oid IS NULL AS schema_missing,
+	CASE WHEN n.oid IS NULL THEN has_database_privilege(current_database(), 'CREATE')
+		ELSE has_schema_privilege(n.oid, 'CREATE') END AS may_create,
+	ARRAY(
+		SELECT c.relname::text FROM pg_class c WHERE c.relnamespace = n.oid
+			AND c.relname = ANY ($2::text[]) AND c.relkind IN ('r', 'p', 'v', 'm')
+			AND NOT pg_has_role(c.relowner, 'USAGE')
+		UNION ALL
+		SELECT p.proname::text FROM pg_proc p WHERE p.pronamespace = n.oid
+			AND p.proname = ANY ($3::text[]) AND NOT pg_has_role(p.proowner, 'USAGE')
+		UNION ALL
+		SELECT t.typname::text FROM pg_type t WHERE t.typnamespace = n.oid AND t.typtype = 'd'
+			AND t.typname = ANY ($4::text[]) AND NOT pg_has_role(t.typowner, 'USAGE')
+		ORDER BY 1
+	) AS not_owned
 FROM (VALUES ($1::text)) AS wanted (name)
 LEFT JOIN pg_namespace n ON n.nspname = wanted.name`,
-		values: [schema],
+		values: [schema, objects.relations, objects.functions, objects.domains],
 	};
 }
 
