@@ -23,7 +23,13 @@ type StandinsOptions = Parameters<typeof startStandins>[0];
 export const REPO_DIR = resolve(__dirname, '..', '..');
 export const WORKFLOWS_DIR = join(REPO_DIR, 'workflows');
 export const CREDENTIAL_ID = 'DurableJobsCred1';
+/** The Callback relay's signing key: the Hmac Secret of its credential (`DjCallbackSigning`). */
 export const SIGNING_KEY = 'durable-jobs-local-signing-key-0123456789';
+export const SIGNING_CREDENTIAL = {
+	id: 'DjCallbackSigning',
+	name: 'Durable Jobs callback signing key',
+	type: 'crypto',
+} as const;
 /** The jobs dashboard's login (Basic Auth) and session-token secret (JWT Auth), see 10-dashboard.json. */
 export const DASHBOARD_LOGIN = {
 	user: 'operator',
@@ -41,7 +47,8 @@ export const OPERATOR_KEY = {
 
 /**
  * The credentials the bundled workflows name, with the ids they name them by: the job
- * database (`jobs`, the Durable Jobs Postgres credential's data) and the operator logins.
+ * database (`jobs`, the Durable Jobs Postgres credential's data), the operator logins and the
+ * callback signing key.
  */
 export function bundledCredentials(jobs: Record<string, unknown>): Array<{
 	id: string;
@@ -69,6 +76,7 @@ export function bundledCredentials(jobs: Record<string, unknown>): Array<{
 			type: 'httpHeaderAuth',
 			data: { name: OPERATOR_KEY.header, value: OPERATOR_KEY.value },
 		},
+		{ ...SIGNING_CREDENTIAL, data: { hmacSecret: SIGNING_KEY } },
 	];
 }
 
@@ -126,8 +134,8 @@ function setScheduleSeconds(workflow: WorkflowJson, seconds: number): void {
 }
 
 /**
- * What a user edits in the bundled workflows to run them here: the Config nodes' URLs and keys
- * (the stand-ins), and the interval of the schedule triggers.
+ * What a user edits in the bundled workflows to run them here: the Config nodes' URLs (the
+ * stand-ins), and the interval of the schedule triggers.
  */
 export function localizeWorkflows(
 	workflows: WorkflowJson[],
@@ -139,7 +147,6 @@ export function localizeWorkflows(
 		setConfig(workflow, {
 			ai_url: standins.ai.extractUrl,
 			crm_url: standins.crm.recordsUrl,
-			signing_key: SIGNING_KEY,
 			default_destination: `${standins.callbacks.url}/outbox`,
 			alert_url: `${standins.callbacks.url}/alerts`,
 		});

@@ -1,7 +1,7 @@
 /**
  * Monitoring (08) and the Callback relay (05) in a real n8n, with the settings a user might
- * publish them with: Monitoring's alert receiver refusing alerts, and the relay still holding
- * the placeholder signing key it ships with. Alerts go to the stand-in callback receiver
+ * publish them with: Monitoring's alert receiver refusing alerts, and the relay's signing key
+ * credential created without its secret. Alerts go to the stand-in callback receiver
  * (`/alerts`); Monitoring runs on its own schedule (every minute), so the first test takes two
  * to four minutes.
  *
@@ -11,7 +11,12 @@
  */
 import pg from 'pg';
 
-import { startEnvironment, workflowNode, type Environment } from '../../scripts/lib/environment';
+import {
+	SIGNING_CREDENTIAL,
+	startEnvironment,
+	workflowNode,
+	type Environment,
+} from '../../scripts/lib/environment';
 import { waitFor, type ReceivedCallback } from '../../scripts/lib/standins';
 import { DurableJobsError, JobStore, migrate } from '../../src/core';
 import { allowLoopbackCallbacks } from './callback-hosts';
@@ -19,7 +24,6 @@ import { e2eLog } from './progress';
 import { databaseUrl } from '../helpers/db';
 
 const SCHEMA = 'dj_e2e_monitoring';
-const PLACEHOLDER_KEY = 'change-me-to-a-long-random-secret';
 const DEAD = 'mon-dead';
 const EXPIRED = 'mon-expired';
 /** Three dead letters: more than this file's `max_dead_letters`. */
@@ -50,15 +54,6 @@ beforeAll(async () => {
 		log: e2eLog,
 		customize: (workflows) => {
 			allowLoopbackCallbacks(workflows);
-			// The relay keeps the signing key it ships with.
-			const relay = workflows.find((workflow) => workflow.id === RELAY_ID);
-			const config = relay?.nodes.find((node) => node.name === 'Config');
-			const assignments = (
-				config?.parameters.assignments as { assignments: Array<{ name: string; value: unknown }> }
-			).assignments;
-			const key = assignments.find((entry) => entry.name === 'signing_key');
-			if (!key) throw new Error('the Callback relay has no Config → signing_key');
-			key.value = PLACEHOLDER_KEY;
 			const thresholds = (
 				workflowNode(workflows, MONITORING_ID, 'Config').parameters.assignments as {
 					assignments: Array<{ name: string; value: unknown }>;
@@ -71,6 +66,8 @@ beforeAll(async () => {
 			}
 		},
 	});
+	// The relay's signing key credential as a user might create it: without its secret.
+	await env.n8n.importCredentials([{ ...SIGNING_CREDENTIAL, data: { hmacSecret: '' } }]);
 	await migrate(env.jobsDb, SCHEMA);
 	store = new JobStore(env.jobsDb, { schema: SCHEMA });
 	n8nDb = new pg.Pool({ connectionString: env.n8n.databaseUrl, max: 2 });
@@ -217,8 +214,8 @@ describe('Monitoring (08)', () => {
 	});
 });
 
-describe('Callback relay (05) with the placeholder signing key', () => {
-	it('sends nothing: the event is retried with signing_key_placeholder, and the failed execution says what to set', async () => {
+describe('Callback relay (05) with a signing key credential without its secret', () => {
+	it('sends nothing: the event is retried with signing_key_missing, and the failed execution says what to set', async () => {
 		const since = new Date();
 		const path = `/hooks/placeholder-${Date.now()}`;
 		const answer = await env.request('jobs', {
@@ -248,13 +245,15 @@ describe('Callback relay (05) with the placeholder signing key', () => {
 			},
 			{ timeoutMs: 90_000, intervalMs: 250, what: 'the first delivery attempt of the event' },
 		);
-		expect(attempt).toMatchObject({ outcome: 'retry', error_code: 'signing_key_placeholder' });
-		expect(attempt.error_message).toMatch(/placeholder/);
+		expect(attempt).toMatchObject({ outcome: 'retry', error_code: 'signing_key_missing' });
+		expect(attempt.error_message).toMatch(
+			/^Not sent: the Sign node could not sign, because its credential "Durable Jobs callback signing key" is missing or its Hmac Secret is empty/,
+		);
 
 		const failed = await waitFor(
 			async () =>
 				(await failedExecutions(RELAY_ID, since)).find((execution) =>
-					execution.data.includes('Callback not sent: Config'),
+					execution.data.includes('Callback not sent: the credential'),
 				),
 			{ timeoutMs: 30_000, intervalMs: 500, what: 'a failed Callback relay execution' },
 		);

@@ -316,42 +316,81 @@ describe('executions that hold secrets are not saved when they succeed', () => {
 describe('Callback relay (05)', () => {
 	const relay = load('05-callback-relay.json');
 
-	it('no item after Config carries the signing key: Build signed request drops it, Sign reads it from Config', () => {
+	it('the signing key is the Sign node’s credential: no node, item or setting of the workflow holds it', () => {
 		expect(targets(relay, 'Config')).toEqual([['Build signed request']]);
-		expect(targets(relay, 'Build signed request')).toEqual([['Signing key set?']]);
-		expect(targets(relay, 'Signing key set?')).toEqual([['Sign'], ['Refuse: placeholder key']]);
-		const code = node(relay, 'Build signed request').parameters.jsCode as string;
-		const build = (key: unknown) =>
-			(
-				new Function('$json', code)({
-					job_id: 'j',
-					attempt_id: 'a',
-					timeout_ms: 15000,
-					signing_key: key,
-					payload: {
-						event_id: 'evt-1',
-						event_type: 'job.succeeded',
-						occurred_at: '2026-12-01T00:00:00Z',
-						payload: { job_id: 'j' },
-					},
-				}) as { json: Record<string, unknown> }
-			).json;
-		const built = build('a-long-random-secret');
-		expect(built).not.toHaveProperty('signing_key');
-		expect(JSON.stringify(built)).not.toContain('a-long-random-secret');
-		expect(built).toMatchObject({ job_id: 'j', attempt_id: 'a', webhook_id: 'evt-1' });
-		const isSet = condition(relay, 'Signing key set?');
-		expect(evaluate(isSet, built)).toBe(true);
-		for (const key of ['', '  ', undefined, 'change-me-to-a-long-random-secret'])
-			expect(evaluate(isSet, build(key)), String(key)).toBe(false);
-		expect(node(relay, 'Sign').parameters.secret).toBe(
-			"={{ $('Config').first().json.signing_key }}",
+		expect(targets(relay, 'Build signed request')).toEqual([['Sign']]);
+		const sign = node(relay, 'Sign');
+		expect(sign).toMatchObject({
+			type: 'n8n-nodes-base.crypto',
+			typeVersion: 2,
+			parameters: { action: 'hmac', type: 'SHA256', encoding: 'base64' },
+			credentials: {
+				crypto: { id: 'DjCallbackSigning', name: 'Durable Jobs callback signing key' },
+			},
+			onError: 'continueErrorOutput',
+		});
+		// Crypto v2 reads the secret only from its credential: no parameter may name one.
+		expect(Object.keys(sign.parameters).sort()).toEqual(
+			['action', 'dataPropertyName', 'encoding', 'type', 'value'].sort(),
 		);
-		// No other node reads the key.
-		for (const other of relay.nodes.filter(
-			(candidate) => !['Config', 'Sign', 'Build signed request'].includes(candidate.name),
-		))
-			expect(JSON.stringify(other.parameters), other.name).not.toMatch(/json\.signing_key\b/);
+		for (const other of relay.nodes)
+			expect(JSON.stringify(other.parameters), other.name).not.toMatch(
+				/signing_key['"]?\s*[:=]|secret['"]?\s*:/,
+			);
+		const config = node(relay, 'Config').parameters.assignments as {
+			assignments: Array<{ name: string }>;
+		};
+		expect(config.assignments.map((entry) => entry.name)).toEqual(['timeout_ms']);
+
+		const code = node(relay, 'Build signed request').parameters.jsCode as string;
+		const built = (
+			new Function('$json', code)({
+				job_id: 'j',
+				attempt_id: 'a',
+				timeout_ms: 15000,
+				payload: {
+					event_id: 'evt-1',
+					event_type: 'job.succeeded',
+					occurred_at: '2026-12-01T00:00:00Z',
+					payload: { job_id: 'j' },
+				},
+			}) as { json: Record<string, unknown> }
+		).json;
+		expect(built).toMatchObject({ job_id: 'j', attempt_id: 'a', webhook_id: 'evt-1' });
+		expect(built.to_sign).toBe(
+			`evt-1.${String(built.webhook_timestamp)}.${String(built.body_text)}`,
+		);
+	});
+
+	it('a credential without its secret sends nothing: the event retries (signing_key_missing) and the execution fails saying what to set', () => {
+		// Crypto reads its credential before its items: when that throws, n8n (onError: continue)
+		// passes the input items on output 0, unsigned; an error of one item goes to output 1.
+		expect(targets(relay, 'Sign')).toEqual([['Signed?'], ['Refuse: no signing key']]);
+		expect(targets(relay, 'Signed?')).toEqual([['Deliver'], ['Refuse: no signing key']]);
+		const signed = condition(relay, 'Signed?');
+		expect(evaluate(signed, { job_id: 'j', signature: 'c2ln' })).toBe(true);
+		for (const item of [{ job_id: 'j' }, { job_id: 'j', signature: '' }, { error: 'x' }])
+			expect(evaluate(signed, item), JSON.stringify(item)).toBe(false);
+		expect(targets(relay, 'Refuse: no signing key')).toEqual([
+			['Stop: set the signing key'],
+			['Stop: set the signing key'],
+		]);
+		const refuse = node(relay, 'Refuse: no signing key');
+		expect(refuse.parameters).toMatchObject({
+			outcome: 'retry',
+			errorCode: 'signing_key_missing',
+			jobId: "={{ $('Build signed request').item.json.job_id }}",
+			attemptId: "={{ $('Build signed request').item.json.attempt_id }}",
+			errorMessage:
+				'Not sent: the Sign node could not sign, because its credential "Durable Jobs callback signing key" is missing or its Hmac Secret is empty. Set a long random secret as Hmac Secret in that credential; the event is delivered at its next attempt.',
+		});
+		// It waits as a refused delivery does: a key set within the 2 days loses no event.
+		expect((refuse.parameters.options as Record<string, unknown>).retryAfterSeconds).toBe(
+			(node(relay, 'Job Complete').parameters.options as Record<string, unknown>).retryAfterSeconds,
+		);
+		expect(node(relay, 'Stop: set the signing key').parameters.errorMessage).toMatch(
+			/^Callback not sent: the credential "Durable Jobs callback signing key" \(type Crypto\) of the Sign node has no Hmac Secret/,
+		);
 	});
 
 	it('every answer but a 2xx, and no answer, is a retry with backoff (never a permanent failure)', () => {
@@ -439,7 +478,10 @@ describe('HTTP Request nodes of the templates', () => {
 				requests.push(`${file} ${candidate.name}`);
 				// "json" throws "Response body is not valid JSON" on a text answer (n8n 2.40.7,
 				// HttpRequestV3), even with Never Error: the item goes to the error output as no answer.
-				expect(response?.responseFormat, `${file} ${candidate.name}`).toBe('autodetect');
+				// Call AI takes the answer as text, and Read AI answer reads its JSON whatever the type.
+				expect(response?.responseFormat, `${file} ${candidate.name}`).toBe(
+					candidate.name === 'Call AI' ? 'text' : 'autodetect',
+				);
 				expect(response, `${file} ${candidate.name}`).toMatchObject({
 					fullResponse: true,
 					neverError: true,
