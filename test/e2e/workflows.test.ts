@@ -465,6 +465,27 @@ describe('receiver → dispatcher → worker → status', () => {
 		expect(env.standins.crm.recordsForKey(accepted.job_id)).toHaveLength(1);
 	});
 
+	it('AI answers application/json cut short → the attempt is a retry (ai_unreadable), not ai_contract; the next one is done', async () => {
+		await waitQuiet();
+		const document = newDocument();
+		env.standins.ai.script(document.id, [
+			{
+				status: 200,
+				raw: '{"fields": {"name": "Ada Lov',
+				headers: { 'content-type': 'application/json' },
+			},
+		]);
+		const accepted = (await submit({ document })).body as AcceptedBody;
+		const done = await waitForStatus(accepted.status_url, ['done', 'failed'], 90_000);
+		expect(done.status).toBe('done');
+		expect(done.timeline).toEqual([
+			expect.objectContaining({ attempt: 1, outcome: 'retry', error_code: 'ai_unreadable' }),
+			expect.objectContaining({ attempt: 2, outcome: 'succeeded' }),
+		]);
+		expect(env.standins.ai.callCount(document.id)).toBe(2);
+		expect(env.standins.crm.recordsForKey(accepted.job_id)).toHaveLength(1);
+	});
+
 	it('a wrong token answers 404, identical to an unknown job', async () => {
 		const accepted = (await submit({ document: newDocument() })).body as AcceptedBody;
 		const wrongToken = await status(

@@ -541,62 +541,43 @@ describe.each(['03-dispatcher.json', '04-worker.json'])(
 			return { crm: crm.fields, result: result.fields };
 		}
 
+		it('Call AI takes every answer as text (Response Format: Text): Read AI answer reads it', () => {
+			expect(
+				(node(template, 'Call AI').parameters.options as { response: { response: Json } }).response
+					.response,
+			).toEqual({ fullResponse: true, neverError: true, responseFormat: 'text' });
+		});
+
+		const json = (type: string, data: string) => ({ data, headers: { 'content-type': type } });
+
 		it.each([
+			['application/json', json('application/json; charset=utf-8', JSON.stringify({ fields }))],
+			['text/plain', json('text/plain; charset=utf-8', JSON.stringify({ fields }))],
+			['application/vnd.api+json', json('application/vnd.api+json', JSON.stringify({ fields }))],
 			[
-				'application/json',
-				{
-					body: { fields },
-					headers: { 'content-type': 'application/json; charset=utf-8', 'content-length': '60' },
-				},
+				'Application/JSON, with spaces around',
+				json('Application/JSON', ` ${JSON.stringify({ fields })}\n`),
 			],
-			[
-				'text/plain',
-				{
-					data: JSON.stringify({ fields }),
-					headers: { 'content-type': 'text/plain; charset=utf-8' },
-				},
-			],
-			[
-				'application/vnd.api+json',
-				{
-					data: JSON.stringify({ fields }),
-					headers: { 'content-type': 'application/vnd.api+json' },
-				},
-			],
-			[
-				'Application/JSON (n8n reads it as text)',
-				{
-					data: ` ${JSON.stringify({ fields })}\n`,
-					headers: { 'content-type': 'Application/JSON' },
-				},
-			],
+			['no Content-Type', { data: JSON.stringify({ fields }), headers: {} }],
 		])('JSON with fields sent as %s → the CRM record is created from its fields', (_, answer) => {
-			const { item, path, json } = afterAnswer(answer);
+			const { item, path, json: read } = afterAnswer(answer);
 			expect(path.at(-1)).toBe('Checkpoint: CRM request');
-			expect(sentFields(item, json)).toEqual({ crm: fields, result: fields });
+			expect(sentFields(item, read)).toEqual({ crm: fields, result: fields });
+			// The text is not carried on: the parsed answer is.
+			expect(read).not.toHaveProperty('data');
 		});
 
 		it.each([
-			[
-				'application/json without fields',
-				{
-					body: { model: 'm' },
-					headers: { 'content-type': 'application/json', 'content-length': '13' },
-				},
-			],
-			[
-				'text/plain JSON without fields',
-				{ data: '{"model":"m"}', headers: { 'content-type': 'text/plain' } },
-			],
-			[
-				'text/plain JSON that is not an object',
-				{ data: '[1, 2]', headers: { 'content-type': 'text/plain' } },
-			],
-			// The endpoint's own {} (two bytes) is an answer: it has no fields.
-			[
-				'application/json {} of two bytes',
-				{ body: {}, headers: { 'content-type': 'application/json', 'content-length': '2' } },
-			],
+			['application/json without fields', json('application/json', '{"model":"m"}')],
+			['text/plain JSON without fields', json('text/plain', '{"model":"m"}')],
+			['JSON that is not an object', json('application/json', '[1, 2]')],
+			// n8n parses a JSON answer itself (the request is JSON) and hands a scalar on as is.
+			['the JSON number 42', { data: 42, headers: { 'content-type': 'application/json' } }],
+			['JSON null', { data: null, headers: { 'content-type': 'application/json' } }],
+			['JSON false', { data: false, headers: { 'content-type': 'application/json' } }],
+			['{}', json('application/json', '{}')],
+			// Go's encoder ends its JSON with a newline; a gzip or chunked {} arrives as {} too.
+			['{} and a newline', json('application/json', '{}\n')],
 		])('%s → Failed at once (ai_contract)', (_, answer) => {
 			expect(afterAnswer(answer).path.at(-1)).toBe('AI answer unusable');
 			expect(node(template, 'AI answer unusable').parameters).toMatchObject({
@@ -606,56 +587,28 @@ describe.each(['03-dispatcher.json', '04-worker.json'])(
 		});
 
 		it.each([
-			// n8n gives {} for an application/json body it cannot parse.
 			[
-				'application/json cut short (n8n gives {})',
-				{ body: {}, headers: { 'content-type': 'application/json', 'content-length': '41' } },
-				/a body n8n could not parse as JSON/,
+				'application/json cut short',
+				json('application/json', '{"fields": {"name": "Ad'),
+				/a body that is not JSON \(Content-Type: application\/json\)/,
 			],
-			[
-				'application/json cut short, chunked',
-				{
-					body: {},
-					headers: {
-						'content-type': 'application/json; charset=utf-8',
-						'transfer-encoding': 'chunked',
-					},
-				},
-				/a body n8n could not parse as JSON/,
-			],
-			[
-				'application/json empty',
-				{ body: {}, headers: { 'content-type': 'application/json', 'content-length': '0' } },
-				/could not parse/,
-			],
+			['application/json empty', json('application/json', ''), /no body to read as JSON/],
+			['only white space', json('application/json', ' \n'), /no body to read as JSON/],
 			[
 				'text that is not JSON',
-				{ data: 'upstream connect error', headers: { 'content-type': 'text/plain' } },
+				json('text/plain', 'upstream connect error'),
 				/a body that is not JSON \(Content-Type: text\/plain\)/,
 			],
+			['an HTML page', json('text/html', '<html>Bad gateway</html>'), /not JSON/],
 			[
-				'an HTML page',
-				{ data: '<html>Bad gateway</html>', headers: { 'content-type': 'text/html' } },
-				/not JSON/,
-			],
-			[
-				'+json text cut short',
-				{
-					data: '{"fields": {"name": "Ad',
-					headers: { 'content-type': 'application/vnd.api+json' },
-				},
-				/not JSON/,
-			],
-			['no body (n8n gives no data)', { headers: { 'content-type': 'text/plain' } }, /no body/],
-			[
-				'a file (n8n gives no body and no data)',
-				{ headers: { 'content-type': 'application/pdf' } },
-				/no body to read as JSON \(Content-Type: application\/pdf\)/,
+				'no body at all (n8n gives no data)',
+				{ headers: {} },
+				/no body to read as JSON \(Content-Type: none\)/,
 			],
 		])('%s → AI failed: Retry (ai_unreadable), never ai_contract', (_, answer, message) => {
-			const { path, json } = afterAnswer(answer);
+			const { path, json: read } = afterAnswer(answer);
 			expect(path.at(-1)).toBe('AI failed');
-			const recorded = aiFailed(json);
+			const recorded = aiFailed(read);
 			expect(recorded).toMatchObject({ outcome: 'retry', errorCode: 'ai_unreadable' });
 			expect(recorded.errorMessage).toMatch(/^AI endpoint answered HTTP 200 with /);
 			expect(recorded.errorMessage).toMatch(message);

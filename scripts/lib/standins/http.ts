@@ -13,6 +13,8 @@ export type FailureStep =
 	| {
 			status?: number;
 			body?: unknown;
+			/** The body exactly as sent (e.g. JSON cut short), instead of `body` as JSON. */
+			raw?: string;
 			headers?: Record<string, string>;
 			/** Extra delay before answering this call. */
 			delayMs?: number;
@@ -27,6 +29,7 @@ export type FailureStep =
 export interface NormalStep {
 	status: number;
 	body?: unknown;
+	raw?: string;
 	headers: Record<string, string>;
 	delayMs: number;
 	hang: boolean;
@@ -41,6 +44,7 @@ export function normalise(step: FailureStep): NormalStep {
 	return {
 		status: step.status ?? 500,
 		body: step.body,
+		raw: step.raw,
 		headers,
 		delayMs: step.delayMs ?? 0,
 		hang: step.hang ?? false,
@@ -157,5 +161,14 @@ export async function applyStep(
 		return;
 	}
 	if (step.hang) return;
+	if (step.raw !== undefined) {
+		if (res.headersSent || res.destroyed) return;
+		res.writeHead(step.status, {
+			'content-length': String(Buffer.byteLength(step.raw)),
+			...step.headers,
+		});
+		res.end(step.raw);
+		return;
+	}
 	send(res, step.status, step.body ?? fallbackBody, step.headers);
 }
