@@ -3,7 +3,7 @@ import { migrateCommandLine } from './defaults';
 import { DEFAULT_SCHEMA, validateSchemaName } from './identifiers';
 import { DurableJobsError, classifyDatabaseError } from './errors';
 import { Executor } from './executor';
-import { DEFERRABLE_MIGRATION_IDS, migrationRights, missingMigrations } from './migrate';
+import { DEFERRABLE_MIGRATION_IDS, migrationRights, missingMigrations, someOf } from './migrate';
 import { newPool, toPoolConfig, type ConnectionConfig } from './pool';
 import { DEFAULT_ISOLATION_QUERY } from './sql/transaction';
 
@@ -11,13 +11,6 @@ export interface ConnectionTestResult {
 	ok: boolean;
 	/** What the user can act on: connected and ready, or what is wrong and how to fix it. */
 	message: string;
-}
-
-/** "a, b, c and 2 more". */
-function someOf(names: readonly string[], max = 4): string {
-	const shown = names.slice(0, max);
-	if (names.length > max) return `${shown.join(', ')} and ${names.length - max} more`;
-	return shown.length > 1 ? `${shown.slice(0, -1).join(', ')} and ${shown.at(-1)}` : shown.join('');
 }
 
 /** How long the test waits for a connection; shorter than a node's, so the editor answers soon. */

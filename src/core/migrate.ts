@@ -214,8 +214,8 @@ export async function migrationRights(db: Session, schema: string): Promise<Migr
 	return { schemaMissing: row.schema_missing, mayCreate: row.may_create, notOwned: row.not_owned };
 }
 
-/** Lists at most `max` names, then how many more. */
-function someOf(names: readonly string[], max = 5): string {
+/** Lists at most `max` names, quoted, then how many more. */
+export function someOf(names: readonly string[], max = 5): string {
 	const shown = names.slice(0, max).map((name) => `"${truncate(name, 80)}"`);
 	return names.length > max ? `${shown.join(', ')} and ${names.length - max} more` : listed(shown);
 }

@@ -204,7 +204,7 @@ describe("the credential's test with a role that may not migrate (Auto-Migrate o
 			`schema "${target}" is missing migrations (0015_column_domains.sql, 0016_`,
 		);
 		expect(result.message).toMatch(
-			/this user may not apply them \(no CREATE privilege on the schema, and it does not own entity_versions, idempotency_keys, job_attempt_records, job_attempts and \d+ more \(nor is it a member of the owner\)\)/,
+			/this user may not apply them \(no CREATE privilege on the schema, and it does not own "entity_versions", "idempotency_keys", "job_attempt_records", "job_attempts", "job_counts" and \d+ more \(nor is it a member of the owner\)\)/,
 		);
 		expect(result.message).toContain(command(target));
 		expect(await appliedIds(target)).toBe(14);
