@@ -1,6 +1,9 @@
 import { readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 
+import { errorJson } from '../../nodes/shared/errors';
+import { classifyDatabaseError } from '../../src/core/errors';
+
 /**
  * The bundled templates read as JSON, for unit tests that run their Code nodes' scripts and
  * their expressions on items shaped as n8n gives them, without an n8n.
@@ -54,3 +57,40 @@ export function evaluate(
 	};
 	return new Function('$json', '$', `return (${match[1]});`)($json, $);
 }
+
+/** A node parameter as n8n reads it: an expression evaluated (see `evaluate`), anything else as it is. */
+export function parameterValue(
+	parameter: unknown,
+	$json: unknown,
+	upstream: Record<string, unknown> = {},
+): unknown {
+	if (typeof parameter !== 'string' || !/^=\{\{[\s\S]*\}\}$/.test(parameter)) return parameter;
+	return evaluate(parameter, $json, upstream);
+}
+
+/** The response headers a Respond to Webhook node sets, by name. */
+export function responseHeaders(respond: TemplateNode): Record<string, string> {
+	const options = respond.parameters.options as {
+		responseHeaders?: { entries: Array<{ name: string; value: string }> };
+	};
+	return Object.fromEntries(
+		(options.responseHeaders?.entries ?? []).map((entry) => [entry.name, entry.value]),
+	);
+}
+
+/** The error item a node of this package puts out for a driver error (code and message). */
+export function driverErrorItem(error: {
+	code?: string;
+	message?: unknown;
+}): Record<string, unknown> {
+	return errorJson(classifyDatabaseError(Object.assign(new Error(String(error.message)), error)));
+}
+
+/** The 415 problem+json the receiver (01) and the event intake (06) answer to an XML body. */
+export const XML_BODY_REFUSED = {
+	type: 'https://www.npmjs.com/package/n8n-nodes-durable-jobs#errors',
+	title: 'Unsupported media type',
+	status: 415,
+	detail: 'Content-Type: must be application/json (got "application/xml")',
+	errors: [{ field: 'Content-Type', message: 'must be application/json (got "application/xml")' }],
+};

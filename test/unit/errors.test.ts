@@ -9,7 +9,7 @@ import {
 } from '../../src/core/errors';
 
 /** A driver error as node-postgres gives it: an Error with the server's SQLSTATE in `code`. */
-function driverError(code: string, message: string): Error {
+function pgError(code: string, message: string): Error {
 	return Object.assign(new Error(message), { code });
 }
 
@@ -20,10 +20,8 @@ const waiting = () =>
 
 describe('sqlState', () => {
 	it('reads the SQLSTATE of a driver error, or of the driver error another error wraps', () => {
-		expect(sqlState(driverError('42501', 'permission denied'))).toBe('42501');
-		expect(sqlState(classifyDatabaseError(driverError('42501', 'permission denied')))).toBe(
-			'42501',
-		);
+		expect(sqlState(pgError('42501', 'permission denied'))).toBe('42501');
+		expect(sqlState(classifyDatabaseError(pgError('42501', 'permission denied')))).toBe('42501');
 		expect(sqlState(new Error('no code'))).toBeUndefined();
 		expect(sqlState(Object.assign(new Error('numeric'), { code: 5 }))).toBeUndefined();
 		expect(sqlState(null)).toBeUndefined();
@@ -38,11 +36,11 @@ describe('isMigrationWaitError', () => {
 			isMigrationWaitError(new MigrationsMissingError('s', ['0016'], { cause: waiting() })),
 		).toBe(true);
 		// The driver's own error, before the runner made a MigrationWaitsError of it.
-		expect(isMigrationWaitError(driverError('DJ016', 'Migration 0016 waits'))).toBe(true);
+		expect(isMigrationWaitError(pgError('DJ016', 'Migration 0016 waits'))).toBe(true);
 		expect(
 			isMigrationWaitError(
 				new MigrationsMissingError('s', ['0016'], {
-					cause: driverError('DJ016', 'Migration 0016 waits'),
+					cause: pgError('DJ016', 'Migration 0016 waits'),
 				}),
 			),
 		).toBe(true);
@@ -53,11 +51,11 @@ describe('isMigrationWaitError', () => {
 		expect(
 			isMigrationWaitError(
 				new MigrationsMissingError('s', ['0001'], {
-					cause: driverError('42501', 'must be owner of table jobs'),
+					cause: pgError('42501', 'must be owner of table jobs'),
 				}),
 			),
 		).toBe(false);
-		expect(isMigrationWaitError(driverError('55P03', 'lock not available'))).toBe(false);
+		expect(isMigrationWaitError(pgError('55P03', 'lock not available'))).toBe(false);
 		expect(isMigrationWaitError(new Error('DJ016'))).toBe(false);
 		expect(isMigrationWaitError(undefined)).toBe(false);
 	});
@@ -72,15 +70,15 @@ describe('isSetupFault', () => {
 		expect(
 			isSetupFault(
 				new MigrationsMissingError('s', ['0016'], {
-					cause: driverError('DJ016', 'Migration 0016 waits'),
+					cause: pgError('DJ016', 'Migration 0016 waits'),
 				}),
 			),
 		).toBe(false);
 	});
 
 	it('a refused login is a setup fault, an unreachable server is not', () => {
-		expect(isSetupFault(classifyDatabaseError(driverError('28P01', 'password failed')))).toBe(true);
-		expect(isSetupFault(classifyDatabaseError(driverError('ECONNREFUSED', 'connect')))).toBe(false);
+		expect(isSetupFault(classifyDatabaseError(pgError('28P01', 'password failed')))).toBe(true);
+		expect(isSetupFault(classifyDatabaseError(pgError('ECONNREFUSED', 'connect')))).toBe(false);
 		expect(isSetupFault(new DurableJobsError('database_error', 'internal error'))).toBe(false);
 	});
 });

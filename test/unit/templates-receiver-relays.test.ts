@@ -2,8 +2,18 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 
 import { errorJson } from '../../nodes/shared/errors';
-import { DurableJobsError, classifyDatabaseError } from '../../src/core/errors';
-import { WORKFLOWS, evaluate, load, node, targets, type Template } from '../helpers/templates';
+import { DurableJobsError } from '../../src/core/errors';
+import {
+	WORKFLOWS,
+	XML_BODY_REFUSED,
+	driverErrorItem,
+	evaluate,
+	load,
+	node,
+	responseHeaders,
+	targets,
+	type Template,
+} from '../helpers/templates';
 
 /**
  * The receiver (01) and the relays (05, 07) read from the templates themselves, without an n8n:
@@ -21,13 +31,8 @@ function responseCode(template: Template, name: string): unknown {
 	return (node(template, name).parameters.options as { responseCode: unknown }).responseCode;
 }
 
-function responseHeaders(template: Template, name: string): Record<string, string> {
-	const options = node(template, name).parameters.options as {
-		responseHeaders?: { entries: Array<{ name: string; value: string }> };
-	};
-	return Object.fromEntries(
-		(options.responseHeaders?.entries ?? []).map((entry) => [entry.name, entry.value]),
-	);
+function headersOf(template: Template, name: string): Record<string, string> {
+	return responseHeaders(node(template, name));
 }
 
 interface Validated {
@@ -167,19 +172,13 @@ describe('Receiver (01): Validate request', () => {
 		);
 		expect(evaluate(isJson, validate({}, { 'content-type': 'application/json' }))).toBe(true);
 		expect(responseCode(receiver, 'Respond 415')).toBe(415);
-		expect(responseHeaders(receiver, 'Respond 415')).toEqual({
+		expect(headersOf(receiver, 'Respond 415')).toEqual({
 			'Content-Type': 'application/problem+json',
 		});
 		const refused = validate({ document }, { 'content-type': 'application/xml' });
-		expect(evaluate(node(receiver, 'Respond 415').parameters.responseBody, refused)).toEqual({
-			type: 'https://www.npmjs.com/package/n8n-nodes-durable-jobs#errors',
-			title: 'Unsupported media type',
-			status: 415,
-			detail: 'Content-Type: must be application/json (got "application/xml")',
-			errors: [
-				{ field: 'Content-Type', message: 'must be application/json (got "application/xml")' },
-			],
-		});
+		expect(evaluate(node(receiver, 'Respond 415').parameters.responseBody, refused)).toEqual(
+			XML_BODY_REFUSED,
+		);
 	});
 });
 
@@ -192,8 +191,7 @@ describe('Receiver (01): a fault in the setup is a 500, any other server error a
 			? 'Respond error'
 			: 'Respond 500';
 	}
-	const fromDriver = (error: Record<string, unknown>) =>
-		errorJson(classifyDatabaseError(Object.assign(new Error(String(error.message)), error)));
+	const fromDriver = driverErrorItem;
 
 	it('routes Job Enqueue’s error output through the two checks', () => {
 		expect(targets(receiver, 'Job Enqueue')[1]).toEqual(['Store unavailable?']);
@@ -280,9 +278,9 @@ describe('Receiver (01): a fault in the setup is a 500, any other server error a
 
 	it('the 503 carries Retry-After; the 500 does not, says nothing internal, and fails the execution', () => {
 		expect(responseCode(receiver, 'Respond 503')).toBe(503);
-		expect(responseHeaders(receiver, 'Respond 503')['Retry-After']).toBe('5');
+		expect(headersOf(receiver, 'Respond 503')['Retry-After']).toBe('5');
 		expect(responseCode(receiver, 'Respond 500')).toBe(500);
-		expect(responseHeaders(receiver, 'Respond 500')).toEqual({
+		expect(headersOf(receiver, 'Respond 500')).toEqual({
 			'Content-Type': 'application/problem+json',
 		});
 		const item = fromDriver({ code: '42501', message: 'permission denied for table jobs' });

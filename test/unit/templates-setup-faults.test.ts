@@ -6,10 +6,19 @@ import {
 	MigrationWaitsError,
 	MigrationsMissingError,
 	ValidationError,
-	classifyDatabaseError,
 } from '../../src/core/errors';
 import { validateQueueName, validateSchemaName } from '../../src/core/identifiers';
-import { load, node, targets, type Template, type TemplateNode } from '../helpers/templates';
+import {
+	XML_BODY_REFUSED,
+	driverErrorItem,
+	load,
+	node,
+	parameterValue,
+	responseHeaders,
+	targets,
+	type Template,
+	type TemplateNode,
+} from '../helpers/templates';
 
 /**
  * The answers of the Status endpoint (02), the Event intake (06) and the reconciliation report
@@ -25,16 +34,7 @@ import { load, node, targets, type Template, type TemplateNode } from '../helper
 
 type Json = Record<string, unknown>;
 
-/** A parameter as n8n reads it: an expression (`={{ … }}`) evaluated, anything else as it is. */
-function value(parameter: unknown, $json: unknown, upstream: Record<string, Json> = {}): unknown {
-	const match = /^=\{\{([\s\S]*)\}\}$/.exec(String(parameter));
-	if (typeof parameter !== 'string' || !match) return parameter;
-	const $ = (name: string) => {
-		if (!(name in upstream)) throw new Error(`the test gives no item of node "${name}"`);
-		return { item: { json: upstream[name] } };
-	};
-	return new Function('$json', '$', `return (${match[1]});`)($json, $);
-}
+const value = parameterValue;
 
 interface Condition {
 	leftValue: string;
@@ -88,18 +88,8 @@ function responseCode(respond: TemplateNode, $json: Json): unknown {
 	return value((respond.parameters.options as { responseCode: unknown }).responseCode, $json);
 }
 
-function responseHeaders(respond: TemplateNode): Record<string, string> {
-	const options = respond.parameters.options as {
-		responseHeaders?: { entries: Array<{ name: string; value: string }> };
-	};
-	return Object.fromEntries(
-		(options.responseHeaders?.entries ?? []).map((entry) => [entry.name, entry.value]),
-	);
-}
-
 /** The error item Job Status, Idempotency Check or Job Status (Unknown Outcomes) puts out. */
-const fromDriver = (error: { code?: string; message: string }) =>
-	errorJson(classifyDatabaseError(Object.assign(new Error(error.message), error)));
+const fromDriver = driverErrorItem;
 
 function thrown(work: () => unknown): unknown {
 	try {
@@ -481,15 +471,7 @@ describe('Event intake (06): a body not sent as application/json is a 415, befor
 		const respond = node(intake, 'Respond 415');
 		expect(responseCode(respond, refused.json)).toBe(415);
 		expect(responseHeaders(respond)).toEqual({ 'Content-Type': 'application/problem+json' });
-		expect(value(respond.parameters.responseBody, refused.json)).toEqual({
-			type: 'https://www.npmjs.com/package/n8n-nodes-durable-jobs#errors',
-			title: 'Unsupported media type',
-			status: 415,
-			detail: 'Content-Type: must be application/json (got "application/xml")',
-			errors: [
-				{ field: 'Content-Type', message: 'must be application/json (got "application/xml")' },
-			],
-		});
+		expect(value(respond.parameters.responseBody, refused.json)).toEqual(XML_BODY_REFUSED);
 	});
 });
 
