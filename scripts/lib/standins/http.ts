@@ -98,13 +98,23 @@ export function send(
 	body: unknown,
 	headers: Record<string, string> = {},
 ): void {
+	sendText(
+		res,
+		status,
+		body === undefined ? '' : JSON.stringify(body),
+		body === undefined ? headers : { 'content-type': 'application/json', ...headers },
+	);
+}
+
+/** Answers with `text` exactly as given, its length and `headers`; nothing once answered. */
+function sendText(
+	res: ServerResponse,
+	status: number,
+	text: string,
+	headers: Record<string, string>,
+): void {
 	if (res.headersSent || res.destroyed) return;
-	const text = body === undefined ? '' : JSON.stringify(body);
-	res.writeHead(status, {
-		...(body === undefined ? {} : { 'content-type': 'application/json' }),
-		'content-length': String(Buffer.byteLength(text)),
-		...headers,
-	});
+	res.writeHead(status, { 'content-length': String(Buffer.byteLength(text)), ...headers });
 	res.end(text);
 }
 
@@ -161,14 +171,6 @@ export async function applyStep(
 		return;
 	}
 	if (step.hang) return;
-	if (step.raw !== undefined) {
-		if (res.headersSent || res.destroyed) return;
-		res.writeHead(step.status, {
-			'content-length': String(Buffer.byteLength(step.raw)),
-			...step.headers,
-		});
-		res.end(step.raw);
-		return;
-	}
-	send(res, step.status, step.body ?? fallbackBody, step.headers);
+	if (step.raw !== undefined) sendText(res, step.status, step.raw, step.headers);
+	else send(res, step.status, step.body ?? fallbackBody, step.headers);
 }
