@@ -450,7 +450,7 @@ describe('POST /webhook/jobs (receiver)', () => {
 		);
 	});
 
-	it('bad field values reach Job Enqueue and answer 400 naming the field: NUL, long correlation id, callback URL scheme', async () => {
+	it('bad field values answer 400 naming the field the request sent: NUL (from Job Enqueue), long or non-text correlation_id, callback URL scheme or no host', async () => {
 		await hostile(
 			'POST /webhook/jobs',
 			'document.text with a NUL character (\\u0000)',
@@ -463,14 +463,14 @@ describe('POST /webhook/jobs (receiver)', () => {
 			'correlation_id of 300 characters',
 			jobs({ document: { id: 'corr', text: 'b' }, correlation_id: 'c'.repeat(300) }),
 			400,
-			problem(400, 'correlationId'),
+			problem(400, 'correlation_id'),
 		);
 		await hostile(
 			'POST /webhook/jobs',
 			'correlation_id is an object',
 			jobs({ document: { id: 'corr', text: 'b' }, correlation_id: { a: 1 } }),
 			400,
-			problem(400, 'correlationId'),
+			problem(400, 'correlation_id'),
 		);
 		await hostile(
 			'POST /webhook/jobs',
@@ -484,7 +484,7 @@ describe('POST /webhook/jobs (receiver)', () => {
 			'callback_url "http://" (no host)',
 			jobs({ document: { id: 'cb', text: 'b' }, callback_url: 'http://' }),
 			400,
-			problem(400, 'callbackUrl'),
+			problem(400, 'callback_url'),
 		);
 	});
 

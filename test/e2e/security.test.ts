@@ -42,7 +42,7 @@ interface Accepted {
 	status_url: string;
 }
 
-function credential(secret: string, user = ROLE) {
+function credential(secret: string, user = ROLE, schema = SCHEMA) {
 	return {
 		id: CREDENTIAL_ID,
 		name: 'Durable Jobs',
@@ -54,7 +54,7 @@ function credential(secret: string, user = ROLE) {
 			user,
 			password: secret,
 			ssl: 'disable',
-			schema: SCHEMA,
+			schema,
 			maxConnections: 10,
 			autoMigrate: true,
 		},
@@ -277,6 +277,49 @@ describe('the bundled workflows with a password-protected job database', () => {
 					? true
 					: undefined,
 			{ timeoutMs: 30_000, intervalMs: 500, what: 'the job role again' },
+		);
+	});
+
+	// The node refuses the schema name with a 4xx (invalid_input, field schema); nothing the
+	// caller sent caused it, so the templates answer it as the fault in their setup it is.
+	it('an invalid schema name in the credential: the receiver and the event intake answer 500, not a 400 quoting the setting, and the receiver’s failed execution names it', async () => {
+		const since = new Date();
+		await env.n8n.importCredentials([credential(password, ROLE, 'Jobs')]);
+		try {
+			expectSetupFault(await submit({ document: { id: 'sec-bad-schema', text: 'x' } }));
+			const event = await env.request('events', {
+				body: {
+					source: 'shop',
+					external_id: 'sec-schema',
+					status: 'paid',
+					occurred_at: '2026-04-04T00:00:00Z',
+				},
+			});
+			expectSetupFault(event);
+			expect(event.text).not.toMatch(/schema|Jobs/);
+			const failed = await waitFor(
+				async () => {
+					const executions = await failedReceiverExecutions(since);
+					return executions.length > 0 ? executions : undefined;
+				},
+				{ timeoutMs: 15_000, intervalMs: 500, what: 'the failed receiver execution' },
+			);
+			// n8n keeps the message inside JSON text, its quotes escaped.
+			const reason =
+				/Answered 500, nothing stored: schema: \\?"Jobs\\?" is not a valid schema name/.exec(
+					failed.join('\n'),
+				)?.[0];
+			e2eLog(`the receiver's failed execution: ${reason}`);
+			expect(reason).toBeDefined();
+		} finally {
+			await env.n8n.importCredentials([credential(password)]);
+		}
+		await waitFor(
+			async () =>
+				(await submit({ document: { id: `sec-schema-${Date.now()}`, text: 'x' } })).status === 202
+					? true
+					: undefined,
+			{ timeoutMs: 30_000, intervalMs: 500, what: 'the valid schema again' },
 		);
 	});
 });

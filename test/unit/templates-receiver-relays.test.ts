@@ -2,7 +2,15 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 
 import { errorJson } from '../../nodes/shared/errors';
-import { DurableJobsError } from '../../src/core/errors';
+import { DurableJobsError, IdempotencyConflictError } from '../../src/core/errors';
+import { validateQueueName, validateSchemaName } from '../../src/core/identifiers';
+import {
+	inRange,
+	optionalText,
+	optionalUrl,
+	serializePayload,
+	validateKey,
+} from '../../src/core/validate';
 import {
 	WORKFLOWS,
 	XML_BODY_REFUSED,
@@ -150,6 +158,27 @@ describe('Receiver (01): Validate request', () => {
 		expect(withCallback(url)).toMatchObject({ valid: true, problems: [] });
 	});
 
+	it('refuses a callback_url without a host, naming callback_url', () => {
+		for (const url of ['http://', 'https:///', 'http://@/x'])
+			expect(withCallback(url).problems, url).toEqual([
+				{
+					field: 'callback_url',
+					message: 'must name a host (e.g. https://example.com/hooks/jobs)',
+				},
+			]);
+	});
+
+	it('correlation_id: text of up to 255 characters or a number; anything else is refused naming correlation_id', () => {
+		for (const id of ['c-1', 'c'.repeat(255), 42, null, undefined])
+			expect(validate({ document, correlation_id: id }), String(id)).toMatchObject({
+				valid: true,
+			});
+		for (const id of ['c'.repeat(256), { a: 1 }, ['x'], true, Number.NaN])
+			expect(validate({ document, correlation_id: id }).problems, JSON.stringify(id)).toEqual([
+				{ field: 'correlation_id', message: 'must be text of at most 255 characters' },
+			]);
+	});
+
 	it('accepts an internal host listed in allowed_private_callback_hosts', () => {
 		expect(withCallback('http://hooks:8080/x', 'hooks, 10.0.0.7')).toMatchObject({ valid: true });
 		expect(withCallback('http://10.0.0.7/x', 'hooks, 10.0.0.7')).toMatchObject({ valid: true });
@@ -269,11 +298,85 @@ describe('Receiver (01): a fault in the setup is a 500, any other server error a
 		expect(answer({ error: 'no details' })).toBe('Respond 500');
 	});
 
-	it('the request’s own faults keep their 4xx', () => {
-		for (const status of [400, 413, 422])
+	/** The error item of what `work` throws, as Job Enqueue puts it out. */
+	function refusal(work: () => unknown): Record<string, unknown> {
+		try {
+			work();
+		} catch (error) {
+			return errorJson(error);
+		}
+		throw new Error('it did not throw');
+	}
+
+	it('a refusal of what the request sent keeps its 4xx and is quoted to the caller', () => {
+		const limit = { bytes: 1024, raisedBy: null };
+		for (const [name, item] of [
+			[
+				'a payload too large',
+				refusal(() => serializePayload({ t: 'x'.repeat(2000) }, 'payload', limit)),
+			],
+			['a payload with NUL', refusal(() => serializePayload({ t: 'a\u0000b' }, 'payload', limit))],
+			[
+				'a key reused',
+				errorJson(new IdempotencyConflictError('k-1', '0190d1a2-0000-7000-8000-000000000000')),
+			],
+			['a key with a control character', refusal(() => validateKey('a\u0007b', 'idempotencyKey'))],
+			['a callback URL without a host', refusal(() => optionalUrl('http://', 'callbackUrl'))],
+			['a correlation id with NUL', refusal(() => optionalText('c\u0000', 'correlationId', 255))],
+		] as const) {
+			const status = (item.details as { http_status: number }).http_status;
+			expect(status, name).toBeGreaterThanOrEqual(400);
+			expect(status, name).toBeLessThan(500);
+			expect(answer(item), name).toBe('Respond error');
+			const body = evaluate(node(receiver, 'Respond error').parameters.responseBody, item);
+			expect(body, name).toMatchObject({ status, detail: item.error });
 			expect(
-				answer(errorJson(new DurableJobsError('invalid_input', 'x: bad', { httpStatus: status }))),
-			).toBe('Respond error');
+				evaluate(
+					(node(receiver, 'Respond error').parameters.options as { responseCode: string })
+						.responseCode,
+					item,
+				),
+				name,
+			).toBe(status);
+		}
+	});
+
+	it('a refusal of the template’s own settings is a fault in the setup: 500, and the execution fails naming it', () => {
+		for (const [name, item] of [
+			['an invalid schema name in the credential', refusal(() => validateSchemaName('Jobs'))],
+			['an invalid queue name', refusal(() => validateQueueName('bad queue!'))],
+			[
+				'Max Attempts out of range',
+				refusal(() => inRange(0, 'maxAttempts', { min: 1, max: 1000, default: 5 })),
+			],
+			[
+				'a Delay Seconds out of range',
+				refusal(() => inRange(-1, 'delayMs', { min: 0, max: 10, default: 0 })),
+			],
+			[
+				'a parameter whose expression failed (n8n’s own error, read as invalid_parameter)',
+				errorJson(
+					new DurableJobsError('invalid_parameter', 'invalid syntax', {
+						field: 'callbackUrl',
+						httpStatus: 400,
+					}),
+				),
+			],
+			[
+				'a refusal that names no field',
+				errorJson(new DurableJobsError('invalid_input', 'bad', { httpStatus: 400 })),
+			],
+		] as const) {
+			expect(answer(item), name).toBe('Respond 500');
+			const body = evaluate(node(receiver, 'Respond 500').parameters.responseBody, item);
+			expect(JSON.stringify(body), name).not.toContain(String(item.error));
+			expect(
+				evaluate(node(receiver, 'Fail: setup error').parameters.errorMessage, item),
+				name,
+			).toBe(
+				`Answered 500, nothing stored: ${String(item.error)}${(item.details as { fix: string | null }).fix ? `. Fix: ${(item.details as { fix: string }).fix}` : ''}`,
+			);
+		}
 	});
 
 	it('the 503 carries Retry-After; the 500 does not, says nothing internal, and fails the execution', () => {

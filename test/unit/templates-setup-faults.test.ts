@@ -3,11 +3,13 @@ import { NodeOperationError, type INode } from 'n8n-workflow';
 import { errorJson } from '../../nodes/shared/errors';
 import { classifyHttpStatus } from '../../src/core/classify';
 import {
+	DurableJobsError,
 	MigrationWaitsError,
 	MigrationsMissingError,
 	ValidationError,
 } from '../../src/core/errors';
 import { validateQueueName, validateSchemaName } from '../../src/core/identifiers';
+import { optionalDate, validateKey } from '../../src/core/validate';
 import {
 	XML_BODY_REFUSED,
 	driverErrorItem,
@@ -157,8 +159,13 @@ interface Endpoint {
 	unavailable: string;
 	/** Where a 4xx goes: its own answer, or none (02: every 4xx it can get is the operator's). */
 	refused?: string;
-	/** The 4xx error items this endpoint can get. */
+	/** The 4xx error items this endpoint can get from what the request sent. */
 	refusals: Array<[string, Json]>;
+	/**
+	 * The 4xx error items of the node's own settings (the credential's schema, a fixed queue or
+	 * limit): nothing the caller can fix, so a fault in the setup. None: every refusal is one (02).
+	 */
+	settings?: Array<[string, Json]>;
 	/** Server errors of this endpoint only, answered 503. */
 	outages: Array<[string, Json]>;
 	failPrefix: string;
@@ -223,6 +230,36 @@ const ENDPOINTS: Endpoint[] = [
 				'a payload too large',
 				errorJson(new ValidationError('payload', 'is too large', 'Send less', 413)),
 			],
+			[
+				'an entity key too long',
+				errorJson(thrown(() => validateKey('e'.repeat(256), 'entityKey'))),
+			],
+			[
+				'an occurred_at the node cannot read',
+				errorJson(thrown(() => optionalDate('10000-01-01T00:00:00Z', 'Occurred At'))),
+			],
+		],
+		settings: [
+			[
+				'an invalid schema name in the credential',
+				errorJson(thrown(() => validateSchemaName('Jobs'))),
+			],
+			['a blank scope', errorJson(thrown(() => validateKey(' ', 'scope')))],
+			[
+				'a Claim Timeout Seconds out of range',
+				errorJson(
+					new ValidationError('Claim Timeout Seconds', 'must be at least 1', 'Set it to 1 or more'),
+				),
+			],
+			[
+				'a parameter whose expression failed',
+				errorJson(
+					new DurableJobsError('invalid_parameter', 'invalid syntax', {
+						field: 'key',
+						httpStatus: 400,
+					}),
+				),
+			],
 		],
 		outages: [NODE_FAILED],
 		failPrefix: 'Answered 500, event not recorded: ',
@@ -235,6 +272,16 @@ const ENDPOINTS: Endpoint[] = [
 		unavailable: 'Respond 503',
 		refused: 'Respond error',
 		refusals: [['a bad queue', errorJson(thrown(() => validateQueueName('bad queue!')))]],
+		settings: [
+			[
+				'an invalid schema name in the credential',
+				errorJson(thrown(() => validateSchemaName('Jobs'))),
+			],
+			[
+				'a refusal that names no field',
+				errorJson(new DurableJobsError('invalid_input', 'bad', { httpStatus: 400 })),
+			],
+		],
 		// Unknown Outcomes continues on its regular output: Failed? takes only items with details.
 		outages: [],
 		failPrefix: 'Answered 500, no report: ',
@@ -298,6 +345,20 @@ describe.each(ENDPOINTS)(
 				expect(responseHeaders(respond)).toEqual({ 'Content-Type': 'application/problem+json' });
 			}
 		});
+
+		it.each(endpoint.settings ?? endpoint.refusals)(
+			'a refusal of its own settings (%s) is a fault in the setup: 500, the execution fails naming it',
+			(_, error: Json) => {
+				expect(answer(error).slice(-2)).toEqual(['Respond 500', 'Fail: setup error']);
+				const item = endpoint.item(error);
+				const body = value(node(template, 'Respond 500').parameters.responseBody, item) as Json;
+				expect(JSON.stringify(body)).not.toContain(String(error.error));
+				const fix = (error.details as { fix: string | null }).fix;
+				expect(value(node(template, 'Fail: setup error').parameters.errorMessage, item)).toBe(
+					`${endpoint.failPrefix}${String(error.error)}${fix ? `. Fix: ${fix}` : ''}`,
+				);
+			},
+		);
 
 		it('the 500 is problem+json without Retry-After and without internal detail; the failed execution names the reason and the fix', () => {
 			const respond = node(template, 'Respond 500');
