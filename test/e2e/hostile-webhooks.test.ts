@@ -805,34 +805,48 @@ describe('POST /webhook/events (event intake)', () => {
 		);
 	});
 
-	it('event ids of 256+ characters, with control characters or only spaces answer 400 naming the key', async () => {
+	it('event ids of 256+ characters, with control characters or only spaces, and what Outbox Write would refuse after the CRM call, answer 400 naming the field before anything is claimed', async () => {
 		await hostile(
 			'POST /webhook/events',
 			'event_id of 256 characters',
 			async () => await env.request('events', { body: { ...valid, event_id: 'e'.repeat(256) } }),
 			400,
-			problem(400, 'key'),
+			problem(400, 'event_id'),
 		);
 		await hostile(
 			'POST /webhook/events',
 			'event_id with a newline',
 			async () => await env.request('events', { body: { ...valid, event_id: 'evt\n1' } }),
 			400,
-			problem(400, 'key'),
+			problem(400, 'event_id'),
 		);
 		await hostile(
 			'POST /webhook/events',
 			'event_id of only spaces',
 			async () => await env.request('events', { body: { ...valid, event_id: '    ' } }),
 			400,
-			problem(400, 'key'),
+			problem(400, 'event_id'),
 		);
 		await hostile(
 			'POST /webhook/events',
 			'source of 300 characters (makes the derived event id too long)',
 			async () => await env.request('events', { body: { ...valid, source: 's'.repeat(300) } }),
 			400,
-			problem(400, 'key'),
+			problem(400, /source/),
+		);
+		await hostile(
+			'POST /webhook/events',
+			'a blank event_type',
+			async () => await env.request('events', { body: { ...valid, event_type: '' } }),
+			400,
+			problem(400, 'event_type'),
+		);
+		await hostile(
+			'POST /webhook/events',
+			'NUL in data (jsonb cannot store it)',
+			async () => await env.request('events', { body: { ...valid, data: { note: 'a\u0000b' } } }),
+			400,
+			problem(400, 'body'),
 		);
 	});
 

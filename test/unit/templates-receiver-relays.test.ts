@@ -175,7 +175,7 @@ describe('Receiver (01): Validate request', () => {
 			});
 		for (const id of ['c'.repeat(256), { a: 1 }, ['x'], true, Number.NaN])
 			expect(validate({ document, correlation_id: id }).problems, JSON.stringify(id)).toEqual([
-				{ field: 'correlation_id', message: 'must be text of at most 255 characters' },
+				{ field: 'correlation_id', message: 'must be text of at most 255 characters, or a number' },
 			]);
 	});
 

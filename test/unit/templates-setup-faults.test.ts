@@ -9,7 +9,7 @@ import {
 	ValidationError,
 } from '../../src/core/errors';
 import { validateQueueName, validateSchemaName } from '../../src/core/identifiers';
-import { optionalDate, validateKey } from '../../src/core/validate';
+import { optionalDate, optionalText, serializePayload, validateKey } from '../../src/core/validate';
 import {
 	XML_BODY_REFUSED,
 	driverErrorItem,
@@ -226,10 +226,6 @@ const ENDPOINTS: Endpoint[] = [
 		refused: 'Respond claim error',
 		refusals: [
 			['a key too long', errorJson(new ValidationError('key', 'is too long', 'Use at most 255'))],
-			[
-				'a payload too large',
-				errorJson(new ValidationError('payload', 'is too large', 'Send less', 413)),
-			],
 			[
 				'an entity key too long',
 				errorJson(thrown(() => validateKey('e'.repeat(256), 'entityKey'))),
@@ -533,6 +529,124 @@ describe('Event intake (06): a body not sent as application/json is a 415, befor
 		expect(responseCode(respond, refused.json)).toBe(415);
 		expect(responseHeaders(respond)).toEqual({ 'Content-Type': 'application/problem+json' });
 		expect(value(respond.parameters.responseBody, refused.json)).toEqual(XML_BODY_REFUSED);
+	});
+});
+
+describe('Event intake (06): what Outbox Write would refuse after the CRM call is a 400 before anything is claimed', () => {
+	const event = {
+		source: 'shop',
+		external_id: 'o-1',
+		status: 'paid',
+		occurred_at: '2026-01-01T00:00:00Z',
+	};
+	const answer = (body: Json) =>
+		walk(intake, 'Build envelope', {
+			...webhookItem({}, body),
+			headers: { 'content-type': 'application/json' },
+		});
+	const limit = { bytes: 1024 * 1024, raisedBy: null };
+	/** What Outbox Write's own checks (src/core/outbox.ts) say of the envelope Build envelope made. */
+	function outboxRefuses(envelope: Json): boolean {
+		try {
+			validateKey(envelope.event_id, 'eventId');
+			validateKey(envelope.event_type, 'eventType');
+			optionalText(envelope.source, 'source', 255);
+			serializePayload(envelope, 'payload', limit);
+			return false;
+		} catch {
+			return true;
+		}
+	}
+
+	it.each([
+		['a blank event_id', { ...event, event_id: '  ' }, 'event_id', /must not be blank/],
+		[
+			'an event_id of 256 characters',
+			{ ...event, event_id: 'e'.repeat(256) },
+			'event_id',
+			/at most 255/,
+		],
+		['an event_id with a tab', { ...event, event_id: 'a\tb' }, 'event_id', /control characters/],
+		[
+			'a derived event id over 255 characters',
+			{ ...event, external_id: 'x'.repeat(230) },
+			'event_id',
+			/at most 255 characters \(source, external_id, status and occurred_at together\)/,
+		],
+		['a blank event_type', { ...event, event_type: '' }, 'event_type', /non-blank text/],
+		[
+			'an event_type that is an object',
+			{ ...event, event_type: { a: 1 } },
+			'event_type',
+			/non-blank text/,
+		],
+		[
+			'a status that makes an event_type over 255 characters',
+			{ ...event, event_id: 'e-1', status: 's'.repeat(250) },
+			'status',
+			/entity\.<status>/,
+		],
+		[
+			'a source that is an object',
+			{ ...event, event_id: 'e-1', source: { a: 1 } },
+			'source',
+			/at most 255/,
+		],
+		[
+			'a source of 256 characters',
+			{ ...event, event_id: 'e-1', source: 's'.repeat(256), external_id: undefined },
+			'source',
+			/at most 255/,
+		],
+		['NUL in the data', { ...event, data: { note: 'a\u0000b' } }, 'body', /NUL/],
+		[
+			'half of a surrogate pair in the data',
+			{ ...event, data: { note: 'a\ud800b' } },
+			'body',
+			/surrogate/,
+		],
+		['data over 1 MiB', { ...event, data: { text: 'x'.repeat(1024 * 1024) } }, 'data', /too large/],
+		[
+			'data over 1 MiB of UTF-8 in fewer characters',
+			{ ...event, data: { text: 'é'.repeat(600_000) } },
+			'data',
+			/the event is \d+ bytes/,
+		],
+	])(
+		'%s → 400 naming the field; Outbox Write would refuse the same envelope',
+		(_, body, field, message) => {
+			const { path, json } = answer(body as Json);
+			expect(path).toEqual(['Build envelope', 'Valid?', 'Content-Type JSON?', 'Respond 400']);
+			expect(json.problems).toEqual([{ field, message: expect.stringMatching(message) }]);
+			// The same body without the template's check: its envelope is one Outbox Write refuses.
+			const unchecked = new Function(
+				'$json',
+				(node(intake, 'Build envelope').parameters.jsCode as string).replace(
+					/valid: problems\.length === 0/,
+					'valid: true',
+				),
+			)({
+				...webhookItem({}, body),
+				headers: { 'content-type': 'application/json' },
+			}) as { json: Json };
+			expect(outboxRefuses(unchecked.json.envelope as Json)).toBe(true);
+		},
+	);
+
+	it.each([
+		['the usual event', event],
+		['an emoji in the data (a whole surrogate pair)', { ...event, data: { note: 'paid 👍' } }],
+		[
+			'a numeric source and a 255-character event_id',
+			{ ...event, source: 7, event_id: 'e'.repeat(255) },
+		],
+		['data just under 1 MiB', { ...event, data: { text: 'x'.repeat(1024 * 1024 - 200) } }],
+		['a 255-character event_type', { ...event, event_type: 't'.repeat(255) }],
+	])('%s is claimed, and Outbox Write takes its envelope', (_, body) => {
+		const { path, json } = answer(body as Json);
+		expect(json.problems).toEqual([]);
+		expect(path).toEqual(['Build envelope', 'Valid?', 'Claim event']);
+		expect(outboxRefuses(json.envelope as Json)).toBe(false);
 	});
 });
 
