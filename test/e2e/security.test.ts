@@ -132,6 +132,28 @@ function expectSetupFault(answer: Awaited<ReturnType<typeof submit>>): void {
 	expect(answer.text).not.toMatch(/password|PostgreSQL|credential|permission|privilege/i);
 }
 
+/** Waits for the receiver's first failed executions since `since`, with their data as text. */
+async function receiverFailedSince(since: Date): Promise<string[]> {
+	return await waitFor(
+		async () => {
+			const executions = await failedReceiverExecutions(since);
+			return executions.length > 0 ? executions : undefined;
+		},
+		{ timeoutMs: 15_000, intervalMs: 500, what: 'the failed receiver execution' },
+	);
+}
+
+/** Waits until the receiver accepts a job again (a 202) after the credential was put back. */
+async function receiverAcceptsAgain(idPrefix: string, what: string): Promise<void> {
+	await waitFor(
+		async () =>
+			(await submit({ document: { id: `${idPrefix}-${Date.now()}`, text: 'x' } })).status === 202
+				? true
+				: undefined,
+		{ timeoutMs: 30_000, intervalMs: 500, what },
+	);
+}
+
 /** The receiver's failed executions since `since`, with their data as text. */
 async function failedReceiverExecutions(since: Date): Promise<string[]> {
 	const { rows } = await n8nDb.query<{ data: string }>(
@@ -244,13 +266,7 @@ describe('the bundled workflows with a password-protected job database', () => {
 		} finally {
 			await env.n8n.importCredentials([credential(password)]);
 		}
-		await waitFor(
-			async () =>
-				(await submit({ document: { id: `sec-after-${Date.now()}`, text: 'x' } })).status === 202
-					? true
-					: undefined,
-			{ timeoutMs: 30_000, intervalMs: 500, what: 'right password again' },
-		);
+		await receiverAcceptsAgain('sec-after', 'right password again');
 	});
 
 	it('a role without rights on the job schema: the receiver answers 500 without Retry-After, and n8n keeps the failed execution with the reason', async () => {
@@ -258,26 +274,14 @@ describe('the bundled workflows with a password-protected job database', () => {
 		await env.n8n.importCredentials([credential(unprivilegedPassword, UNPRIVILEGED_ROLE)]);
 		try {
 			expectSetupFault(await submit({ document: { id: 'sec-no-access', text: 'x' } }));
-			const failed = await waitFor(
-				async () => {
-					const executions = await failedReceiverExecutions(since);
-					return executions.length > 0 ? executions : undefined;
-				},
-				{ timeoutMs: 15_000, intervalMs: 500, what: 'the failed receiver execution' },
-			);
+			const failed = await receiverFailedSince(since);
 			const reason = /Answered 500, nothing stored: [^"\\]*/.exec(failed.join('\n'))?.[0];
 			e2eLog(`the receiver's failed execution: ${reason}`);
 			expect(reason).toBeDefined();
 		} finally {
 			await env.n8n.importCredentials([credential(password)]);
 		}
-		await waitFor(
-			async () =>
-				(await submit({ document: { id: `sec-access-${Date.now()}`, text: 'x' } })).status === 202
-					? true
-					: undefined,
-			{ timeoutMs: 30_000, intervalMs: 500, what: 'the job role again' },
-		);
+		await receiverAcceptsAgain('sec-access', 'the job role again');
 	});
 
 	// The node refuses the schema name with a 4xx (invalid_input, field schema); nothing the
@@ -297,13 +301,7 @@ describe('the bundled workflows with a password-protected job database', () => {
 			});
 			expectSetupFault(event);
 			expect(event.text).not.toMatch(/schema|Jobs/);
-			const failed = await waitFor(
-				async () => {
-					const executions = await failedReceiverExecutions(since);
-					return executions.length > 0 ? executions : undefined;
-				},
-				{ timeoutMs: 15_000, intervalMs: 500, what: 'the failed receiver execution' },
-			);
+			const failed = await receiverFailedSince(since);
 			// n8n keeps the message inside JSON text, its quotes escaped.
 			const reason =
 				/Answered 500, nothing stored: schema: \\?"Jobs\\?" is not a valid schema name/.exec(
@@ -314,13 +312,7 @@ describe('the bundled workflows with a password-protected job database', () => {
 		} finally {
 			await env.n8n.importCredentials([credential(password)]);
 		}
-		await waitFor(
-			async () =>
-				(await submit({ document: { id: `sec-schema-${Date.now()}`, text: 'x' } })).status === 202
-					? true
-					: undefined,
-			{ timeoutMs: 30_000, intervalMs: 500, what: 'the valid schema again' },
-		);
+		await receiverAcceptsAgain('sec-schema', 'the valid schema again');
 	});
 });
 
