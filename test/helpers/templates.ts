@@ -86,6 +86,16 @@ export function driverErrorItem(error: {
 	return errorJson(classifyDatabaseError(Object.assign(new Error(String(error.message)), error)));
 }
 
+/** The error item a node of this package puts out for what `work` throws (it must throw). */
+export function thrownErrorItem(work: () => unknown): Record<string, unknown> {
+	try {
+		work();
+	} catch (error) {
+		return errorJson(error);
+	}
+	throw new Error('it did not throw');
+}
+
 /** The 415 problem+json the receiver (01) and the event intake (06) answer to an XML body. */
 export const XML_BODY_REFUSED = {
 	type: 'https://www.npmjs.com/package/n8n-nodes-durable-jobs#errors',

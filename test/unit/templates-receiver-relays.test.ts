@@ -20,6 +20,7 @@ import {
 	node,
 	responseHeaders,
 	targets,
+	thrownErrorItem,
 	type Template,
 } from '../helpers/templates';
 
@@ -299,14 +300,7 @@ describe('Receiver (01): a fault in the setup is a 500, any other server error a
 	});
 
 	/** The error item of what `work` throws, as Job Enqueue puts it out. */
-	function refusal(work: () => unknown): Record<string, unknown> {
-		try {
-			work();
-		} catch (error) {
-			return errorJson(error);
-		}
-		throw new Error('it did not throw');
-	}
+	const refusal = thrownErrorItem;
 
 	it('a refusal of what the request sent keeps its 4xx and is quoted to the caller', () => {
 		const limit = { bytes: 1024, raisedBy: null };
