@@ -95,6 +95,13 @@ async function executionsSince(since: Date): Promise<Record<string, number>> {
 	}
 }
 
+/** A problem+json answer of `status` without Retry-After: sent again unchanged, it is refused again. */
+function expectFinalProblem(answer: { status: number; headers: Headers }, status: number): void {
+	expect(answer.status).toBe(status);
+	expect(answer.headers.get('content-type')).toContain('application/problem+json');
+	expect(answer.headers.get('retry-after')).toBeNull();
+}
+
 /** Rows of n8n's own database: `sql` with `values` on the instance database. */
 async function n8nQuery<T extends pg.QueryResultRow>(sql: string, values: unknown[]): Promise<T[]> {
 	const client = new pg.Client({ connectionString: env.n8n.databaseUrl });
@@ -896,9 +903,7 @@ describe('event intake', () => {
 		const eventId = `shop:${event.external_id}:paid:2026-11-30T11:00:00Z`;
 		env.standins.crm.script([{ status: 422, body: { error: 'paid needs an invoice number' } }]);
 		const refused = await env.request('events', { method: 'POST', body: event });
-		expect(refused.status).toBe(422);
-		expect(refused.headers.get('content-type')).toContain('application/problem+json');
-		expect(refused.headers.get('retry-after')).toBeNull();
+		expectFinalProblem(refused, 422);
 		expect(refused.body).toMatchObject({
 			status: 422,
 			code: 'crm_rejected',
@@ -941,6 +946,75 @@ describe('event intake', () => {
 		expect(env.standins.crm.recordsForKey(eventId)).toHaveLength(1);
 		expect(await outbox()).toBe(1);
 		expect((await claim())[0].status).toBe('completed');
+	});
+
+	it('an event id the outbox still holds with another payload once its claim is gone → after the CRM call, 422 event_id_reused naming the stored event, the claim failed, the execution failed, the outbox unchanged', async () => {
+		await waitQuiet();
+		const eventId = `evt-outbox-reused-${Date.now()}`;
+		const event = (total: number) => ({
+			event_id: eventId,
+			event_type: 'order.paid',
+			occurred_at: '2026-11-30T12:00:00Z',
+			data: { total },
+		});
+		const first = await env.request('events', { method: 'POST', body: event(1) });
+		expect(first.status).toBe(200);
+		const outbox = async () =>
+			(
+				await env.jobsDb.query<{ id: string; payload: unknown }>(
+					`SELECT id::text, payload FROM "${env.schema}".jobs WHERE queue = 'outbox' AND idempotency_key = $1`,
+					[eventId],
+				)
+			).rows;
+		const [stored] = await outbox();
+		// The claim's key is kept 168 h; the outbox event until it is purged. Once the key is gone,
+		// the same id with another payload passes the claim and reaches the CRM.
+		await env.jobsDb.query(
+			`DELETE FROM "${env.schema}".idempotency_keys WHERE scope = 'events' AND key = $1`,
+			[eventId],
+		);
+		const since = new Date();
+		const refused = await env.request('events', { method: 'POST', body: event(2) });
+		expectFinalProblem(refused, 422);
+		expect(refused.body).toMatchObject({
+			status: 422,
+			code: 'event_id_reused',
+			field: 'event_id',
+			event_id: eventId,
+			existing_job_id: stored.id,
+			fix: expect.stringContaining('its own event_id'),
+		});
+		// The CRM was called again, under the same Idempotency-Key (the stand-in replays its record).
+		expect(
+			env.standins.crm.journal
+				.filter((entry) => entry.key === eventId)
+				.map((entry) => entry.status),
+		).toEqual([201, 200]);
+		expect(await outbox()).toEqual([stored]);
+		const claim = (
+			await env.jobsDb.query<{ status: string }>(
+				`SELECT status FROM "${env.schema}".idempotency_keys WHERE scope = 'events' AND key = $1`,
+				[eventId],
+			)
+		).rows;
+		expect(claim).toEqual([{ status: 'failed' }]);
+		const failed = await waitFor(
+			async () => {
+				const rows = await n8nQuery<{ data: string }>(
+					`SELECT d.data FROM execution_entity e JOIN execution_data d ON d."executionId" = e.id
+					WHERE e."workflowId" = 'DjEventIntake001' AND e."createdAt" >= $1 AND e.status = 'error'`,
+					[since],
+				);
+				return rows.length > 0 ? rows : undefined;
+			},
+			{ timeoutMs: 15_000, intervalMs: 500, what: 'the failed event intake execution' },
+		);
+		expect(failed).toHaveLength(1);
+		expect(failed[0].data).toMatch(
+			new RegExp(
+				`Answered 422, event \\\\?"${eventId}\\\\?" applied to the CRM but refused by Outbox Write`,
+			),
+		);
 	});
 
 	it('the outbox relay counts a 2xx answer with a text body as delivered: 200 "OK" and 201 "Created" → one delivery each, the event done', async () => {

@@ -86,6 +86,11 @@ export interface NodeContextOptions {
 	timezone?: string;
 	/** The node's version (default: the latest the node has). */
 	typeVersion?: number;
+	/**
+	 * The name of the node that outputs `items` (default "Input"): a template's expressions read
+	 * an earlier node's item by its name, e.g. `$('Claim event').item.json`.
+	 */
+	inputNodeName?: string;
 }
 
 /** Members a test runner, `await` or n8n's deep copies probe on any object; they must not throw. */
@@ -306,6 +311,8 @@ export class NodeContext {
 	readonly executionId: string;
 	readonly mode: WorkflowExecuteMode;
 	readonly credential: ICredentialDataDecryptedObject | undefined;
+	/** The name of the node that outputs the items. */
+	readonly inputName: string;
 	/** What the node under test returned from execute() and what it threw, per call. */
 	private readonly returned: INodeExecutionData[][][] = [];
 	private readonly thrown: unknown[] = [];
@@ -332,9 +339,10 @@ export class NodeContext {
 			...(options.onError ? { onError: options.onError } : {}),
 			...(options.continueOnFail !== undefined ? { continueOnFail: options.continueOnFail } : {}),
 		};
+		this.inputName = options.inputNodeName ?? INPUT_NODE;
 		const input: INode = {
 			id: 'input',
-			name: INPUT_NODE,
+			name: this.inputName,
 			type: INPUT_NODE_TYPE,
 			typeVersion: 1,
 			position: [0, 0],
@@ -357,7 +365,7 @@ export class NodeContext {
 			name: options.workflowName ?? 'Node test workflow',
 			nodes: [input, node],
 			connections: {
-				[INPUT_NODE]: { main: [[{ node: node.name, type: 'main', index: 0 }]] },
+				[this.inputName]: { main: [[{ node: node.name, type: 'main', index: 0 }]] },
 			},
 			active: false,
 			nodeTypes,
@@ -405,7 +413,7 @@ export class NodeContext {
 			const executeData: IExecuteData = {
 				node: this.node,
 				data: inputData,
-				source: { main: [{ previousNode: INPUT_NODE }] },
+				source: { main: [{ previousNode: this.inputName }] },
 			};
 			this.executeFunctions = new ExecuteContext(
 				this.workflow,
@@ -448,7 +456,10 @@ export class NodeContext {
 		const run = await currentRun.run(
 			this,
 			async () =>
-				await engine.run({ workflow: this.workflow, startNode: this.workflow.nodes[INPUT_NODE] }),
+				await engine.run({
+					workflow: this.workflow,
+					startNode: this.workflow.nodes[this.inputName],
+				}),
 		);
 		const taskData = run.data.resultData.runData[this.node.name]?.[0];
 		const failure = run.data.resultData.error;

@@ -67,29 +67,37 @@ describe('Event intake (06): a CRM that is down and a CRM that refuses are answe
 
 	it('transient: the claim is failed, 503 retry_later with Retry-After (also on Claim Lost)', () => {
 		expect(node(intake, 'Mark failed').parameters.operation).toBe('fail');
-		// Only a setup fault of Outbox Write (templates-setup-faults.test.ts) answers 500 instead.
+		// Only a setup fault of Outbox Write, or its refusal of the event (templates-setup-faults.test.ts),
+		// answers otherwise.
 		expect(targets(intake, 'Mark failed')).toEqual([
 			['Outbox setup fault?'],
 			['Outbox setup fault?'],
 		]);
 		expect(targets(intake, 'Outbox setup fault?')).toEqual([
 			['Respond 500 (outbox)'],
+			['Outbox refused the event?'],
+		]);
+		expect(targets(intake, 'Outbox refused the event?')).toEqual([
+			['Respond 422 (outbox)'],
 			['Respond 503 retry'],
 		]);
-		const setupFault = node(intake, 'Outbox setup fault?');
 		for (const item of [
 			{ statusCode: 503, body: {} },
 			{ statusCode: 429, body: 'busy' },
 			{ error: { message: 'connect ECONNREFUSED 10.0.0.9:443' } },
 		])
-			expect(
-				evaluate(
-					(setupFault.parameters.conditions as { conditions: Array<{ leftValue: string }> })
-						.conditions[0].leftValue,
-					item,
-				),
-				JSON.stringify(item),
-			).toBe(false);
+			for (const check of ['Outbox setup fault?', 'Outbox refused the event?'])
+				expect(
+					evaluate(
+						(
+							node(intake, check).parameters.conditions as {
+								conditions: Array<{ leftValue: string }>;
+							}
+						).conditions[0].leftValue,
+						item,
+					),
+					`${check} ${JSON.stringify(item)}`,
+				).toBe(false);
 		const respond = node(intake, 'Respond 503 retry');
 		expect((respond.parameters.options as { responseCode: number }).responseCode).toBe(503);
 		expect(headers(respond)['Retry-After']).toBe('10');

@@ -1,9 +1,11 @@
 import { NodeOperationError, type INode } from 'n8n-workflow';
 
+import { dateParameter } from '../../nodes/shared/dates';
 import { errorJson } from '../../nodes/shared/errors';
 import { classifyHttpStatus } from '../../src/core/classify';
 import {
 	DurableJobsError,
+	EventIdReusedError,
 	MigrationWaitsError,
 	MigrationsMissingError,
 	ValidationError,
@@ -449,6 +451,128 @@ describe('Event intake (06): a setup fault of Outbox Write after the CRM call', 
 			'Answered 500, event "evt-1" applied to the CRM but not written to the outbox: PostgreSQL denied access: permission denied for table jobs. Fix: Grant the runtime role the privileges listed in the README (section "Database privileges")',
 		);
 	});
+
+	/** The way of an event Outbox Write refuses: the 422 after the failed claim, then the failed execution. */
+	const OUTBOX_REFUSED = [
+		'Outbox setup fault?',
+		'Outbox refused the event?',
+		'Respond 422 (outbox)',
+		'Fail: event refused (outbox)',
+	];
+	/** Respond 422 (outbox)'s body for Mark failed's item, the event's body read through $('Claim event'). */
+	const outboxAnswer = (item: Json, body: Json): Json =>
+		value(node(intake, 'Respond 422 (outbox)').parameters.responseBody, item, {
+			'Claim event': { body },
+		}) as Json;
+
+	// What Outbox Write's own validators throw for the event's data (Build envelope refuses every
+	// such case it knows of before the claim; these are the ones it would not foresee).
+	const EVENT_REFUSALS: Array<[string, Json, string]> = [
+		['a blank event type', thrownErrorItem(() => validateKey(' ', 'eventType')), 'event_type'],
+		[
+			'an over-long event id',
+			thrownErrorItem(() => validateKey('e'.repeat(256), 'eventId')),
+			'event_id',
+		],
+		[
+			'a source that is an object',
+			thrownErrorItem(() => optionalText({}, 'source', 255)),
+			'source',
+		],
+		[
+			'a time it cannot read',
+			thrownErrorItem(() => dateParameter('soon', 'UTC', 'Occurred At')),
+			'occurred_at',
+		],
+		[
+			'NUL in the payload',
+			thrownErrorItem(() =>
+				serializePayload({ data: 'a\u0000b' }, 'payload', { bytes: 1024 * 1024, raisedBy: null }),
+			),
+			'body',
+		],
+	];
+	// Refusals of the flow's own settings: nothing the sender can fix.
+	const SETTING_REFUSALS: Array<[string, Json]> = [
+		['a queue name it refuses', thrownErrorItem(() => validateQueueName('Outbox!', 'queue'))],
+		["the credential's schema name", thrownErrorItem(() => validateSchemaName('Jobs'))],
+		[
+			'a failing expression (invalid_parameter)',
+			// n8n names the parameter whose expression failed, here one of the event's fields.
+			errorJson(
+				new DurableJobsError('invalid_parameter', 'eventType: bad expression', {
+					field: 'eventType',
+					httpStatus: 400,
+				}),
+			),
+		],
+	];
+
+	it.each(EVENT_REFUSALS)(
+		'Outbox Write refusing the event itself (%s): the claim is failed, 422 outbox_rejected naming the request field, and the execution fails',
+		(_name, error, requestField) => {
+			expect(error.details).toMatchObject({ http_status: expect.any(Number) });
+			const item = markFailed(error);
+			expect(walk(intake, 'Outbox setup fault?', item).path).toEqual(OUTBOX_REFUSED);
+			const respond = node(intake, 'Respond 422 (outbox)');
+			expect(responseCode(respond, item)).toBe(422);
+			expect(responseHeaders(respond)).toEqual({ 'Content-Type': 'application/problem+json' });
+			const body = outboxAnswer(item, { event_type: 'x' });
+			expect(body).toMatchObject({
+				status: 422,
+				code: 'outbox_rejected',
+				field: requestField,
+				event_id: 'evt-1',
+			});
+			expect(body.detail).toContain(String(error.error));
+			expect(body.detail).toMatch(/applied to the CRM.*refused again/);
+			expect(body.fix).toMatch(/not answered as a duplicate/);
+			expect(
+				value(node(intake, 'Fail: event refused (outbox)').parameters.errorMessage, item),
+			).toMatch(
+				new RegExp(
+					`^Answered 422, event "evt-1" applied to the CRM but refused by Outbox Write, so no outbox event was written: .*\\. Fix: `,
+				),
+			);
+		},
+	);
+
+	it('an event id the outbox still holds for another event (kept longer than its claim): 422 event_id_reused with the existing event, and the execution fails', () => {
+		const item = markFailed(errorJson(new EventIdReusedError('evt-1', 'job-9')));
+		expect(walk(intake, 'Outbox setup fault?', item).path).toEqual(OUTBOX_REFUSED);
+		const body = outboxAnswer(item, { event_id: 'evt-1' });
+		expect(body).toMatchObject({
+			status: 422,
+			code: 'event_id_reused',
+			field: 'event_id',
+			event_id: 'evt-1',
+			existing_job_id: 'job-9',
+		});
+		expect(body.fix).toMatch(/its own event_id/);
+		// Only this refusal names an existing event.
+		const [, other] = EVENT_REFUSALS[0];
+		expect(outboxAnswer(markFailed(other), { event_type: ' ' })).not.toHaveProperty(
+			'existing_job_id',
+			expect.anything(),
+		);
+	});
+
+	it('an event type made from the status is named as status', () => {
+		const [, error] = EVENT_REFUSALS[0];
+		const body = outboxAnswer(markFailed(error), { status: ' ' });
+		expect(body.field).toBe('status');
+	});
+
+	it.each(SETTING_REFUSALS)(
+		'Outbox Write refusing a setting of the flow (%s) is a setup fault: 500 and a failed execution',
+		(_name, error) => {
+			expect(walk(intake, 'Outbox setup fault?', markFailed(error)).path).toEqual([
+				'Outbox setup fault?',
+				'Respond 500 (outbox)',
+				'Fail: setup error (outbox)',
+			]);
+		},
+	);
 });
 
 describe('Event intake (06): a body not sent as application/json is a 415, before anything is claimed', () => {
