@@ -7,9 +7,12 @@
  * credential of that type, the editor's default workflow settings) and is published with
  * *Publish*. Then a job runs receiver → Dispatcher (Job Trigger) → done, the reconciliation
  * endpoint answers only with the operator key, and the polling Dispatcher runs a job through the
- * Worker after the one re-link step the README gives.
+ * Worker after the one re-link step the README gives, and releases a job whose Worker it cannot
+ * start.
  */
 import { randomBytes, randomUUID } from 'node:crypto';
+
+import pg from 'pg';
 
 import {
 	OPERATOR_KEY,
@@ -141,6 +144,17 @@ async function attemptWorkflows(jobId: string): Promise<string[]> {
 	return rows.map((row) => row.workflow_id);
 }
 
+/** Rows of n8n's own database. */
+async function n8nDb(sql: string, values: unknown[]): Promise<{ rows: Array<{ data: string }> }> {
+	const client = new pg.Client({ connectionString: env.n8n.databaseUrl });
+	await client.connect();
+	try {
+		return await client.query<{ data: string }>(sql, values);
+	} finally {
+		await client.end();
+	}
+}
+
 beforeAll(async () => {
 	// n8n with the package installed and nothing else: no credential, no workflow.
 	env = await startEnvironment({
@@ -214,7 +228,7 @@ describe('the bundled workflows imported through the editor (new ids, own creden
 		expect(allowed.body).toMatchObject({ count: 0, unknown_outcomes: [] });
 	});
 
-	it('the polling Dispatcher calls the imported Worker after the re-link step (Run Worker → From list → the Worker)', async () => {
+	it('the polling Dispatcher calls the imported Worker after the re-link step (Run Worker → From list → the Worker); with the Worker archived, its job is released without using an attempt and runs once the Worker is back', async () => {
 		const worker = byTemplate('DjWorker00000001');
 		const polling = byTemplate('DjDispatchPoll01');
 		const runWorker = polling.nodes.find((node) => node.name === 'Run Worker');
@@ -255,5 +269,54 @@ describe('the bundled workflows imported through the editor (new ids, own creden
 		);
 		// The Worker ran the job: it recorded its checkpoint before the CRM call.
 		expect(rows).toEqual([{ checkpoint: 'crm_request' }]);
+
+		// The Worker archived (the first step of deleting it in the editor): Run Worker cannot start
+		// it, so the job it leased is released (due again in 60 s, no attempt used) and the
+		// execution fails saying what to do.
+		await rest.archiveWorkflow(worker.id);
+		const since = new Date();
+		const stranded = await submitDocument(`editor-polling-unstarted-${Date.now()}`);
+		const released = await waitFor(
+			async () => {
+				const { rows } = await env.jobsDb.query<{
+					status: string;
+					attempts: number;
+					due_in_s: number;
+					outcomes: string[];
+				}>(
+					`SELECT j.status, j.attempts, extract(epoch FROM j.run_at - now())::float8 AS due_in_s,
+						array(SELECT a.outcome FROM "${env.schema}".job_attempts a WHERE a.job_id = j.id ORDER BY a.attempt) AS outcomes
+					FROM "${env.schema}".jobs j WHERE j.id = $1`,
+					[stranded.job_id],
+				);
+				return rows[0]?.outcomes.includes('released') ? rows[0] : undefined;
+			},
+			{ timeoutMs: 30_000, intervalMs: 300, what: 'the job released after Run Worker failed' },
+		);
+		expect(released).toMatchObject({ status: 'queued', attempts: 0, outcomes: ['released'] });
+		expect(released.due_in_s).toBeGreaterThan(30);
+		const failed = await waitFor(
+			async () => {
+				const { rows } = await n8nDb(
+					`SELECT d.data FROM execution_entity e JOIN execution_data d ON d."executionId" = e.id
+					WHERE e."workflowId" = $1 AND e."createdAt" >= $2 AND e.status = 'error'`,
+					[polling.id, since],
+				);
+				return rows.length > 0 ? rows : undefined;
+			},
+			{ timeoutMs: 15_000, intervalMs: 500, what: "the polling Dispatcher's failed execution" },
+		);
+		expect(failed[0].data).toContain('Run Worker could not start the Worker workflow');
+		expect(env.standins.crm.recordsForKey(stranded.job_id)).toHaveLength(0);
+
+		// The Worker back: the released job runs once it is due, its release having used no attempt.
+		await rest.unarchiveWorkflow(worker.id);
+		await publish('DjWorker00000001');
+		await waitDone(stranded);
+		const { rows: strandedJob } = await env.jobsDb.query<{ attempts: number }>(
+			`SELECT attempts FROM "${env.schema}".jobs WHERE id = $1`,
+			[stranded.job_id],
+		);
+		expect(strandedJob).toEqual([{ attempts: 1 }]);
 	});
 });

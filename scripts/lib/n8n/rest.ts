@@ -94,4 +94,13 @@ export class N8nRestClient {
 	async unpublishWorkflow(id: string): Promise<SavedWorkflow> {
 		return await this.call('POST', `/workflows/${id}/deactivate`, {});
 	}
+
+	/** *Archive* in the editor (what deleting a workflow does first): it is unpublished too. */
+	async archiveWorkflow(id: string): Promise<SavedWorkflow> {
+		return await this.call('POST', `/workflows/${id}/archive`, {});
+	}
+
+	async unarchiveWorkflow(id: string): Promise<SavedWorkflow> {
+		return await this.call('POST', `/workflows/${id}/unarchive`, {});
+	}
 }
