@@ -33,6 +33,16 @@ export function node(template: Template, name: string): TemplateNode {
 	return found;
 }
 
+/** The expression of the If node `name`'s one condition (the helpers here read no other kind). */
+export function condition(template: Template, name: string): string {
+	const { conditions } = node(template, name).parameters.conditions as {
+		conditions: Array<{ leftValue: string }>;
+	};
+	if (conditions.length !== 1)
+		throw new Error(`If node "${name}" has ${conditions.length} conditions`);
+	return conditions[0].leftValue;
+}
+
 /** The nodes each output of `name` leads to. */
 export function targets(template: Template, name: string): string[][] {
 	return (template.connections[name]?.main ?? []).map((output) =>

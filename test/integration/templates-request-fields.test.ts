@@ -20,7 +20,7 @@ import { JobStatus } from '../../nodes/JobStatus/JobStatus.node';
 import { OutboxWrite } from '../../nodes/OutboxWrite/OutboxWrite.node';
 import { databaseUrl, useTestSchema } from '../helpers/db';
 import { credentialFor, nodeRunner, webhookItem, type OnError } from '../helpers/n8n-context';
-import { evaluate, load, node, type Template } from '../helpers/templates';
+import { condition, evaluate, load, node, type Template } from '../helpers/templates';
 
 const { schema } = useTestSchema(__filename, { closeCachedPools: true });
 const nodes = nodeRunner(schema);
@@ -33,11 +33,7 @@ type Json = Record<string, unknown>;
 
 /** Whether the If node `name` of `template` sends `$json` to its first output. */
 function passes(template: Template, name: string, $json: Json): boolean {
-	const { conditions } = node(template, name).parameters.conditions as {
-		conditions: Array<{ leftValue: string }>;
-	};
-	expect(conditions).toHaveLength(1);
-	return evaluate(conditions[0].leftValue, $json) === true;
+	return evaluate(condition(template, name), $json) === true;
 }
 
 /**

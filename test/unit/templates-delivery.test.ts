@@ -1,6 +1,14 @@
 import { readdirSync } from 'node:fs';
 
-import { WORKFLOWS, evaluate, load, node, targets, type Template } from '../helpers/templates';
+import {
+	WORKFLOWS,
+	condition,
+	evaluate,
+	load,
+	node,
+	targets,
+	type Template,
+} from '../helpers/templates';
 
 /**
  * How the bundled templates call other services and start their Worker, read from the workflow
@@ -59,14 +67,11 @@ describe('Dispatcher (polling, 11): a Worker it cannot start', () => {
 		// Not "Continue (using error output)": with it, n8n 2.40 starts the Worker with no input.
 		expect(run.onError).toBe('continueRegularOutput');
 		expect(targets(polling, 'Run Worker')).toEqual([['Run Worker failed?']]);
-		const failed = node(polling, 'Run Worker failed?');
-		const { conditions } = failed.parameters.conditions as {
-			conditions: Array<{ leftValue: string }>;
-		};
+		const failed = condition(polling, 'Run Worker failed?');
 		// n8n's item for a failure is { error } alone; a started Worker hands on the job's item.
 		const startedItem = { job_id: 'j', attempt_id: 'a', payload: {} };
-		expect(evaluate(conditions[0].leftValue, { error: 'Workflow does not exist' })).toBe(true);
-		expect(evaluate(conditions[0].leftValue, startedItem)).toBe(false);
+		expect(evaluate(failed, { error: 'Workflow does not exist' })).toBe(true);
+		expect(evaluate(failed, startedItem)).toBe(false);
 		expect(targets(polling, 'Run Worker failed?')).toEqual([
 			['Release: Worker not started'],
 			['One job at a time'],

@@ -1,5 +1,5 @@
 import { classifyHttpStatus } from '../../src/core/classify';
-import { evaluate, load, node, targets, type TemplateNode } from '../helpers/templates';
+import { condition, evaluate, load, node, targets, type TemplateNode } from '../helpers/templates';
 
 /**
  * What the Event intake (06) answers for each kind of CRM answer, and when Monitoring (08)
@@ -21,13 +21,7 @@ function headers(respond: TemplateNode): Record<string, string> {
 
 describe('Event intake (06): a CRM that is down and a CRM that refuses are answered apart', () => {
 	const intake = load('06-event-intake.json');
-	const transient = node(intake, 'CRM down or busy?');
-	const isTransient = (answer: unknown) =>
-		evaluate(
-			(transient.parameters.conditions as { conditions: Array<{ leftValue: string }> })
-				.conditions[0].leftValue,
-			answer,
-		);
+	const isTransient = (answer: unknown) => evaluate(condition(intake, 'CRM down or busy?'), answer);
 
 	it('a non-2xx answer goes to the check, which tells transient from permanent', () => {
 		expect(targets(intake, 'CRM answered 2xx?')).toEqual([['Outbox Write'], ['CRM down or busy?']]);
@@ -87,17 +81,9 @@ describe('Event intake (06): a CRM that is down and a CRM that refuses are answe
 			{ error: { message: 'connect ECONNREFUSED 10.0.0.9:443' } },
 		])
 			for (const check of ['Outbox setup fault?', 'Outbox refused the event?'])
-				expect(
-					evaluate(
-						(
-							node(intake, check).parameters.conditions as {
-								conditions: Array<{ leftValue: string }>;
-							}
-						).conditions[0].leftValue,
-						item,
-					),
-					`${check} ${JSON.stringify(item)}`,
-				).toBe(false);
+				expect(evaluate(condition(intake, check), item), `${check} ${JSON.stringify(item)}`).toBe(
+					false,
+				);
 		const respond = node(intake, 'Respond 503 retry');
 		expect((respond.parameters.options as { responseCode: number }).responseCode).toBe(503);
 		expect(headers(respond)['Retry-After']).toBe('10');

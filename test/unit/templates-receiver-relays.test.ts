@@ -13,6 +13,7 @@ import {
 } from '../../src/core/validate';
 import {
 	WORKFLOWS,
+	condition,
 	XML_BODY_REFUSED,
 	driverErrorItem,
 	evaluate,
@@ -30,12 +31,6 @@ import {
  * n8n gives them. test/e2e/workflows.test.ts, hostile-webhooks.test.ts and security.test.ts run
  * the same templates in a real n8n.
  */
-function condition(template: Template, name: string): string {
-	return (
-		node(template, name).parameters.conditions as { conditions: Array<{ leftValue: string }> }
-	).conditions[0].leftValue;
-}
-
 function responseCode(template: Template, name: string): unknown {
 	return (node(template, name).parameters.options as { responseCode: unknown }).responseCode;
 }
