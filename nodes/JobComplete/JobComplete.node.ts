@@ -10,6 +10,7 @@ import {
 import {
 	DEFAULT_MAX_PAYLOAD_BYTES,
 	DURATION_LIMITS_MS,
+	RETRYABLE_STATUS_RANGE,
 	classifyHttpStatus,
 	validateUuid,
 	type CompleteInput,
@@ -44,6 +45,36 @@ const DEFAULT_MAX_RESULT_KB = DEFAULT_MAX_PAYLOAD_BYTES / 1024;
  */
 export const HTTP_STATUS_FROM_ITEM =
 	'={{ $json.error === undefined ? ($json.statusCode ?? 0) : 0 }}';
+
+const ALSO_RETRY = 'Also Retry Statuses';
+
+/**
+ * *Also Retry Statuses*: 4xx status codes, comma-separated (an expression may give a number or
+ * an array). Anything else is refused naming the option, before anything is written.
+ */
+export function parseAlsoRetryStatuses(value: unknown): number[] {
+	if (value === undefined || value === null || value === '') return [];
+	const entries = Array.isArray(value)
+		? value
+		: typeof value === 'number'
+			? [value]
+			: String(value)
+					.split(',')
+					.map((entry) => entry.trim())
+					.filter((entry) => entry !== '');
+	return entries.map((entry) => {
+		const text = String(entry).trim();
+		const status = /^\d{3}$/.test(text) ? Number(text) : Number.NaN;
+		if (!(status >= RETRYABLE_STATUS_RANGE.min && status <= RETRYABLE_STATUS_RANGE.max)) {
+			throw invalidInput(
+				ALSO_RETRY,
+				`"${text.slice(0, 40)}" is not a 4xx status code`,
+				'List 4xx status codes separated by commas, e.g. 409 for a request sent with an Idempotency-Key (408, 425, 429, 5xx and no answer are retried anyway)',
+			);
+		}
+		return status;
+	});
+}
 
 export class JobComplete implements INodeType {
 	description: INodeTypeDescription = {
@@ -81,7 +112,7 @@ export class JobComplete implements INodeType {
 						name: 'From HTTP Status',
 						value: 'httpStatus',
 						description:
-							'2xx succeeded; 408/425/429/5xx/no answer retry; other 4xx failed (needs_mapping); 1xx/3xx failed (needs_manual_review)',
+							'2xx succeeded; 408/425/429/5xx/no answer (and the statuses of Options → Also Retry Statuses) retry; other 4xx failed (needs_mapping); 1xx/3xx failed (needs_manual_review)',
 					},
 					{
 						name: 'Release',
@@ -196,6 +227,16 @@ export class JobComplete implements INodeType {
 			},
 			optionsCollection([
 				{
+					displayName: ALSO_RETRY,
+					name: 'alsoRetryStatuses',
+					type: 'string',
+					default: '',
+					placeholder: '409',
+					displayOptions: { show: { '/outcome': ['httpStatus'] } },
+					description:
+						'From HTTP Status: 4xx status codes, comma-separated, that also mean "retry". Set 409 when the request carries an Idempotency-Key: a server answers 409 while an earlier request with the same key is still in progress, and the retry gets its outcome.',
+				},
+				{
 					displayName: 'Backoff Base Seconds',
 					name: 'backoffBaseSeconds',
 					type: 'number',
@@ -284,7 +325,10 @@ export class JobComplete implements INodeType {
 							'Map HTTP Status to the numeric status code of the response',
 						);
 					}
-					const classified = classifyHttpStatus(status);
+					const classified = classifyHttpStatus(
+						status,
+						parseAlsoRetryStatuses(options.alsoRetryStatuses),
+					);
 					outcome = classified.outcome;
 					errorClass = errorClass ?? classified.errorClass;
 					errorCode = errorCode ?? classified.errorCode;

@@ -46,7 +46,7 @@ export {
 	validateKey,
 	validateUuid,
 } from './validate';
-export { classifyHttpStatus, type Classification } from './classify';
+export { RETRYABLE_STATUS_RANGE, classifyHttpStatus, type Classification } from './classify';
 export {
 	JobTriggerEngine,
 	peekJob,

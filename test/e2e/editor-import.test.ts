@@ -12,8 +12,6 @@
  */
 import { randomBytes, randomUUID } from 'node:crypto';
 
-import pg from 'pg';
-
 import {
 	OPERATOR_KEY,
 	loadWorkflows,
@@ -23,6 +21,7 @@ import {
 	type WorkflowJson,
 } from '../../scripts/lib/environment';
 import { N8nRestClient, type SavedWorkflow } from '../../scripts/lib/n8n/rest';
+import { failedExecutions } from '../../scripts/lib/rehearsal/executions';
 import { waitFor } from '../../scripts/lib/standins';
 import { databaseUrl } from '../helpers/db';
 import { e2eLog } from './progress';
@@ -142,17 +141,6 @@ async function attemptWorkflows(jobId: string): Promise<string[]> {
 		[jobId],
 	);
 	return rows.map((row) => row.workflow_id);
-}
-
-/** Rows of n8n's own database. */
-async function n8nDb(sql: string, values: unknown[]): Promise<{ rows: Array<{ data: string }> }> {
-	const client = new pg.Client({ connectionString: env.n8n.databaseUrl });
-	await client.connect();
-	try {
-		return await client.query<{ data: string }>(sql, values);
-	} finally {
-		await client.end();
-	}
 }
 
 beforeAll(async () => {
@@ -297,11 +285,7 @@ describe('the bundled workflows imported through the editor (new ids, own creden
 		expect(released.due_in_s).toBeGreaterThan(30);
 		const failed = await waitFor(
 			async () => {
-				const { rows } = await n8nDb(
-					`SELECT d.data FROM execution_entity e JOIN execution_data d ON d."executionId" = e.id
-					WHERE e."workflowId" = $1 AND e."createdAt" >= $2 AND e.status = 'error'`,
-					[polling.id, since],
-				);
+				const rows = await failedExecutions(env, polling.id, since);
 				return rows.length > 0 ? rows : undefined;
 			},
 			{ timeoutMs: 15_000, intervalMs: 500, what: "the polling Dispatcher's failed execution" },

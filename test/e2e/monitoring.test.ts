@@ -9,14 +9,13 @@
  * queues no bundled workflow leases, so what Monitoring sees of them is exact. Monitoring runs
  * with two thresholds lowered (`MONITORING_THRESHOLDS`) so that a test sees them pass in minutes.
  */
-import pg from 'pg';
-
 import {
 	SIGNING_CREDENTIAL,
 	startEnvironment,
 	workflowNode,
 	type Environment,
 } from '../../scripts/lib/environment';
+import { failedExecutions } from '../../scripts/lib/rehearsal/executions';
 import { waitFor, type ReceivedCallback } from '../../scripts/lib/standins';
 import { DurableJobsError, JobStore, migrate } from '../../src/core';
 import { allowLoopbackCallbacks } from './callback-hosts';
@@ -39,7 +38,6 @@ const RELAY_ID = 'DjCallbackRelay1';
 
 let env: Environment;
 let store: JobStore;
-let n8nDb: pg.Pool;
 
 function ok<T>(result: T | DurableJobsError): T {
 	if (result instanceof DurableJobsError) throw result;
@@ -70,28 +68,11 @@ beforeAll(async () => {
 	await env.n8n.importCredentials([{ ...SIGNING_CREDENTIAL, data: { hmacSecret: '' } }]);
 	await migrate(env.jobsDb, SCHEMA);
 	store = new JobStore(env.jobsDb, { schema: SCHEMA });
-	n8nDb = new pg.Pool({ connectionString: env.n8n.databaseUrl, max: 2 });
-	n8nDb.on('error', () => undefined);
 });
 
 afterAll(async () => {
-	await n8nDb?.end();
 	await env?.stop();
 });
-
-/** Failed executions of a workflow since `since`, with their saved data (as text). */
-async function failedExecutions(
-	workflowId: string,
-	since: Date,
-): Promise<Array<{ id: string; data: string }>> {
-	const { rows } = await n8nDb.query<{ id: string; data: string }>(
-		`SELECT e.id::text AS id, d.data::text AS data
-		FROM execution_entity e JOIN execution_data d ON d."executionId" = e.id
-		WHERE e."workflowId" = $1 AND e."createdAt" >= $2 AND e.status = 'error'`,
-		[workflowId, since],
-	);
-	return rows;
-}
 
 describe('Monitoring (08)', () => {
 	it('alerts on a dead letter once; on a backlog of dead letters, a late due job and an expired lease every minute, not on a job scheduled for later; an alert the receiver refuses fails the execution, which n8n keeps', async () => {
@@ -159,7 +140,7 @@ describe('Monitoring (08)', () => {
 		// The refused alert failed its execution, and n8n kept it with the reason.
 		const kept = await waitFor(
 			async () =>
-				(await failedExecutions(MONITORING_ID, since)).find((execution) =>
+				(await failedExecutions(env, MONITORING_ID, since)).find((execution) =>
 					execution.data.includes('Alert not delivered: alert_url answered HTTP 500'),
 				),
 			{ timeoutMs: 30_000, intervalMs: 500, what: 'a failed Monitoring execution kept by n8n' },
@@ -252,7 +233,7 @@ describe('Callback relay (05) with a signing key credential without its secret',
 
 		const failed = await waitFor(
 			async () =>
-				(await failedExecutions(RELAY_ID, since)).find((execution) =>
+				(await failedExecutions(env, RELAY_ID, since)).find((execution) =>
 					execution.data.includes('Callback not sent: the credential'),
 				),
 			{ timeoutMs: 30_000, intervalMs: 500, what: 'a failed Callback relay execution' },

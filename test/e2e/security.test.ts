@@ -20,6 +20,7 @@ import { v7 as uuidv7 } from 'uuid';
 
 import { CREDENTIAL_ID, startEnvironment, type Environment } from '../../scripts/lib/environment';
 import { startPostgres, type RunningPostgres } from '../../scripts/lib/postgres';
+import { failedExecutions } from '../../scripts/lib/rehearsal/executions';
 import { waitFor } from '../../scripts/lib/standins';
 import { formatMs, mannWhitneyU, summarize } from '../helpers/stats';
 import { e2eLog } from './progress';
@@ -136,7 +137,9 @@ function expectSetupFault(answer: Awaited<ReturnType<typeof submit>>): void {
 async function receiverFailedSince(since: Date): Promise<string[]> {
 	return await waitFor(
 		async () => {
-			const executions = await failedReceiverExecutions(since);
+			const executions = (await failedExecutions(env, 'DjReceiver000001', since)).map(
+				(execution) => execution.data,
+			);
 			return executions.length > 0 ? executions : undefined;
 		},
 		{ timeoutMs: 15_000, intervalMs: 500, what: 'the failed receiver execution' },
@@ -152,16 +155,6 @@ async function receiverAcceptsAgain(idPrefix: string, what: string): Promise<voi
 				: undefined,
 		{ timeoutMs: 30_000, intervalMs: 500, what },
 	);
-}
-
-/** The receiver's failed executions since `since`, with their data as text. */
-async function failedReceiverExecutions(since: Date): Promise<string[]> {
-	const { rows } = await n8nDb.query<{ data: string }>(
-		`SELECT d.data FROM execution_entity e JOIN execution_data d ON d."executionId" = e.id
-		WHERE e."workflowId" = 'DjReceiver000001' AND e."createdAt" >= $1 AND e.status = 'error'`,
-		[since],
-	);
-	return rows.map((row) => row.data);
 }
 
 describe('the bundled workflows with a password-protected job database', () => {

@@ -11,6 +11,7 @@ import {
 	startEnvironment,
 	type Environment,
 } from '../../scripts/lib/environment';
+import { failedExecutions } from '../../scripts/lib/rehearsal/executions';
 import { startCrmStandin, waitFor, type CrmStandin } from '../../scripts/lib/standins';
 import { JobStore, migrate } from '../../src/core';
 import { allowLoopbackCallbacks } from './callback-hosts';
@@ -178,6 +179,17 @@ async function waitQuiet(): Promise<void> {
 		},
 		{ timeoutMs: 120_000, intervalMs: 250, what: 'no job queued or running' },
 	);
+}
+
+/** The event intake's claim of `eventId` (scope `events`): its status and error message. */
+async function eventClaim(
+	eventId: string,
+): Promise<Array<{ status: string; error_message: string | null }>> {
+	const { rows } = await env.jobsDb.query<{ status: string; error_message: string | null }>(
+		`SELECT status, error_message FROM "${env.schema}".idempotency_keys WHERE scope = 'events' AND key = $1`,
+		[eventId],
+	);
+	return rows;
 }
 
 async function waitForStatus(
@@ -671,6 +683,27 @@ describe('receiver → dispatcher → worker → status', () => {
 		expect(await executionDataContaining(token, 'row')).toBe(0);
 	});
 
+	it('CRM answers 409 (a request with the job id as Idempotency-Key still in progress there) → the attempt is a retry (http_409), not failed; the next one is done with one CRM record', async () => {
+		// The stand-in's script answers the next CRM request, whoever sends it: nothing else runs.
+		await waitQuiet();
+		env.standins.crm.script([
+			{ status: 409, body: { error: 'a request with this key is in progress' } },
+		]);
+		const accepted = (await submit({ document: newDocument() })).body as AcceptedBody;
+		const done = await waitForStatus(accepted.status_url, ['done', 'failed'], 90_000);
+		expect(done.status).toBe('done');
+		expect(done.timeline.map((entry) => [entry.attempt, entry.outcome, entry.error_code])).toEqual([
+			[1, 'retry', 'http_409'],
+			[2, 'succeeded', null],
+		]);
+		expect(
+			env.standins.crm.journal
+				.filter((entry) => entry.key === accepted.job_id)
+				.map((entry) => entry.status),
+		).toEqual([409, 201]);
+		expect(env.standins.crm.recordsForKey(accepted.job_id)).toHaveLength(1);
+	});
+
 	it('a CRM that answers 201 with a text body ("Created") has created the record: the job is done after one request', async () => {
 		await waitQuiet();
 		await withCrmAnsweringText(async (crm) => {
@@ -871,10 +904,10 @@ describe('event intake', () => {
 		expect(retried.body).toMatchObject({ status: 'processed' });
 	});
 
-	it('CRM answers 429 or 500 → 503 retry_later with Retry-After, the claim failed; the retry is processed', async () => {
+	it('CRM answers 429, 409 (a request with the same Idempotency-Key in progress) or 500 → 503 retry_later with Retry-After, the claim failed; the retry is processed', async () => {
 		// The stand-in's script answers the next CRM request, whoever sends it: nothing else runs.
 		await waitQuiet();
-		for (const crmStatus of [429, 500]) {
+		for (const crmStatus of [429, 409, 500]) {
 			const event = {
 				source: 'shop',
 				external_id: `order-busy-${crmStatus}-${Date.now()}`,
@@ -911,14 +944,7 @@ describe('event intake', () => {
 			event_id: eventId,
 			detail: expect.stringContaining('HTTP 422'),
 		});
-		const claim = async () =>
-			(
-				await env.jobsDb.query<{ status: string; error_message: string | null }>(
-					`SELECT status, error_message FROM "${env.schema}".idempotency_keys WHERE scope = 'events' AND key = $1`,
-					[eventId],
-				)
-			).rows;
-		expect(await claim()).toEqual([
+		expect(await eventClaim(eventId)).toEqual([
 			{
 				status: 'failed',
 				error_message: 'CRM refused the event: HTTP 422 {"error":"paid needs an invoice number"}',
@@ -945,7 +971,79 @@ describe('event intake', () => {
 		).toEqual([422, 201]);
 		expect(env.standins.crm.recordsForKey(eventId)).toHaveLength(1);
 		expect(await outbox()).toBe(1);
-		expect((await claim())[0].status).toBe('completed');
+		expect((await eventClaim(eventId))[0].status).toBe('completed');
+	});
+
+	it('CRM answers a redirect (302) or refuses the credentials (401) → 500 problem+json without Retry-After, the claim failed, the execution failed naming the fix; sent again after the fix, it is processed', async () => {
+		await waitQuiet();
+		const answers: Array<{
+			status: number;
+			headers: Record<string, string>;
+			claimError: string;
+			fix: string;
+		}> = [
+			{
+				status: 302,
+				headers: { location: 'https://crm.example.com/api/events/' },
+				claimError:
+					'Setup fault: the CRM answered HTTP 302, redirecting to https://crm.example.com/api/events/ (redirects are not followed)',
+				fix: 'set crm_url in Config',
+			},
+			{
+				status: 401,
+				headers: { 'www-authenticate': 'Bearer' },
+				claimError:
+					'Setup fault: the CRM answered HTTP 401 (it refused the credentials or the access of Apply to CRM)',
+				fix: 'give Apply to CRM credentials the CRM accepts',
+			},
+		];
+		for (const answer of answers) {
+			const event = {
+				source: 'shop',
+				external_id: `order-setup-${answer.status}-${Date.now()}`,
+				status: 'paid',
+				occurred_at: '2026-11-30T11:00:00Z',
+			};
+			const eventId = `shop:${event.external_id}:paid:2026-11-30T11:00:00Z`;
+			env.standins.crm.script([{ status: answer.status, headers: answer.headers, raw: '' }]);
+			const since = new Date();
+			const refused = await env.request('events', { method: 'POST', body: event });
+			expectFinalProblem(refused, 500);
+			expect(refused.body, `CRM ${answer.status}`).toMatchObject({
+				status: 500,
+				title: 'Internal server error',
+				event_id: eventId,
+			});
+			expect(refused.body).not.toHaveProperty('code');
+			expect(await eventClaim(eventId)).toEqual([
+				{ status: 'failed', error_message: answer.claimError },
+			]);
+			const failed = await waitFor(
+				async () => {
+					const rows = await failedExecutions(env, 'DjEventIntake001', since);
+					return rows.length > 0 ? rows : undefined;
+				},
+				{
+					timeoutMs: 15_000,
+					intervalMs: 500,
+					what: `the failed execution after CRM ${answer.status}`,
+				},
+			);
+			expect(failed).toHaveLength(1);
+			expect(failed[0].data).toContain(`not applied: the CRM answered HTTP ${answer.status}`);
+			expect(failed[0].data).toContain(answer.fix);
+
+			// Fixed (the stand-in takes the next request): the same event is processed, not a duplicate.
+			const again = await env.request('events', { method: 'POST', body: event });
+			expect(again.status, `resend after CRM ${answer.status}`).toBe(200);
+			expect(again.body).toMatchObject({ status: 'processed', event_id: eventId });
+			expect(
+				env.standins.crm.journal
+					.filter((entry) => entry.key === eventId)
+					.map((entry) => entry.status),
+			).toEqual([answer.status, 201]);
+			expect((await eventClaim(eventId))[0].status).toBe('completed');
+		}
 	});
 
 	it('an event id the outbox still holds with another payload once its claim is gone → after the CRM call, 422 event_id_reused naming the stored event, the claim failed, the execution failed, the outbox unchanged', async () => {
@@ -991,20 +1089,10 @@ describe('event intake', () => {
 				.map((entry) => entry.status),
 		).toEqual([201, 200]);
 		expect(await outbox()).toEqual([stored]);
-		const claim = (
-			await env.jobsDb.query<{ status: string }>(
-				`SELECT status FROM "${env.schema}".idempotency_keys WHERE scope = 'events' AND key = $1`,
-				[eventId],
-			)
-		).rows;
-		expect(claim).toEqual([{ status: 'failed' }]);
+		expect((await eventClaim(eventId)).map((claim) => claim.status)).toEqual(['failed']);
 		const failed = await waitFor(
 			async () => {
-				const rows = await n8nQuery<{ data: string }>(
-					`SELECT d.data FROM execution_entity e JOIN execution_data d ON d."executionId" = e.id
-					WHERE e."workflowId" = 'DjEventIntake001' AND e."createdAt" >= $1 AND e.status = 'error'`,
-					[since],
-				);
+				const rows = await failedExecutions(env, 'DjEventIntake001', since);
 				return rows.length > 0 ? rows : undefined;
 			},
 			{ timeoutMs: 15_000, intervalMs: 500, what: 'the failed event intake execution' },

@@ -199,6 +199,88 @@ describe('Job Complete, From HTTP Status with the default HTTP Status', () => {
 	});
 });
 
+describe('Job Complete, From HTTP Status with Also Retry Statuses', () => {
+	it('409 of a request sent with an Idempotency-Key retries when listed (http_409, retryable), and fails needs_mapping when not', async () => {
+		const [listed, unlisted, other] = await enqueue('http-also-retry', [
+			{ n: 1 },
+			{ n: 2 },
+			{ n: 3 },
+		]);
+		const leased = await lease('http-also-retry');
+		const byId = (id: string) => leased.find((item) => item.json.job_id === id)!;
+		const retried = await nodes.run(new JobComplete(), {
+			items: [fullResponse(byId(listed), 409), fullResponse(byId(other), 422)],
+			parameters: { outcome: 'httpStatus', options: { alsoRetryStatuses: ' 409 , 423' } },
+		});
+		const byJob = Object.fromEntries(
+			retried.output('Completed').map((item) => [item.json.job_id, item.json]),
+		);
+		expect(byJob[listed]).toMatchObject({
+			outcome: 'retry',
+			status: 'queued',
+			error_code: 'http_409',
+			error_class: 'retryable',
+		});
+		expect(byJob[other]).toMatchObject({ outcome: 'failed', error_class: 'needs_mapping' });
+		expect(await job(listed)).toMatchObject({ status: 'queued' });
+
+		const failed = await nodes.run(new JobComplete(), {
+			items: [fullResponse(byId(unlisted), 409)],
+			parameters: { outcome: 'httpStatus' },
+		});
+		expect(failed.output('Completed')[0].json).toMatchObject({
+			outcome: 'failed',
+			status: 'failed',
+			error_code: 'http_409',
+			error_class: 'needs_mapping',
+		});
+	});
+
+	it.each([['abc'], ['409;423'], ['200'], ['503'], ['4090'], ['409, x']])(
+		'"%s" is refused naming the option, and nothing of the batch is written',
+		async (value) => {
+			const [first, second] = await enqueue('http-also-retry-bad', [{ n: 1 }, { n: 2 }]);
+			const leased = await lease('http-also-retry-bad');
+			const byId = (id: string) => leased.find((item) => item.json.job_id === id)!;
+			const before = await tableSnapshot(pool, schema);
+			const error = await failure(
+				nodes.run(new JobComplete(), {
+					items: [fullResponse(byId(first), 201), fullResponse(byId(second), 409)],
+					parameters: { outcome: 'httpStatus', options: { alsoRetryStatuses: value } },
+				}),
+			);
+			expect(error.message).toMatch(/^Also Retry Statuses: ".+" is not a 4xx status code$/);
+			expect(error.description).toMatch(/e\.g\. 409 for a request sent with an Idempotency-Key/);
+			expect(error.description).toMatch(/Field: Also Retry Statuses$/);
+			expect(await tableSnapshot(pool, schema)).toEqual(before);
+			expect(await job(first)).toMatchObject({ status: 'running' });
+		},
+	);
+
+	it('the bundled templates list 409 on every Job Complete after a request sent with an Idempotency-Key', () => {
+		const dir = path.join(__dirname, '..', '..', 'workflows');
+		const listed: string[] = [];
+		for (const file of ['03-dispatcher.json', '04-worker.json', '07-outbox-relay.json']) {
+			const workflow = JSON.parse(readFileSync(path.join(dir, file), 'utf8')) as {
+				nodes: Array<{ name: string; type: string; parameters: IDataObject }>;
+			};
+			for (const node of workflow.nodes.filter(
+				(candidate) => candidate.parameters.outcome === 'httpStatus',
+			)) {
+				expect((node.parameters.options as IDataObject).alsoRetryStatuses).toBe('409');
+				listed.push(`${file} ${node.name}`);
+			}
+		}
+		expect(listed).toEqual([
+			'03-dispatcher.json Finish job',
+			'03-dispatcher.json AI failed',
+			'04-worker.json Finish job',
+			'04-worker.json AI failed',
+			'07-outbox-relay.json Job Complete',
+		]);
+	});
+});
+
 describe('Job Complete, Max Result Size (KB)', () => {
 	const defaultKb = DEFAULT_MAX_PAYLOAD_BYTES / 1024;
 	const big = 'x'.repeat(DEFAULT_MAX_PAYLOAD_BYTES + 10_000);

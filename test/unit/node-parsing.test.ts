@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 
 import { DurableJobsError, canonicalJson, classifyHttpStatus, fingerprint } from '../../src/core';
+import { parseAlsoRetryStatuses } from '../../nodes/JobComplete/JobComplete.node';
 import { keyFromFields } from '../../nodes/IdempotencyCheck/IdempotencyCheck.node';
 import { deriveEventId, parseQueryParameters } from '../../nodes/OutboxWrite/OutboxWrite.node';
 import {
@@ -211,7 +212,38 @@ describe('core helpers the nodes rely on', () => {
 			outcome: 'failed',
 			errorClass: 'needs_manual_review',
 			errorCode: 'http_302',
+		}); // Told to, a 4xx retries: 409 for a request with an Idempotency-Key.
+		expect(classifyHttpStatus(409, [409])).toEqual({
+			outcome: 'retry',
+			errorClass: 'retryable',
+			errorCode: 'http_409',
 		});
+		expect(classifyHttpStatus(422, [409]).outcome).toBe('failed');
+		expect(classifyHttpStatus(200, [409]).outcome).toBe('succeeded');
+	});
+
+	it('parseAlsoRetryStatuses: 4xx codes, comma-separated, or a number or array from an expression', () => {
+		expect(parseAlsoRetryStatuses('')).toEqual([]);
+		expect(parseAlsoRetryStatuses(undefined)).toEqual([]);
+		expect(parseAlsoRetryStatuses('409')).toEqual([409]);
+		expect(parseAlsoRetryStatuses(' 409, 423 ,')).toEqual([409, 423]);
+		expect(parseAlsoRetryStatuses(409)).toEqual([409]);
+		expect(parseAlsoRetryStatuses([409, '423'])).toEqual([409, 423]);
+		for (const bad of [
+			'abc',
+			'409;423',
+			'200',
+			'302',
+			'500',
+			'4090',
+			'40',
+			'409.5',
+			-409,
+			[409, 'x'],
+		])
+			expect(thrown(() => parseAlsoRetryStatuses(bad)).field, JSON.stringify(bad)).toBe(
+				'Also Retry Statuses',
+			);
 	});
 
 	it('canonicalJson sorts keys at every depth and drops undefined members; fingerprint follows it', () => {

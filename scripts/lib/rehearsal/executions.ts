@@ -1,6 +1,7 @@
 /**
- * n8n's execution data (what an operator sees in n8n): the state of Worker executions n8n had
- * not finished at a kill, and where a fenced two-output node sent each attempt's item.
+ * n8n's execution data (what an operator sees in n8n): a workflow's failed executions, the state
+ * of Worker executions n8n had not finished at a kill, and where a fenced two-output node sent
+ * each attempt's item.
  */
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
@@ -32,6 +33,21 @@ export async function readExecutions(
 	} finally {
 		await client.end();
 	}
+}
+
+/** A workflow's failed executions created since `since`, with their saved data as text. */
+export async function failedExecutions(
+	env: Environment,
+	workflowId: string,
+	since: Date,
+): Promise<ExecutionRow[]> {
+	return await readExecutions(
+		env,
+		`SELECT e.id::text AS id, e."workflowId" AS "workflowId", e.status, e."startedAt" AS "startedAt", e."stoppedAt" AS "stoppedAt", d.data
+		FROM execution_entity e JOIN execution_data d ON d."executionId" = e.id
+		WHERE e."workflowId" = $1 AND e."createdAt" >= $2 AND e.status = 'error'`,
+		[workflowId, since],
+	);
 }
 
 export interface RunError {
