@@ -10,8 +10,9 @@ import {
 import {
 	DEFAULT_MAX_PAYLOAD_BYTES,
 	DURATION_LIMITS_MS,
-	RETRYABLE_STATUS_RANGE,
+	ALSO_RETRY_STATUS_RANGE,
 	classifyHttpStatus,
+	retryAfterMs,
 	validateUuid,
 	type CompleteInput,
 	type CompleteOutcome,
@@ -65,7 +66,7 @@ export function parseAlsoRetryStatuses(value: unknown): number[] {
 	return entries.map((entry) => {
 		const text = String(entry).trim();
 		const status = /^\d{3}$/.test(text) ? Number(text) : Number.NaN;
-		if (!(status >= RETRYABLE_STATUS_RANGE.min && status <= RETRYABLE_STATUS_RANGE.max)) {
+		if (!(status >= ALSO_RETRY_STATUS_RANGE.min && status <= ALSO_RETRY_STATUS_RANGE.max)) {
 			throw invalidInput(
 				ALSO_RETRY,
 				`"${text.slice(0, 40)}" is not a 4xx status code`,
@@ -74,6 +75,14 @@ export function parseAlsoRetryStatuses(value: unknown): number[] {
 		}
 		return status;
 	});
+}
+
+/** A response header of an HTTP Request node's item, whatever the case of its name. */
+function responseHeader(json: IDataObject, name: string): unknown {
+	const headers = json.headers;
+	if (typeof headers !== 'object' || headers === null || Array.isArray(headers)) return undefined;
+	const key = Object.keys(headers).find((candidate) => candidate.toLowerCase() === name);
+	return key === undefined ? undefined : (headers as IDataObject)[key];
 }
 
 export class JobComplete implements INodeType {
@@ -259,6 +268,15 @@ export class JobComplete implements INodeType {
 					description: 'Name of the step that failed, kept with the dead letter',
 				},
 				{
+					displayName: 'Honor Retry-After',
+					name: 'honorRetryAfter',
+					type: 'boolean',
+					default: true,
+					displayOptions: { show: { '/outcome': ['httpStatus'] } },
+					description:
+						'Whether a retried answer that carries a Retry-After header (seconds or a date, as a 429 or 503 of a rate-limited API does) waits at least that long: the backoff, or the header when it asks for longer, at most Backoff Max Seconds. Retry After Seconds, when set, wins.',
+				},
+				{
 					displayName: 'Max Result Size (KB)',
 					name: 'maxResultKb',
 					type: 'number',
@@ -273,7 +291,7 @@ export class JobComplete implements INodeType {
 					type: 'number',
 					default: '',
 					description:
-						'Wait exactly this long before the retry (e.g. from a Retry-After header) instead of the backoff',
+						'Wait exactly this long before the retry instead of the backoff (and instead of a Retry-After header, see Honor Retry-After)',
 				},
 			]),
 		],
@@ -302,6 +320,9 @@ export class JobComplete implements INodeType {
 				let outcome = this.getNodeParameter('outcome', itemIndex) as CompleteOutcome | 'httpStatus';
 				let errorClass = (this.getNodeParameter('errorClass', itemIndex, '') as string) || null;
 				let errorCode = (this.getNodeParameter('errorCode', itemIndex, '') as string) || null;
+				// A retried answer (not "no answer", not an error item carrying an earlier call's
+				// fields): only then is the item's Retry-After this call's.
+				let answeredRetry = false;
 				if (outcome === 'httpStatus') {
 					if (
 						httpStatusIsDefault &&
@@ -330,8 +351,23 @@ export class JobComplete implements INodeType {
 						parseAlsoRetryStatuses(options.alsoRetryStatuses),
 					);
 					outcome = classified.outcome;
+					answeredRetry = outcome === 'retry' && status > 0 && item.json.error === undefined;
 					errorClass = errorClass ?? classified.errorClass;
 					errorCode = errorCode ?? classified.errorCode;
+				}
+				const backoffMaxMs = secondsToMs(
+					options.backoffMaxSeconds,
+					'Backoff Max Seconds',
+					DURATION_LIMITS_MS.backoffMax,
+				);
+				const delayMs =
+					secondsToMs(options.retryAfterSeconds, 'Retry After Seconds', DURATION_LIMITS_MS.delay) ??
+					null;
+				let minDelayMs: number | null = null;
+				if (delayMs === null && answeredRetry && options.honorRetryAfter !== false) {
+					const asked = retryAfterMs(responseHeader(item.json, 'retry-after'));
+					if (asked !== undefined)
+						minDelayMs = Math.min(asked, backoffMaxMs ?? DURATION_LIMITS_MS.backoffMax.default);
 				}
 				let result: unknown;
 				if (outcome === 'succeeded') {
@@ -356,22 +392,14 @@ export class JobComplete implements INodeType {
 					errorNode: (options.errorNode as string) || null,
 					errorWorkflow: workflowId,
 					errorExecution: executionId,
-					delayMs:
-						secondsToMs(
-							options.retryAfterSeconds,
-							'Retry After Seconds',
-							DURATION_LIMITS_MS.delay,
-						) ?? null,
+					delayMs,
+					minDelayMs,
 					backoffBaseMs: secondsToMs(
 						options.backoffBaseSeconds,
 						'Backoff Base Seconds',
 						DURATION_LIMITS_MS.backoffBase,
 					),
-					backoffMaxMs: secondsToMs(
-						options.backoffMaxSeconds,
-						'Backoff Max Seconds',
-						DURATION_LIMITS_MS.backoffMax,
-					),
+					backoffMaxMs,
 				};
 			},
 			call: async (inputs, allOrNothing) => {

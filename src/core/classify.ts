@@ -37,4 +37,23 @@ export function classifyHttpStatus(
 }
 
 /** The statuses `classifyHttpStatus` may be told to retry as well: the 4xx. */
-export const RETRYABLE_STATUS_RANGE = { min: 400, max: 499 } as const;
+export const ALSO_RETRY_STATUS_RANGE = { min: 400, max: 499 } as const;
+
+/**
+ * The wait a Retry-After header asks for, in ms (RFC 9110: delay-seconds, or an HTTP date whose
+ * distance from `now` is rounded up to whole seconds, 0 when it has passed), or undefined when
+ * there is none or it cannot be read, so that the backoff applies.
+ */
+export function retryAfterMs(header: unknown, now = Date.now()): number | undefined {
+	const value = Array.isArray(header) ? (header as unknown[])[0] : header;
+	if (typeof value === 'number')
+		return Number.isInteger(value) && value >= 0 ? value * 1000 : undefined;
+	if (typeof value !== 'string') return undefined;
+	const text = value.trim();
+	if (/^\d+$/.test(text)) return Number(text) * 1000;
+	// A date names its weekday and month; "1.5" or "-3" is no date, though Date.parse reads one.
+	if (!/[a-z]{3}/i.test(text)) return undefined;
+	const at = Date.parse(text);
+	if (Number.isNaN(at)) return undefined;
+	return Math.max(0, Math.ceil((at - now) / 1000) * 1000);
+}

@@ -174,11 +174,15 @@ function completeRow(ctx: StoreContext, item: CompleteInput, ord: number): Compl
 	// with a retry, the one outcome whose statement branch reads them.
 	const backoffBaseMs = inRange(item.backoffBaseMs, 'backoffBaseMs', BACKOFF_BASE);
 	const backoffMaxMs = inRange(item.backoffMaxMs, 'backoffMaxMs', BACKOFF_MAX);
+	const minDelayMs = optionalInRange(item.minDelayMs, 'minDelayMs', DELAY);
 	if (row.outcome === 'retry') {
 		row.backoff_base_ms = backoffBaseMs;
 		row.backoff_max_ms = backoffMaxMs;
 		// The equal jitter of the backoff, drawn here so the statement has no random().
-		if (row.delay_ms === null) row.jitter = Math.random();
+		if (row.delay_ms === null) {
+			row.jitter = Math.random();
+			if (minDelayMs !== null) row.min_delay_ms = minDelayMs;
+		}
 	}
 	return row;
 }

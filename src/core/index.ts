@@ -46,7 +46,12 @@ export {
 	validateKey,
 	validateUuid,
 } from './validate';
-export { RETRYABLE_STATUS_RANGE, classifyHttpStatus, type Classification } from './classify';
+export {
+	ALSO_RETRY_STATUS_RANGE,
+	classifyHttpStatus,
+	retryAfterMs,
+	type Classification,
+} from './classify';
 export {
 	JobTriggerEngine,
 	peekJob,

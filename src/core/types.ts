@@ -160,8 +160,13 @@ export interface CompleteInput {
 	errorNode?: string | null;
 	errorWorkflow?: string | null;
 	errorExecution?: string | null;
-	/** Retry: wait exactly this long (e.g. Retry-After); release: wait before the job is due. */
+	/** Retry: wait exactly this long instead of the backoff; release: wait before the job is due. */
 	delayMs?: number | null;
+	/**
+	 * Retry without `delayMs`: wait at least this long (what a Retry-After header asked for), the
+	 * backoff when that is longer.
+	 */
+	minDelayMs?: number | null;
 	backoffBaseMs?: number;
 	backoffMaxMs?: number;
 }

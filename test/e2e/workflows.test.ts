@@ -456,6 +456,30 @@ describe('receiver → dispatcher → worker → status', () => {
 		expect(failed).not.toHaveProperty('result');
 	});
 
+	it("AI answers 429 with Retry-After: 8 → the next attempt waits the 8 s the endpoint asked for, not the backoff's 2.5–5 s; then done", async () => {
+		const document = newDocument();
+		env.standins.ai.script(document.id, [{ status: 429, retryAfter: 8 }]);
+		const accepted = (await submit({ document })).body as AcceptedBody;
+		const done = await waitForStatus(accepted.status_url, ['done', 'failed'], 90_000);
+		expect(done.status).toBe('done');
+		expect(done.timeline.map((entry) => [entry.attempt, entry.outcome, entry.error_code])).toEqual([
+			[1, 'retry', 'http_429'],
+			[2, 'succeeded', null],
+		]);
+		const { rows } = await env.jobsDb.query<{
+			attempt: number;
+			started_at: Date;
+			finished_at: Date;
+		}>(
+			`SELECT attempt, started_at, finished_at FROM "${env.schema}".job_attempts WHERE job_id = $1 ORDER BY attempt`,
+			[accepted.job_id],
+		);
+		expect(rows).toHaveLength(2);
+		const waitedMs = rows[1].started_at.getTime() - rows[0].finished_at.getTime();
+		expect(waitedMs).toBeGreaterThanOrEqual(7_500);
+		expect(env.standins.ai.callCount(document.id)).toBe(2);
+	});
+
 	it('CRM refuses the connection → the attempt is a retry (http_no_response), not done; done with one CRM record once the CRM is back', async () => {
 		await expectRetryWhileCrmRefuses('DjDispatcher0001');
 	});

@@ -257,7 +257,7 @@ describe('Job Complete, From HTTP Status with Also Retry Statuses', () => {
 		},
 	);
 
-	it('the bundled templates list 409 on every Job Complete after a request sent with an Idempotency-Key', () => {
+	it('the bundled templates list 409 on the Job Complete after the CRM call and after the outbox delivery, not after the AI call', () => {
 		const dir = path.join(__dirname, '..', '..', 'workflows');
 		const listed: string[] = [];
 		for (const file of ['03-dispatcher.json', '04-worker.json', '07-outbox-relay.json']) {
@@ -266,18 +266,121 @@ describe('Job Complete, From HTTP Status with Also Retry Statuses', () => {
 			};
 			for (const node of workflow.nodes.filter(
 				(candidate) => candidate.parameters.outcome === 'httpStatus',
-			)) {
-				expect((node.parameters.options as IDataObject).alsoRetryStatuses).toBe('409');
-				listed.push(`${file} ${node.name}`);
-			}
+			))
+				listed.push(
+					`${file} ${node.name}: ${String((node.parameters.options as IDataObject).alsoRetryStatuses)}`,
+				);
 		}
 		expect(listed).toEqual([
-			'03-dispatcher.json Finish job',
-			'03-dispatcher.json AI failed',
-			'04-worker.json Finish job',
-			'04-worker.json AI failed',
-			'07-outbox-relay.json Job Complete',
+			'03-dispatcher.json Finish job: 409',
+			'03-dispatcher.json AI failed: undefined',
+			'04-worker.json Finish job: 409',
+			'04-worker.json AI failed: undefined',
+			'07-outbox-relay.json Job Complete: 409',
 		]);
+	});
+});
+
+describe('Job Complete, From HTTP Status and a Retry-After header', () => {
+	/** Seconds from the database's now to the job's next run. */
+	async function waitsSeconds(id: string): Promise<number> {
+		const { rows } = await pool.query<{ s: number }>(
+			`SELECT extract(epoch FROM run_at - now())::float8 AS s FROM "${schema}".jobs WHERE id = $1 AND status = 'queued'`,
+			[id],
+		);
+		expect(rows).toHaveLength(1);
+		return rows[0].s;
+	}
+
+	function answer(leased: INodeExecutionData, statusCode: number, headers: IDataObject) {
+		const item = fullResponse(leased, statusCode);
+		return { json: { ...item.json, headers: { 'content-type': 'application/json', ...headers } } };
+	}
+
+	it('a retried answer waits at least what its Retry-After asks (seconds or a date, any case of the name), at most Backoff Max Seconds', async () => {
+		const ids = await enqueue('http-retry-after', [{ n: 1 }, { n: 2 }, { n: 3 }, { n: 4 }]);
+		const leased = await lease('http-retry-after');
+		const byId = (id: string) => leased.find((item) => item.json.job_id === id)!;
+		const inNinetySeconds = new Date(Date.now() + 90_000).toUTCString();
+		const result = await nodes.run(new JobComplete(), {
+			items: [
+				answer(byId(ids[0]), 429, { 'retry-after': '120' }),
+				answer(byId(ids[1]), 503, { 'Retry-After': inNinetySeconds }),
+				answer(byId(ids[2]), 429, { 'retry-after': '86400' }),
+				answer(byId(ids[3]), 503, { 'retry-after': 'later' }),
+			],
+			parameters: { outcome: 'httpStatus', options: { backoffMaxSeconds: 600 } },
+		});
+		expect(result.output('Completed').map((item) => item.json.outcome)).toEqual([
+			'retry',
+			'retry',
+			'retry',
+			'retry',
+		]);
+		const waits = await Promise.all(ids.map(waitsSeconds));
+		expect(waits[0]).toBeGreaterThan(115);
+		expect(waits[0]).toBeLessThanOrEqual(120);
+		expect(waits[1]).toBeGreaterThan(80);
+		expect(waits[1]).toBeLessThanOrEqual(91);
+		// Capped by Backoff Max Seconds.
+		expect(waits[2]).toBeGreaterThan(595);
+		expect(waits[2]).toBeLessThanOrEqual(600);
+		// Unreadable: the backoff (first retry: between 2.5 and 5 s).
+		expect(waits[3]).toBeLessThanOrEqual(5);
+	});
+
+	it('a Retry-After shorter than the backoff waits the backoff: a naive 503 "Retry-After: 1" during an outage does not use up the attempts faster', async () => {
+		const [id] = await enqueue('http-retry-after-short', [{ n: 1 }]);
+		const [leased] = await lease('http-retry-after-short');
+		await nodes.run(new JobComplete(), {
+			items: [answer(leased, 503, { 'retry-after': '1' })],
+			parameters: { outcome: 'httpStatus', options: { backoffBaseSeconds: 60 } },
+		});
+		// First retry: between d/2 and d, d = 60 s.
+		const waited = await waitsSeconds(id);
+		expect(waited).toBeGreaterThan(28);
+		expect(waited).toBeLessThanOrEqual(60);
+	});
+
+	it('Retry After Seconds wins; Honor Retry-After off, no answer, or a 2xx is the backoff or no wait at all', async () => {
+		const ids = await enqueue('http-retry-after-not', [{ n: 1 }, { n: 2 }, { n: 3 }]);
+		const leased = await lease('http-retry-after-not');
+		const byId = (id: string) => leased.find((item) => item.json.job_id === id)!;
+		await nodes.run(new JobComplete(), {
+			items: [answer(byId(ids[0]), 429, { 'retry-after': '120' })],
+			parameters: { outcome: 'httpStatus', options: { retryAfterSeconds: 40 } },
+		});
+		await nodes.run(new JobComplete(), {
+			items: [answer(byId(ids[1]), 429, { 'retry-after': '120' })],
+			parameters: { outcome: 'httpStatus', options: { honorRetryAfter: false } },
+		});
+		// n8n's error output: no answer, with the fields of an earlier answer merged in.
+		await nodes.run(new JobComplete(), {
+			items: [
+				{
+					json: {
+						...answer(byId(ids[2]), 429, { 'retry-after': '120' }).json,
+						error: { message: 'timeout of 30000ms exceeded' },
+					},
+				},
+			],
+			parameters: { outcome: 'httpStatus' },
+		});
+		const [explicit, off, noAnswer] = await Promise.all(ids.map(waitsSeconds));
+		expect(explicit).toBeGreaterThan(35);
+		expect(explicit).toBeLessThanOrEqual(40);
+		expect(off).toBeLessThanOrEqual(5);
+		expect(noAnswer).toBeLessThanOrEqual(5);
+
+		const [done] = await enqueue('http-retry-after-2xx', [{ n: 1 }]);
+		const [doneLease] = await lease('http-retry-after-2xx');
+		const [completed] = (
+			await nodes.run(new JobComplete(), {
+				items: [answer(doneLease, 200, { 'retry-after': '120' })],
+				parameters: { outcome: 'httpStatus' },
+			})
+		).output('Completed');
+		expect(completed.json).toMatchObject({ job_id: done, outcome: 'succeeded', status: 'done' });
 	});
 });
 

@@ -1,6 +1,12 @@
 import { createHash } from 'node:crypto';
 
-import { DurableJobsError, canonicalJson, classifyHttpStatus, fingerprint } from '../../src/core';
+import {
+	DurableJobsError,
+	canonicalJson,
+	classifyHttpStatus,
+	fingerprint,
+	retryAfterMs,
+} from '../../src/core';
 import { parseAlsoRetryStatuses } from '../../nodes/JobComplete/JobComplete.node';
 import { keyFromFields } from '../../nodes/IdempotencyCheck/IdempotencyCheck.node';
 import { deriveEventId, parseQueryParameters } from '../../nodes/OutboxWrite/OutboxWrite.node';
@@ -220,6 +226,20 @@ describe('core helpers the nodes rely on', () => {
 		});
 		expect(classifyHttpStatus(422, [409]).outcome).toBe('failed');
 		expect(classifyHttpStatus(200, [409]).outcome).toBe('succeeded');
+	});
+
+	it('retryAfterMs: delay-seconds or an HTTP date (RFC 9110), undefined for anything else', () => {
+		const now = Date.parse('2026-12-07T10:00:00.000Z');
+		expect(retryAfterMs('120', now)).toBe(120_000);
+		expect(retryAfterMs(' 0 ', now)).toBe(0);
+		expect(retryAfterMs(30, now)).toBe(30_000);
+		expect(retryAfterMs(['7', '9'], now)).toBe(7_000);
+		expect(retryAfterMs('Mon, 07 Dec 2026 10:01:30 GMT', now)).toBe(90_000);
+		// A date rounds up to whole seconds; one that has passed asks for no wait.
+		expect(retryAfterMs('Mon, 07 Dec 2026 10:00:00 GMT', now - 200)).toBe(1_000);
+		expect(retryAfterMs('Mon, 07 Dec 2026 09:00:00 GMT', now)).toBe(0);
+		for (const unreadable of [undefined, null, '', ' ', '1.5', '-3', '10s', 'soon', 1.5, -1, {}])
+			expect(retryAfterMs(unreadable, now), JSON.stringify(unreadable)).toBeUndefined();
 	});
 
 	it('parseAlsoRetryStatuses: 4xx codes, comma-separated, or a number or array from an expression', () => {

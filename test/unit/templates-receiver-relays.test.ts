@@ -594,8 +594,8 @@ describe('HTTP Request nodes of the templates', () => {
 	it('the Event intake quotes a CRM refusal in text as well as in JSON', () => {
 		const intake = load('06-event-intake.json');
 		const message = node(intake, 'Mark failed (CRM refused)').parameters.errorMessage;
-		expect(evaluate(message, { statusCode: 409, data: 'Duplicate record' })).toBe(
-			'CRM refused the event: HTTP 409 Duplicate record',
+		expect(evaluate(message, { statusCode: 422, data: 'Duplicate record' })).toBe(
+			'CRM refused the event: HTTP 422 Duplicate record',
 		);
 		expect(evaluate(message, { statusCode: 422, body: { error: 'bad' } })).toBe(
 			'CRM refused the event: HTTP 422 {"error":"bad"}',

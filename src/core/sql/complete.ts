@@ -24,6 +24,8 @@ export interface CompleteRow {
 	backoff_max_ms: number | null;
 	/** Retry without an explicit delay: a uniform random number in [0, 1) for the backoff jitter. */
 	jitter: number | null;
+	/** Retry without an explicit delay: the least wait (a Retry-After); left out when none. */
+	min_delay_ms?: number;
 }
 
 /** The status an item moves its job to. `j` is the job row before the update. */
@@ -40,7 +42,8 @@ const NEW_STATUS = `CASE x.outcome
  * and the job's current status, which the node routes to "Lease Lost".
  *
  * Retry backoff: d = min(max, base * 2^(attempt-1)); the job is due again after a uniformly
- * random delay in [d/2, d] ("equal jitter"), unless an explicit delay is given. A retry of the
+ * random delay in [d/2, d] ("equal jitter"), or `min_delay_ms` when that is longer, unless an
+ * explicit delay is given. A retry of the
  * last allowed attempt fails the job instead (error_code kept, class defaults to retryable).
  * The random number is drawn by the client (`jitter`; random() only if it is missing), so the
  * jobs to update are found by a plain join: a volatile function in the row source kept the old
@@ -106,7 +109,7 @@ WITH input AS MATERIALIZED (
 	SELECT x.*, 'running'::text AS fence FROM jsonb_to_recordset($1::jsonb) AS x(
 		ord int, job_id uuid, attempt_id uuid, outcome text, result jsonb, error_code text,
 		error_message text, error_class text, error_node text, error_workflow text, error_execution text,
-		delay_ms bigint, backoff_base_ms bigint, backoff_max_ms bigint, jitter float8)
+		delay_ms bigint, backoff_base_ms bigint, backoff_max_ms bigint, jitter float8, min_delay_ms bigint)
 ), updated AS (
 	UPDATE ${s}.jobs j
 	SET status = ${NEW_STATUS},
@@ -114,9 +117,9 @@ WITH input AS MATERIALIZED (
 		attempts = CASE WHEN x.outcome = 'release' THEN j.attempts - 1 ELSE j.attempts END,
 		run_at = CASE WHEN (${NEW_STATUS}) = 'queued' THEN now() + (CASE
 				WHEN x.outcome = 'retry' AND x.delay_ms IS NOT NULL THEN x.delay_ms
-				WHEN x.outcome = 'retry' THEN (
+				WHEN x.outcome = 'retry' THEN greatest(coalesce(x.min_delay_ms, 0), (
 					least(x.backoff_max_ms::float8, x.backoff_base_ms * power(2::float8, least(j.attempts - 1, 40)))
-					* (0.5 + coalesce(x.jitter, random()) * 0.5))::bigint
+					* (0.5 + coalesce(x.jitter, random()) * 0.5))::bigint)
 				ELSE coalesce(x.delay_ms, 0)
 			END) * interval '1 millisecond' ELSE j.run_at END,
 		lease_until = NULL,
