@@ -351,7 +351,12 @@ export class JobComplete implements INodeType {
 						parseAlsoRetryStatuses(options.alsoRetryStatuses),
 					);
 					outcome = classified.outcome;
-					answeredRetry = outcome === 'retry' && status > 0 && item.json.error === undefined;
+					// The header is this status's only when the status is the item's own answer.
+					answeredRetry =
+						outcome === 'retry' &&
+						status > 0 &&
+						item.json.error === undefined &&
+						Number(item.json.statusCode) === status;
 					errorClass = errorClass ?? classified.errorClass;
 					errorCode = errorCode ?? classified.errorCode;
 				}

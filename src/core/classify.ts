@@ -39,6 +39,13 @@ export function classifyHttpStatus(
 /** The statuses `classifyHttpStatus` may be told to retry as well: the 4xx. */
 export const ALSO_RETRY_STATUS_RANGE = { min: 400, max: 499 } as const;
 
+/** IMF-fixdate, RFC 850 and asctime (RFC 9110, section 5.6.7). */
+const HTTP_DATE = [
+	/^[A-Z][a-z]{2}, \d{2} [A-Z][a-z]{2} \d{4} \d{2}:\d{2}:\d{2} GMT$/,
+	/^[A-Z][a-z]+, \d{2}-[A-Z][a-z]{2}-\d{2} \d{2}:\d{2}:\d{2} GMT$/,
+	/^[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2} \d{4}$/,
+];
+
 /**
  * The wait a Retry-After header asks for, in ms (RFC 9110: delay-seconds, or an HTTP date whose
  * distance from `now` is rounded up to whole seconds, 0 when it has passed), or undefined when
@@ -51,9 +58,10 @@ export function retryAfterMs(header: unknown, now = Date.now()): number | undefi
 	if (typeof value !== 'string') return undefined;
 	const text = value.trim();
 	if (/^\d+$/.test(text)) return Number(text) * 1000;
-	// A date names its weekday and month; "1.5" or "-3" is no date, though Date.parse reads one.
-	if (!/[a-z]{3}/i.test(text)) return undefined;
-	const at = Date.parse(text);
+	// Only the three forms of an HTTP date: Date.parse reads far more ("1.5", "-3", "in 3000").
+	if (!HTTP_DATE.some((form) => form.test(text))) return undefined;
+	// asctime names no zone; an HTTP date is always GMT, not the machine's local time.
+	const at = Date.parse(text.endsWith(' GMT') ? text : `${text} GMT`);
 	if (Number.isNaN(at)) return undefined;
 	return Math.max(0, Math.ceil((at - now) / 1000) * 1000);
 }

@@ -164,7 +164,8 @@ export interface CompleteInput {
 	delayMs?: number | null;
 	/**
 	 * Retry without `delayMs`: wait at least this long (what a Retry-After header asked for), the
-	 * backoff when that is longer.
+	 * backoff when that is longer. Not capped here beyond the delay's range (365 days): Job
+	 * Complete caps it at Backoff Max Seconds.
 	 */
 	minDelayMs?: number | null;
 	backoffBaseMs?: number;

@@ -367,6 +367,22 @@ describe('Job Complete, From HTTP Status and a Retry-After header', () => {
 			parameters: { outcome: 'httpStatus' },
 		});
 		const [explicit, off, noAnswer] = await Promise.all(ids.map(waitsSeconds));
+
+		// HTTP Status mapped to another call's status: the item's headers are not that answer's.
+		const [mapped] = await enqueue('http-retry-after-mapped', [{ n: 1 }]);
+		const [mappedLease] = await lease('http-retry-after-mapped');
+		await nodes.run(new JobComplete(), {
+			items: [
+				{
+					json: {
+						...answer(mappedLease, 200, { 'retry-after': '120' }).json,
+						upstream_status: 503,
+					},
+				},
+			],
+			parameters: { outcome: 'httpStatus', httpStatus: '={{ $json.upstream_status }}' },
+		});
+		expect(await waitsSeconds(mapped)).toBeLessThanOrEqual(5);
 		expect(explicit).toBeGreaterThan(35);
 		expect(explicit).toBeLessThanOrEqual(40);
 		expect(off).toBeLessThanOrEqual(5);

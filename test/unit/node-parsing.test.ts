@@ -238,7 +238,26 @@ describe('core helpers the nodes rely on', () => {
 		// A date rounds up to whole seconds; one that has passed asks for no wait.
 		expect(retryAfterMs('Mon, 07 Dec 2026 10:00:00 GMT', now - 200)).toBe(1_000);
 		expect(retryAfterMs('Mon, 07 Dec 2026 09:00:00 GMT', now)).toBe(0);
-		for (const unreadable of [undefined, null, '', ' ', '1.5', '-3', '10s', 'soon', 1.5, -1, {}])
+		// The two older forms of an HTTP date (RFC 850, asctime).
+		expect(retryAfterMs('Monday, 07-Dec-26 10:00:30 GMT', now)).toBe(30_000);
+		expect(retryAfterMs('Mon Dec  7 10:00:45 2026', now)).toBe(45_000);
+		for (const unreadable of [
+			undefined,
+			null,
+			'',
+			' ',
+			'1.5',
+			'-3',
+			'+5',
+			'10s',
+			'soon',
+			'try again in 3000',
+			'2026-12-07T10:05:00Z',
+			'Mon, 07 Dec 2026 10:01:30',
+			1.5,
+			-1,
+			{},
+		])
 			expect(retryAfterMs(unreadable, now), JSON.stringify(unreadable)).toBeUndefined();
 	});
 
