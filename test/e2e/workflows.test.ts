@@ -80,15 +80,17 @@ async function status(statusUrl: string) {
 /**
  * Executions n8n recorded since `since`, per workflow id: the ones its execution list shows.
  * An execution whose workflow does not save it is soft-deleted when it ends (n8n hard-deletes it
- * later) and is not counted.
+ * later) and is not counted. With `stoppedBefore`, only executions that had ended by then count
+ * (one still running is not deleted yet, whether it will be saved or not).
  */
-async function executionsSince(since: Date): Promise<Record<string, number>> {
+async function executionsSince(since: Date, stoppedBefore?: Date): Promise<Record<string, number>> {
 	const client = new pg.Client({ connectionString: env.n8n.databaseUrl });
 	await client.connect();
 	try {
 		const { rows } = await client.query<{ workflowId: string; n: number }>(
-			`SELECT "workflowId", count(*)::int AS n FROM execution_entity WHERE "createdAt" >= $1 AND "deletedAt" IS NULL GROUP BY 1`,
-			[since],
+			`SELECT "workflowId", count(*)::int AS n FROM execution_entity WHERE "createdAt" >= $1 AND "deletedAt" IS NULL
+			AND ($2::timestamptz IS NULL OR "stoppedAt" < $2) GROUP BY 1`,
+			[since, stoppedBefore ?? null],
 		);
 		return Object.fromEntries(rows.map((row) => [row.workflowId, row.n]));
 	} finally {
@@ -1306,9 +1308,20 @@ describe('the polling Dispatcher template (Schedule Trigger → Job Lease → Wo
 			);
 			expect(rows).toEqual([{ workflow_id: POLLING_DISPATCHER_ID, checkpoint: 'crm_request' }]);
 			// It polled every second all along; only the Worker's execution of the job was saved.
+			// A poll running at the moment of the query is not saved yet, only not deleted yet:
+			// count what had stopped 3 s before, which n8n would have deleted by then if unsaved.
+			const stoppedBefore = new Date();
 			await new Promise((resolve) => setTimeout(resolve, 3_000));
-			const executions = await executionsSince(since);
-			expect(executions[POLLING_DISPATCHER_ID]).toBeUndefined();
+			const executions = await executionsSince(since, stoppedBefore);
+			const kept = await n8nQuery<{ status: string; stopped: Date | null }>(
+				`SELECT status, "stoppedAt" AS stopped FROM execution_entity
+				WHERE "workflowId" = $1 AND "createdAt" >= $2 AND "deletedAt" IS NULL`,
+				[POLLING_DISPATCHER_ID, since],
+			);
+			expect(
+				executions[POLLING_DISPATCHER_ID],
+				`polling Dispatcher executions not deleted: ${JSON.stringify(kept)} (stopped before ${stoppedBefore.toISOString()} counted)`,
+			).toBeUndefined();
 			expect(executions.DjWorker00000001).toBe(1);
 
 			// The Worker's CRM call without an HTTP answer is a retry, as in the Dispatcher.
