@@ -26,3 +26,15 @@ export function nodeJobs(nodes: ReturnType<typeof nodeRunner>) {
 			).output('Leased'),
 	};
 }
+
+/**
+ * A node output's item of each job id (`json.job_id`): Job Lease's Leased items, Job Complete's
+ * Completed items. Outputs keep lease order, not enqueue order. An id without an item throws.
+ */
+export function itemOfJob(items: INodeExecutionData[]): (id: string) => INodeExecutionData {
+	return (id) => {
+		const item = items.find((candidate) => candidate.json.job_id === id);
+		if (item === undefined) throw new Error(`no item of job ${id} among ${items.length} items`);
+		return item;
+	};
+}

@@ -9,7 +9,7 @@ import { JobStatus } from '../../nodes/JobStatus/JobStatus.node';
 import { DEFAULT_MAX_PAYLOAD_BYTES } from '../../src/core';
 import { tableSnapshot, useTestSchema } from '../helpers/db';
 import { nodeRunner } from '../helpers/n8n-context';
-import { nodeJobs } from '../helpers/node-jobs';
+import { itemOfJob, nodeJobs } from '../helpers/node-jobs';
 
 /*
  * Review fixes of the node glue, run through n8n-core's execution engine on real PostgreSQL:
@@ -91,7 +91,7 @@ describe('Job Complete, From HTTP Status with the default HTTP Status', () => {
 	it('a 2xx of a full response succeeds; an error-output item is no answer, whatever statusCode it merged in', async () => {
 		const [ok, timedOut] = await enqueue('http-default', [{ n: 1 }, { n: 2 }]);
 		const leased = await lease('http-default');
-		const byId = (id: string) => leased.find((item) => item.json.job_id === id)!;
+		const byId = itemOfJob(leased);
 		const items = [
 			fullResponse(byId(ok), 201, { id: 'crm-1' }),
 			// n8n's error output: `error`, with the input item's fields merged in (here the
@@ -109,11 +109,9 @@ describe('Job Complete, From HTTP Status with the default HTTP Status', () => {
 			items,
 			parameters: { outcome: 'httpStatus' },
 		});
-		const byJob = Object.fromEntries(
-			result.output('Completed').map((item) => [item.json.job_id, item.json]),
-		);
-		expect(byJob[ok]).toMatchObject({ outcome: 'succeeded', status: 'done' });
-		expect(byJob[timedOut]).toMatchObject({
+		const completed = itemOfJob(result.output('Completed'));
+		expect(completed(ok).json).toMatchObject({ outcome: 'succeeded', status: 'done' });
+		expect(completed(timedOut).json).toMatchObject({
 			outcome: 'retry',
 			status: 'queued',
 			error_code: 'http_no_response',
@@ -207,21 +205,22 @@ describe('Job Complete, From HTTP Status with Also Retry Statuses', () => {
 			{ n: 3 },
 		]);
 		const leased = await lease('http-also-retry');
-		const byId = (id: string) => leased.find((item) => item.json.job_id === id)!;
+		const byId = itemOfJob(leased);
 		const retried = await nodes.run(new JobComplete(), {
 			items: [fullResponse(byId(listed), 409), fullResponse(byId(other), 422)],
 			parameters: { outcome: 'httpStatus', options: { alsoRetryStatuses: ' 409 , 423' } },
 		});
-		const byJob = Object.fromEntries(
-			retried.output('Completed').map((item) => [item.json.job_id, item.json]),
-		);
-		expect(byJob[listed]).toMatchObject({
+		const completed = itemOfJob(retried.output('Completed'));
+		expect(completed(listed).json).toMatchObject({
 			outcome: 'retry',
 			status: 'queued',
 			error_code: 'http_409',
 			error_class: 'retryable',
 		});
-		expect(byJob[other]).toMatchObject({ outcome: 'failed', error_class: 'needs_mapping' });
+		expect(completed(other).json).toMatchObject({
+			outcome: 'failed',
+			error_class: 'needs_mapping',
+		});
 		expect(await job(listed)).toMatchObject({ status: 'queued' });
 
 		const failed = await nodes.run(new JobComplete(), {
@@ -241,7 +240,7 @@ describe('Job Complete, From HTTP Status with Also Retry Statuses', () => {
 		async (value) => {
 			const [first, second] = await enqueue('http-also-retry-bad', [{ n: 1 }, { n: 2 }]);
 			const leased = await lease('http-also-retry-bad');
-			const byId = (id: string) => leased.find((item) => item.json.job_id === id)!;
+			const byId = itemOfJob(leased);
 			const before = await tableSnapshot(pool, schema);
 			const error = await failure(
 				nodes.run(new JobComplete(), {
@@ -300,7 +299,7 @@ describe('Job Complete, From HTTP Status and a Retry-After header', () => {
 	it('a retried answer waits at least what its Retry-After asks (seconds or a date, any case of the name), at most Backoff Max Seconds', async () => {
 		const ids = await enqueue('http-retry-after', [{ n: 1 }, { n: 2 }, { n: 3 }, { n: 4 }]);
 		const leased = await lease('http-retry-after');
-		const byId = (id: string) => leased.find((item) => item.json.job_id === id)!;
+		const byId = itemOfJob(leased);
 		const inNinetySeconds = new Date(Date.now() + 90_000).toUTCString();
 		const result = await nodes.run(new JobComplete(), {
 			items: [
@@ -345,7 +344,7 @@ describe('Job Complete, From HTTP Status and a Retry-After header', () => {
 	it('Retry After Seconds wins; Honor Retry-After off, no answer, or a 2xx is the backoff or no wait at all', async () => {
 		const ids = await enqueue('http-retry-after-not', [{ n: 1 }, { n: 2 }, { n: 3 }]);
 		const leased = await lease('http-retry-after-not');
-		const byId = (id: string) => leased.find((item) => item.json.job_id === id)!;
+		const byId = itemOfJob(leased);
 		await nodes.run(new JobComplete(), {
 			items: [answer(byId(ids[0]), 429, { 'retry-after': '120' })],
 			parameters: { outcome: 'httpStatus', options: { retryAfterSeconds: 40 } },
@@ -417,7 +416,7 @@ describe('Job Complete, Max Result Size (KB)', () => {
 	it('a result over the default is refused with a fix naming the option; nothing of the batch is written', async () => {
 		const [small, large] = await enqueue('result-size', [{ n: 1 }, { n: 2 }]);
 		const leased = await lease('result-size');
-		const byId = (id: string) => leased.find((item) => item.json.job_id === id)!;
+		const byId = itemOfJob(leased);
 		const items = [
 			{ json: { ...byId(small).json, answer: 'short' } },
 			{ json: { ...byId(large).json, answer: big } },

@@ -5,7 +5,7 @@ import { JobComplete } from '../../nodes/JobComplete/JobComplete.node';
 import { JobStatus } from '../../nodes/JobStatus/JobStatus.node';
 import { tableSnapshot, useTestSchema } from '../helpers/db';
 import { nodeRunner, webhookItem } from '../helpers/n8n-context';
-import { nodeJobs } from '../helpers/node-jobs';
+import { itemOfJob, nodeJobs } from '../helpers/node-jobs';
 
 const { schema, pool } = useTestSchema(__filename, { closeCachedPools: true });
 const nodes = nodeRunner(schema);
@@ -296,7 +296,7 @@ describe('Job Status: operations', () => {
 				(entry) => String(entry.job_id),
 			);
 			const leased = await leaseAll('cancel');
-			const byId = (id: string) => leased.find((item) => item.json.job_id === id)!;
+			const byId = itemOfJob(leased);
 			await nodes.run(new JobComplete(), { items: [byId(done)] });
 			// Job 1 is given back, so it is queued again; job 2 stays running.
 			await nodes.run(new JobComplete(), {

@@ -6,6 +6,7 @@ import { JobLease } from '../../nodes/JobLease/JobLease.node';
 import { JobStatus } from '../../nodes/JobStatus/JobStatus.node';
 import { tableSnapshot, useTestSchema } from '../helpers/db';
 import { nodeRunner } from '../helpers/n8n-context';
+import { itemOfJob } from '../helpers/node-jobs';
 
 const { schema, pool } = useTestSchema(__filename, { closeCachedPools: true });
 const nodes = nodeRunner(schema);
@@ -228,10 +229,8 @@ describe('Job Lease → Job Complete', () => {
 			},
 			executionId: 'exec-worker-2',
 		});
-		const byJob = Object.fromEntries(
-			result.output('Completed').map((item) => [item.json.job_id, item.json]),
-		);
-		expect(byJob[transient]).toMatchObject({
+		const completed = itemOfJob(result.output('Completed'));
+		expect(completed(transient).json).toMatchObject({
 			outcome: 'retry',
 			status: 'queued',
 			error_code: 'http_503',
@@ -239,10 +238,10 @@ describe('Job Lease → Job Complete', () => {
 			attempts: 1,
 		});
 		// Default backoff: base 5 s, first retry waits between 2.5 and 5 s.
-		const due = Date.parse(String(byJob[transient].next_run_at)) - Date.now();
+		const due = Date.parse(String(completed(transient).json.next_run_at)) - Date.now();
 		expect(due).toBeGreaterThan(1_500);
 		expect(due).toBeLessThanOrEqual(5_000);
-		expect(byJob[contract]).toMatchObject({
+		expect(completed(contract).json).toMatchObject({
 			outcome: 'failed',
 			status: 'failed',
 			error_code: 'http_400',

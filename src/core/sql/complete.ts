@@ -43,8 +43,8 @@ const NEW_STATUS = `CASE x.outcome
  *
  * Retry backoff: d = min(max, base * 2^(attempt-1)); the job is due again after a uniformly
  * random delay in [d/2, d] ("equal jitter"), or `min_delay_ms` when that is longer, unless an
- * explicit delay is given. A retry of the
- * last allowed attempt fails the job instead (error_code kept, class defaults to retryable).
+ * explicit delay is given. A retry of the last allowed attempt fails the job instead
+ * (error_code kept, class defaults to retryable).
  * The random number is drawn by the client (`jitter`; random() only if it is missing), so the
  * jobs to update are found by a plain join: a volatile function in the row source kept the old
  * form of this statement from being planned as one.
